@@ -1,0 +1,1 @@
+"""One module per `trainplan` subcommand (NAME, HELP, add_arguments, run)."""

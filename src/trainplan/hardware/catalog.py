@@ -1,0 +1,138 @@
+"""Load the GPU and node catalogs (gpus.toml, instances.toml) and convert their units once."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from trainplan.errors import TrainplanError, unknown
+from trainplan.hardware.types import ARCH_DTYPES, Cluster, GPUSpec, NodeType
+from trainplan.parsing import check_keys, read_toml
+from trainplan.units import GB, GBPS_TO_BYTES_PER_S, GiB, TFLOPS
+
+_HERE = Path(__file__).parent
+
+_GPU_KEYS = {
+    "display_name", "aliases", "arch", "memory_gib", "hbm_tbps", "peak_tflops", "matmul_ceiling",
+    "nvlink_gb_per_s", "pcie_gb_per_s", "power_w", "sources",
+}
+_NODE_KEYS = {
+    "ec2_name", "aliases", "gpu", "gpus", "nvlink_domain_gpus", "intra_node", "inter_node_gbps",
+    "inter_node_fabric", "host_memory_gib", "vcpus", "local_nvme_gb", "cpu_arch",
+    "price_usd_per_hour", "price_kind", "spot", "sagemaker", "placement", "sources",
+}
+
+
+def _gpu(name: str, d: dict) -> GPUSpec:
+    check_keys(d, _GPU_KEYS, f"gpus.toml [{name}]", required=_GPU_KEYS - {"aliases"})
+    assert d["arch"] in ARCH_DTYPES, (name, d["arch"])
+    return GPUSpec(
+        name=name,
+        display_name=d["display_name"],
+        arch=d["arch"],
+        memory_bytes=int(d["memory_gib"] * GiB),
+        hbm_bandwidth=d["hbm_tbps"] * 1e12,
+        peak_flops={k: v * TFLOPS for k, v in d["peak_tflops"].items()},
+        matmul_ceiling=dict(d["matmul_ceiling"]),
+        nvlink_bandwidth=d["nvlink_gb_per_s"] * GB,
+        pcie_bandwidth=d["pcie_gb_per_s"] * GB,
+        power_w=float(d["power_w"]),
+        aliases=tuple(d.get("aliases", ())),
+        sources=dict(d["sources"]),
+    )
+
+
+def _node(name: str, d: dict, gpus: dict[str, GPUSpec]) -> NodeType:
+    optional = {"ec2_name", "aliases", "price_usd_per_hour", "placement"}
+    check_keys(d, _NODE_KEYS, f"instances.toml [{name}]", required=_NODE_KEYS - optional)
+    return NodeType(
+        name=name,
+        ec2_name=d.get("ec2_name"),
+        gpu=gpus[d["gpu"]],
+        gpus_per_node=d["gpus"],
+        nvlink_domain_gpus=d["nvlink_domain_gpus"],
+        intra_node=d["intra_node"],
+        inter_node_bandwidth=d["inter_node_gbps"] * GBPS_TO_BYTES_PER_S,
+        inter_node_fabric=d["inter_node_fabric"],
+        host_memory_bytes=int(d["host_memory_gib"] * GiB),
+        vcpus=d["vcpus"],
+        local_nvme_bytes=int(d["local_nvme_gb"] * GB),
+        cpu_arch=d["cpu_arch"],
+        price_per_hour=d.get("price_usd_per_hour"),
+        price_kind=d["price_kind"],
+        spot=d["spot"],
+        sagemaker=d["sagemaker"],
+        placement=d.get("placement"),
+        aliases=tuple(d.get("aliases", ())),
+        sources=dict(d["sources"]),
+    )
+
+
+@functools.cache
+def gpus() -> dict[str, GPUSpec]:
+    """All GPUs by catalog name."""
+    return {k: _gpu(k, v) for k, v in read_toml(_HERE / "gpus.toml").items()}
+
+
+@functools.cache
+def nodes() -> dict[str, NodeType]:
+    """All node types (instances and reference systems) by name, with user price overrides applied."""
+    g = gpus()
+    table = {k: _node(k, v, g) for k, v in read_toml(_HERE / "instances.toml").items()}
+    return _apply_price_overrides(table, os.environ.get("TRAINPLAN_PRICES"))
+
+
+def _apply_price_overrides(table: dict[str, NodeType], spec: str | None) -> dict[str, NodeType]:
+    """TRAINPLAN_PRICES: a JSON file {instance: usd_per_hour} or inline 'name=price,name=price'."""
+    if not spec:
+        return table
+    if spec.strip().startswith("{") or spec.endswith(".json"):
+        raw = json.loads(Path(spec).read_text()) if spec.endswith(".json") else json.loads(spec)
+        pairs = list(raw.items())
+    else:
+        pairs = [p.split("=", 1) for p in spec.split(",") if p.strip()]
+    out = dict(table)
+    for name, price in pairs:
+        node = find_node(name.strip(), out)
+        try:
+            usd = float(price)
+        except ValueError:
+            raise TrainplanError(
+                f"TRAINPLAN_PRICES: price for {name!r} is not a number: {price!r}"
+            ) from None
+        if usd <= 0:
+            raise TrainplanError(f"TRAINPLAN_PRICES: price for {name!r} must be positive")
+        out[node.name] = replace(node, price_per_hour=usd, price_kind="user override")
+    return out
+
+
+def _lookup(kind: str, name: str, table: dict, hint: str):
+    key = name.strip().lower()
+    for k, v in table.items():
+        if key == k.lower() or key in (a.lower() for a in v.aliases):
+            return v
+    raise unknown(kind, name, table, hint)
+
+
+def find_gpu(name: str) -> GPUSpec:
+    return _lookup("GPU", name, gpus(), "See `trainplan hardware`.")
+
+
+def find_node(name: str, table: dict[str, NodeType] | None = None) -> NodeType:
+    return _lookup("instance", name, table or nodes(), "See `trainplan hardware`.")
+
+
+def with_price(node: NodeType, usd_per_hour: float) -> NodeType:
+    """A node with a price the user gave on the command line."""
+    if not usd_per_hour > 0:
+        raise TrainplanError(f"--price must be a positive number of dollars per hour, got {usd_per_hour}")
+    return replace(node, price_per_hour=usd_per_hour, price_kind="user override")
+
+
+def cluster(instance: str, nodes_count: int) -> Cluster:
+    if nodes_count <= 0:
+        raise TrainplanError(f"--nodes must be a positive integer, got {nodes_count}")
+    return Cluster(find_node(instance), nodes_count)

@@ -1,0 +1,92 @@
+"""Hardware as the planner sees it: a GPU, a node (instance type) and a cluster of nodes.
+
+All fields are SI (bytes, bytes/s, FLOP/s, watts, dollars); the catalog files use the units their
+sources print (GiB, TB/s, TFLOPS, Gbps) and are converted once, in `catalog.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Which precision a GPU generation can run on its tensor cores. fp8 needs Hopper/Ada; the
+# microscaled formats (mxfp8, nvfp4) need Blackwell (5th-gen tensor cores).
+ARCH_DTYPES: dict[str, frozenset[str]] = {
+    "ampere": frozenset({"fp32", "tf32", "bf16", "fp16"}),
+    "ada": frozenset({"fp32", "tf32", "bf16", "fp16", "fp8"}),
+    "hopper": frozenset({"fp32", "tf32", "bf16", "fp16", "fp8"}),
+    "blackwell": frozenset({"fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "fp4", "nvfp4"}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GPUSpec:
+    """One GPU model. Every number comes from `sources` (field name -> citation)."""
+
+    name: str  # catalog key, e.g. "b200-180gb" (the ids of trainplan-validation/1)
+    display_name: str  # "NVIDIA B200 (SXM, HGX)"
+    arch: str  # key of ARCH_DTYPES
+    memory_bytes: int  # device memory the framework sees (AWS-visible GiB where known)
+    hbm_bandwidth: float  # bytes/s
+    peak_flops: dict[str, float]  # dense tensor-core FLOP/s per dtype (no 2:4 sparsity)
+    matmul_ceiling: dict[str, float]  # measured best-shape matmul rate / dense peak, per dtype
+    nvlink_bandwidth: float  # bytes/s per GPU per direction (0 = no NVLink, PCIe only)
+    pcie_bandwidth: float  # bytes/s per direction, host link
+    power_w: float
+    aliases: tuple[str, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def supports(self, dtype: str) -> bool:
+        return dtype in ARCH_DTYPES[self.arch]
+
+    def peak(self, dtype: str) -> float:
+        """Dense peak FLOP/s for a compute dtype; mxfp8 runs at the fp8 rate, nvfp4 at fp4."""
+        key = {"mxfp8": "fp8", "nvfp4": "fp4"}.get(dtype, dtype)
+        return self.peak_flops[key]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeType:
+    """One instance type (or any node of identical GPUs joined by one fabric)."""
+
+    name: str  # SageMaker name, e.g. "ml.p6-b200.48xlarge"
+    ec2_name: str | None  # "p6-b200.48xlarge"; None for non-AWS systems
+    gpu: GPUSpec
+    gpus_per_node: int
+    nvlink_domain_gpus: int  # GPUs reachable over NVLink (72 in a GB200 NVL72 UltraServer)
+    intra_node: str  # "nvswitch" | "pcie"
+    inter_node_bandwidth: float  # bytes/s per node, all NICs together (EFA or InfiniBand)
+    inter_node_fabric: str  # "EFA v4 (8x400 Gbps)"
+    host_memory_bytes: int
+    vcpus: int
+    local_nvme_bytes: int
+    cpu_arch: str  # "x86_64" | "arm64"
+    price_per_hour: float | None  # USD per node-hour; None when not sold on demand
+    price_kind: str  # what the price is: "ec2-on-demand us-east-1", "sagemaker ...", "user"
+    spot: bool
+    sagemaker: bool  # a SageMaker training instance type
+    placement: str | None = None  # "ultraserver" when jobs need an UltraServer placement
+    aliases: tuple[str, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def inter_node_bandwidth_per_gpu(self) -> float:
+        return self.inter_node_bandwidth / self.gpus_per_node
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    node: NodeType
+    nodes: int
+
+    @property
+    def num_gpus(self) -> int:
+        return self.node.gpus_per_node * self.nodes
+
+    @property
+    def gpu(self) -> GPUSpec:
+        return self.node.gpu
+
+    @property
+    def price_per_hour(self) -> float | None:
+        p = self.node.price_per_hour
+        return None if p is None else p * self.nodes

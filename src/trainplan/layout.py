@@ -1,0 +1,163 @@
+"""Layout: one candidate way to run a job (precision, checkpointing, batch split, parallel degrees).
+
+GPU count = dp_replicate * dp_shard * tp * pp * cp. Expert parallelism (ep) is carved out of
+dp_shard * cp, as in torchtitan (Megatron carves it out of dp; for cp = 1 the two agree).
+`sharding` applies over the dp_shard group: "fsdp" shards parameters, gradients and optimizer
+states (FSDP2 / ZeRO-3; with dp_replicate > 1 this is HSDP); "zero2" shards gradients and optimizer
+states; "zero1" shards optimizer states and fp32 master weights (Megatron's distributed optimizer);
+"none" is plain data parallel (dp_shard must be 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from trainplan.errors import TrainplanError
+
+SHARDING = ("none", "zero1", "zero2", "fsdp")
+# Activation checkpointing policies (costs/memory.py documents what each keeps):
+#   none: keep everything for backward
+#   selective: per-op selective checkpointing (keep matmul and attention outputs, recompute the
+#              cheap element-wise ops, norms and activations); Megatron's attention-core recompute
+#              is the same memory with flash attention
+#   full: keep only each layer's input, recompute the layer in backward
+#   partial: full checkpointing on `ac_layers` layers (per pipeline stage), none on the rest
+#   offload: keep each layer's input in host memory (full recompute, no GPU copy)
+AC_MODES = ("none", "selective", "full", "partial", "offload")
+PP_SCHEDULES = ("1f1b", "interleaved", "gpipe")
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """One candidate plan layout. Defaults are one GPU, bf16, no checkpointing."""
+
+    precision: str = "bf16"  # key of precision.RECIPES
+    ac: str = "none"  # one of AC_MODES
+    ac_layers: int = 0  # with ac="partial": layers per pipeline stage that are fully recomputed
+    micro_batch: int = 1  # sequences per GPU per forward/backward
+    grad_accum: int = 1  # micro-batches per optimizer step per data-parallel rank (pp: per stage)
+    dp_replicate: int = 1
+    dp_shard: int = 1
+    sharding: str = "fsdp"  # one of SHARDING, over the dp_shard group
+    tp: int = 1
+    sequence_parallel: bool = True  # with tp > 1: norms/dropout activations sharded over tp
+    pp: int = 1
+    pp_schedule: str = "1f1b"
+    vp: int = 1  # virtual pipeline stages per pp rank (interleaved schedule)
+    cp: int = 1
+    ep: int = 1
+    fp8_allgather: bool = False  # FSDP all-gathers fp8 weights (fp8 recipes only)
+    chunked_loss: bool = False  # cross-entropy over vocabulary chunks, no full fp32 logits
+    optimizer_offload: bool = False  # optimizer states and master weights in host memory
+    flash_attention: bool = True  # fused attention: no s x s score matrix stored
+    torch_compile: bool = False
+
+    @property
+    def dp(self) -> int:
+        return self.dp_replicate * self.dp_shard
+
+    @property
+    def num_gpus(self) -> int:
+        return self.dp * self.tp * self.pp * self.cp
+
+    def with_(self, **changes) -> "Layout":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def short(self) -> str:
+        """A compact one-line description: 'bf16 ac=full mb=2 dp=1x8(fsdp) tp=1 pp=1 cp=1'."""
+        parts = [self.precision, f"ac={self.ac}" + (f"({self.ac_layers})" if self.ac == "partial" else ""),
+                 f"mb={self.micro_batch}", f"ga={self.grad_accum}",
+                 f"dp={self.dp_replicate}x{self.dp_shard}({self.sharding})"]
+        for k in ("tp", "pp", "cp", "ep"):
+            v = getattr(self, k)
+            if v > 1:
+                parts.append(f"{k}={v}")
+        if self.pp > 1:
+            parts.append(self.pp_schedule + (f"/v{self.vp}" if self.vp > 1 else ""))
+        return " ".join(parts)
+
+
+def layout_from_dict(data: dict, where: str = "layout") -> Layout:
+    """Parse a layout written by a person or a file; unknown keys and bad values are one-line errors."""
+    from trainplan.parsing import check_keys
+
+    names = {f.name: f for f in fields(Layout)}
+    check_keys(data, set(names), where)
+    for k, v in data.items():
+        default = getattr(Layout(), k)
+        if isinstance(default, bool):
+            if not isinstance(v, bool):
+                raise TrainplanError(f"{where}: {k} must be true or false, got {v!r}")
+        elif isinstance(default, int):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TrainplanError(f"{where}: {k} must be an integer, got {v!r}")
+        elif not isinstance(v, str):
+            raise TrainplanError(f"{where}: {k} must be a string, got {v!r}")
+    return Layout(**data)
+
+
+def check_layout(job, layout: Layout) -> None:
+    """Refuse a layout that cannot run this job, with what to change. `job` is a job.Job."""
+    from trainplan.precision import check_supported, recipe
+
+    m, c, w = job.model, job.cluster, job.workload
+    L = layout
+    for k in ("micro_batch", "grad_accum", "dp_replicate", "dp_shard", "tp", "pp", "vp", "cp", "ep"):
+        if getattr(L, k) <= 0:
+            raise TrainplanError(f"{k} must be a positive integer, got {getattr(L, k)}")
+    if L.sharding not in SHARDING:
+        raise TrainplanError(f"unknown sharding {L.sharding!r}; known: {', '.join(SHARDING)}")
+    if L.ac not in AC_MODES:
+        raise TrainplanError(f"unknown activation checkpointing {L.ac!r}; known: {', '.join(AC_MODES)}")
+    if L.pp_schedule not in PP_SCHEDULES:
+        raise TrainplanError(f"unknown pipeline schedule {L.pp_schedule!r}; known: {', '.join(PP_SCHEDULES)}")
+    check_supported(recipe(L.precision), c.gpu)
+    if L.num_gpus != c.num_gpus:
+        raise TrainplanError(
+            f"layout uses dp_replicate*dp_shard*tp*pp*cp = {L.dp_replicate}*{L.dp_shard}*{L.tp}*{L.pp}*{L.cp}"
+            f" = {L.num_gpus} GPUs but the cluster has {c.num_gpus}; change the degrees or --nodes"
+        )
+    if L.sharding == "none" and L.dp_shard > 1:
+        raise TrainplanError("sharding 'none' needs dp_shard = 1 (put the data-parallel degree in dp_replicate)")
+    if L.tp > c.node.nvlink_domain_gpus and c.node.nvlink_domain_gpus > 1:
+        raise TrainplanError(
+            f"tp={L.tp} is larger than the NVLink domain of {c.node.name} ({c.node.nvlink_domain_gpus} GPUs); "
+            "keep tensor parallelism inside a node"
+        )
+    if L.tp > c.node.gpus_per_node and c.node.nvlink_domain_gpus <= 1:
+        raise TrainplanError(f"tp={L.tp} is larger than a node of {c.node.name} ({c.node.gpus_per_node} GPUs)")
+    if m.num_heads % L.tp:
+        raise TrainplanError(f"tp={L.tp} does not divide the {m.num_heads} attention heads of {m.name}")
+    if m.num_kv_heads % L.tp and L.tp % m.num_kv_heads:
+        raise TrainplanError(
+            f"tp={L.tp} and the {m.num_kv_heads} key/value heads of {m.name} do not divide one another"
+        )
+    if m.num_layers < L.pp * L.vp:
+        raise TrainplanError(
+            f"pp*vp = {L.pp * L.vp} pipeline chunks but {m.name} has only {m.num_layers} layers"
+        )
+    if L.vp > 1 and L.pp_schedule != "interleaved":
+        raise TrainplanError(f"vp={L.vp} needs pp_schedule 'interleaved'")
+    if L.ac == "partial" and not 0 < L.ac_layers <= -(-m.num_layers // L.pp):
+        raise TrainplanError(
+            f"ac 'partial' needs 1 <= ac_layers <= layers per pipeline stage ({-(-m.num_layers // L.pp)}), got {L.ac_layers}"
+        )
+    if w.seq_len % L.cp:
+        raise TrainplanError(f"cp={L.cp} does not divide the sequence length {w.seq_len}")
+    if L.ep > 1:
+        if m.moe is None:
+            raise TrainplanError(f"ep={L.ep} but {m.name} has no experts; use ep=1")
+        if m.moe.num_experts % L.ep:
+            raise TrainplanError(f"ep={L.ep} does not divide the {m.moe.num_experts} experts of {m.name}")
+        if (L.dp_shard * L.cp) % L.ep:
+            raise TrainplanError(f"ep={L.ep} must divide dp_shard*cp = {L.dp_shard * L.cp}")
+    if L.fp8_allgather and not recipe(L.precision).fp8:
+        raise TrainplanError(f"fp8_allgather needs an fp8 precision recipe, not {L.precision!r}")
+    if w.global_batch != L.micro_batch * L.grad_accum * L.dp:
+        raise TrainplanError(
+            f"global batch {w.global_batch} != micro_batch*grad_accum*dp = "
+            f"{L.micro_batch}*{L.grad_accum}*{L.dp}; change the micro-batch or gradient accumulation"
+        )

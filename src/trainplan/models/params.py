@@ -1,0 +1,137 @@
+"""Exact parameter counts from a ModelSpec, component by component.
+
+Counts equal those of the Hugging Face model built from the same config.json on the meta device
+(tests/models/test_params_vs_transformers.py checks every catalog entry transformers can build).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainplan.models.spec import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class LayerParams:
+    attention: int  # q, k, v, o projections (+ MLA down/up projections and norms, qk-norms, sinks)
+    mlp: int  # dense MLP, or shared experts + router in an MoE layer
+    experts: int  # all routed experts of the layer (0 in dense layers)
+    active_experts: int  # the top-k routed experts one token goes through
+    norms: int
+
+    @property
+    def total(self) -> int:
+        return self.attention + self.mlp + self.experts + self.norms
+
+    @property
+    def active(self) -> int:
+        return self.attention + self.mlp + self.active_experts + self.norms
+
+
+@dataclass(frozen=True, slots=True)
+class ParamCounts:
+    embedding: int  # token (+ learned position) embeddings
+    lm_head: int  # 0 when tied to the embedding
+    final_norm: int
+    layers: tuple[LayerParams, ...]
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.lm_head + self.final_norm + sum(x.total for x in self.layers)
+
+    @property
+    def active(self) -> int:
+        """Parameters one token uses: embeddings, head, attention, dense/shared MLP, top-k experts."""
+        return self.embedding + self.lm_head + self.final_norm + sum(x.active for x in self.layers)
+
+    @property
+    def non_embedding(self) -> int:
+        return self.total - self.embedding - self.lm_head
+
+    @property
+    def experts(self) -> int:
+        return sum(x.experts for x in self.layers)
+
+    def to_dict(self) -> dict:
+        return {
+            "total": self.total,
+            "active": self.active,
+            "embedding": self.embedding,
+            "lm_head": self.lm_head,
+            "non_embedding": self.non_embedding,
+            "experts": self.experts,
+            "per_layer": [
+                {"attention": x.attention, "mlp": x.mlp, "experts": x.experts, "norms": x.norms, "total": x.total}
+                for x in self.layers
+            ],
+        }
+
+
+def _norm(m: ModelSpec, dim: int) -> int:
+    return dim * (2 if m.norm == "layernorm" else 1)
+
+
+def _mlp(m: ModelSpec, d_ff: int, bias: bool) -> int:
+    h = m.hidden_size
+    mats = 3 if m.gated_mlp else 2
+    b = (2 * d_ff + h if m.gated_mlp else d_ff + h) if bias else 0
+    return mats * h * d_ff + b
+
+
+def _attention(m: ModelSpec) -> int:
+    h = m.hidden_size
+    if m.mla is not None:
+        a = m.mla
+        qk_head = a.qk_nope_head_dim + a.qk_rope_head_dim
+        if a.q_lora_rank is None:
+            q = h * m.num_heads * qk_head
+        else:
+            q = h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * m.num_heads * qk_head
+        kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
+        kv += a.kv_lora_rank * m.num_heads * (a.qk_nope_head_dim + a.v_head_dim)
+        o = m.num_heads * a.v_head_dim * h
+        return q + kv + o
+    p = h * m.q_dim + 2 * h * m.kv_dim + m.q_dim * h
+    if m.qkv_bias:
+        p += m.q_dim + 2 * m.kv_dim
+    if m.o_bias:
+        p += h
+    if m.qk_norm:
+        p += 2 * m.head_dim
+    if m.attention_sinks:
+        p += m.num_heads
+    return p
+
+
+def _layer(m: ModelSpec, index: int) -> LayerParams:
+    h = m.hidden_size
+    attn = _attention(m)
+    norms = m.norms_per_layer * _norm(m, h)
+    moe = m.moe
+    is_moe = moe is not None and index >= moe.first_dense_layers and (index + 1) % moe.moe_layer_freq == 0
+    if not is_moe:
+        return LayerParams(attn, _mlp(m, m.ffn_size, m.mlp_bias), 0, 0, norms)
+    one_expert = _mlp(m, moe.expert_ffn_size, moe.expert_bias)
+    router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
+    router += moe.num_experts if moe.router_score_correction_bias else 0
+    shared = _mlp(m, moe.shared_expert_ffn_size, False) if moe.num_shared_experts else 0
+    shared += h if moe.shared_expert_gate else 0
+    return LayerParams(
+        attention=attn,
+        mlp=shared + router,
+        experts=moe.num_experts * one_expert,
+        active_experts=moe.experts_per_token * one_expert,
+        norms=norms,
+    )
+
+
+def count_params(m: ModelSpec) -> ParamCounts:
+    emb = m.vocab_size * m.hidden_size
+    if m.position_embedding == "learned":
+        emb += m.max_position_embeddings * m.hidden_size
+    return ParamCounts(
+        embedding=emb,
+        lm_head=0 if m.tied_embeddings else m.vocab_size * m.hidden_size,
+        final_norm=_norm(m, m.hidden_size),
+        layers=tuple(_layer(m, i) for i in range(m.num_layers)),
+    )

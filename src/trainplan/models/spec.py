@@ -1,0 +1,130 @@
+"""ModelSpec: the architecture facts a plan needs, and exact parameter counts derived from them.
+
+A ModelSpec is built from a Hugging Face config.json by an adapter (adapters.py, one per
+`model_type`) or from the built-in catalog (catalog/*.json holds config.json facts). Nothing here
+guesses architecture from ratios: every field is read from the config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class MoESpec:
+    """Mixture-of-experts FFN. Layers [0, first_dense_layers) keep the dense FFN."""
+
+    num_experts: int  # routed experts per MoE layer
+    experts_per_token: int  # top-k
+    expert_ffn_size: int  # intermediate size of one routed expert
+    num_shared_experts: int = 0
+    shared_expert_ffn_size: int = 0  # intermediate size of the shared-expert MLP (all shared together)
+    first_dense_layers: int = 0  # DeepSeek first_k_dense_replace
+    moe_layer_freq: int = 1  # every n-th layer is MoE (1 = all, after the dense ones)
+    router_bias: bool = False  # bias on the router linear (gpt-oss)
+    expert_bias: bool = False  # biases inside each expert (gpt-oss)
+    shared_expert_gate: bool = False  # a sigmoid gate Linear(hidden, 1) on the shared expert (qwen2_moe)
+    router_score_correction_bias: bool = False  # DeepSeek-V3 e_score_correction_bias buffer-parameter
+
+
+@dataclass(frozen=True, slots=True)
+class MLASpec:
+    """DeepSeek multi-head latent attention ranks and head dims."""
+
+    q_lora_rank: int | None  # None = plain q projection
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """A decoder-only transformer, as a training planner needs it."""
+
+    name: str
+    model_type: str  # HF model_type ("llama", "qwen3_moe", "deepseek_v3", ...) or "gpt"
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int  # = num_heads for MHA
+    head_dim: int  # per attention head (may differ from hidden/heads: Gemma, Qwen3)
+    ffn_size: int  # dense-MLP intermediate size (0 when every layer is MoE)
+    vocab_size: int
+    mlp: str = "swiglu"  # "swiglu" | "geglu" (gated, 3 matrices) | "gelu" | "relu2" (2 matrices)
+    norm: str = "rmsnorm"  # "rmsnorm" (weight only) | "layernorm" (weight + bias)
+    tied_embeddings: bool = False
+    position_embedding: str = "rope"  # "rope" | "learned"
+    max_position_embeddings: int = 0  # size of a learned position table
+    qkv_bias: bool = False  # bias on q, k, v projections (Qwen2)
+    o_bias: bool = False  # bias on the attention output projection
+    mlp_bias: bool = False
+    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3, Gemma 3)
+    norms_per_layer: int = 2  # Gemma 2/3 have 4 (pre/post attention, pre/post MLP)
+    attention_sinks: bool = False  # one learned logit per head (gpt-oss)
+    sliding_window: int | None = None
+    sliding_window_layers: int = 0  # how many layers use the sliding window
+    moe: MoESpec | None = None
+    mla: MLASpec | None = None
+    mtp_layers: int = 0  # DeepSeek multi-token-prediction modules (not built by transformers)
+    source: str = ""  # where the facts came from (URL of the config.json, paper table)
+
+    # ---- derived sizes -------------------------------------------------------------------
+    @property
+    def q_dim(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def gated_mlp(self) -> bool:
+        return self.mlp in ("swiglu", "geglu")
+
+    @property
+    def num_moe_layers(self) -> int:
+        if self.moe is None:
+            return 0
+        eligible = range(self.moe.first_dense_layers, self.num_layers)
+        return sum(1 for i in eligible if (i + 1) % self.moe.moe_layer_freq == 0)
+
+    @property
+    def num_dense_layers(self) -> int:
+        return self.num_layers - self.num_moe_layers
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+
+def spec_to_dict(m: ModelSpec) -> dict:
+    from dataclasses import asdict
+
+    return asdict(m)
+
+
+def spec_from_dict(d: dict, where: str = "model") -> ModelSpec:
+    """Parse a ModelSpec written by spec_to_dict (plan.json); unknown keys are refused."""
+    from dataclasses import fields
+
+    from trainplan.errors import TrainplanError
+    from trainplan.parsing import check_keys
+
+    def build(cls, data, path):
+        if not isinstance(data, dict):
+            raise TrainplanError(f"{path} must be an object")
+        names = {f.name for f in fields(cls)}
+        required = {f.name for f in fields(cls) if f.default is f.default_factory is None or
+                    (f.default.__class__.__name__ == "_MISSING_TYPE" and
+                     f.default_factory.__class__.__name__ == "_MISSING_TYPE")}
+        check_keys(data, names, path, required=required)
+        return data
+
+    build(ModelSpec, d, where)
+    kw = dict(d)
+    if kw.get("moe") is not None:
+        kw["moe"] = MoESpec(**build(MoESpec, kw["moe"], f"{where}.moe"))
+    if kw.get("mla") is not None:
+        kw["mla"] = MLASpec(**build(MLASpec, kw["mla"], f"{where}.mla"))
+    return ModelSpec(**kw)

@@ -17,11 +17,17 @@ class TrainplanError(Exception):
     """A user-facing error: one line, what is wrong and what to do."""
 
 
-def unknown(kind: str, name: str, known: Iterable[str], hint: str = "") -> TrainplanError:
-    """Error for a name that is not in a registry: lists the known names, suggests the nearest."""
+def unknown(
+    kind: str, name: str, known: Iterable[str], hint: str = "", aliases: dict[str, str] | None = None
+) -> TrainplanError:
+    """Error for a name that is not in a registry: lists the known names, suggests the nearest.
+
+    `aliases` maps other spellings to known names, so that 'p6-b20' suggests 'ml.p6-b200.48xlarge'.
+    """
     known = sorted(known)
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-    did_you_mean = f"did you mean {close[0]!r}? " if close else ""
+    spellings = {k: k for k in known} | (aliases or {})
+    close = difflib.get_close_matches(name.lower(), list(spellings), n=1, cutoff=0.5)
+    did_you_mean = f"did you mean {spellings[close[0]]!r}? " if close else ""
     tail = f" {hint}" if hint else ""
     return TrainplanError(
         f"unknown {kind} {name!r}: {did_you_mean}known: {', '.join(known)}.{tail}"

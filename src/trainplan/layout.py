@@ -115,11 +115,6 @@ def check_layout(job, layout: Layout) -> None:
     if L.pp_schedule not in PP_SCHEDULES:
         raise TrainplanError(f"unknown pipeline schedule {L.pp_schedule!r}; known: {', '.join(PP_SCHEDULES)}")
     check_supported(recipe(L.precision), c.gpu)
-    if L.num_gpus != c.num_gpus:
-        raise TrainplanError(
-            f"layout uses dp_replicate*dp_shard*tp*pp*cp = {L.dp_replicate}*{L.dp_shard}*{L.tp}*{L.pp}*{L.cp}"
-            f" = {L.num_gpus} GPUs but the cluster has {c.num_gpus}; change the degrees or --nodes"
-        )
     if L.sharding == "none" and L.dp_shard > 1:
         raise TrainplanError("sharding 'none' needs dp_shard = 1 (put the data-parallel degree in dp_replicate)")
     if L.tp > c.node.nvlink_domain_gpus and c.node.nvlink_domain_gpus > 1:
@@ -154,6 +149,11 @@ def check_layout(job, layout: Layout) -> None:
             raise TrainplanError(f"ep={L.ep} does not divide the {m.moe.num_experts} experts of {m.name}")
         if (L.dp_shard * L.cp) % L.ep:
             raise TrainplanError(f"ep={L.ep} must divide dp_shard*cp = {L.dp_shard * L.cp}")
+    if L.num_gpus != c.num_gpus:
+        raise TrainplanError(
+            f"layout uses dp_replicate*dp_shard*tp*pp*cp = {L.dp_replicate}*{L.dp_shard}*{L.tp}*{L.pp}*{L.cp}"
+            f" = {L.num_gpus} GPUs but the cluster has {c.num_gpus}; change the degrees or --nodes"
+        )
     if L.fp8_allgather and not recipe(L.precision).fp8:
         raise TrainplanError(f"fp8_allgather needs an fp8 precision recipe, not {L.precision!r}")
     if w.global_batch != L.micro_batch * L.grad_accum * L.dp:

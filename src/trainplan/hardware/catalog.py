@@ -114,7 +114,8 @@ def _lookup(kind: str, name: str, table: dict, hint: str):
     for k, v in table.items():
         if key == k.lower() or key in (a.lower() for a in v.aliases):
             return v
-    raise unknown(kind, name, table, hint)
+    aliases = {a.lower(): k for k, v in table.items() for a in v.aliases}
+    raise unknown(kind, name, table, hint, aliases)
 
 
 def find_gpu(name: str) -> GPUSpec:

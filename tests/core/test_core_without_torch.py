@@ -1,0 +1,27 @@
+"""The planner core must import and run with torch unavailable (DESIGN.md: pure core)."""
+
+import subprocess
+import sys
+import textwrap
+
+CORE = ["trainplan.hardware", "trainplan.models", "trainplan.layout", "trainplan.job",
+        "trainplan.precision", "trainplan.plan", "trainplan.cli", "trainplan.costs",
+        "trainplan.search", "trainplan.estimate"]
+
+
+def test_core_imports_with_torch_made_unimportable():
+    code = textwrap.dedent(f"""
+        import importlib, sys
+        sys.modules["torch"] = None  # any `import torch` now raises ImportError
+        for name in {CORE!r}:
+            try:
+                importlib.import_module(name)
+            except ModuleNotFoundError as e:
+                if e.name != name:  # a module that does not exist yet is not a torch import
+                    raise
+        from trainplan.cli import main
+        assert main(["hardware", "--json"]) == 0
+        assert "torch" not in [m for m in sys.modules if sys.modules[m] is not None]
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]

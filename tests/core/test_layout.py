@@ -1,0 +1,69 @@
+"""Layout checks: impossible layouts are refused with a one-line message that says what to change."""
+
+import pytest
+
+from trainplan.errors import TrainplanError
+from trainplan.hardware import cluster
+from trainplan.job import Job, Workload
+from trainplan.layout import Layout, check_layout, layout_from_dict
+from trainplan.models.spec import ModelSpec, MoESpec
+
+LLAMA8B = ModelSpec(name="llama-3.1-8b", model_type="llama", num_layers=32, hidden_size=4096,
+                    num_heads=32, num_kv_heads=8, head_dim=128, ffn_size=14336, vocab_size=128256)
+MOE = ModelSpec(name="moe", model_type="mixtral", num_layers=32, hidden_size=4096, num_heads=32,
+                num_kv_heads=8, head_dim=128, ffn_size=0, vocab_size=32000,
+                moe=MoESpec(num_experts=8, experts_per_token=2, expert_ffn_size=14336))
+
+
+def job(model=LLAMA8B, instance="ml.p5.48xlarge", nodes=1, seq=4096, gb=8):
+    return Job(model, cluster(instance, nodes), Workload(seq, gb))
+
+
+def test_a_sensible_layout_passes():
+    check_layout(job(), Layout(dp_shard=8, micro_batch=1, grad_accum=1))
+    check_layout(job(nodes=2, gb=16), Layout(dp_replicate=2, dp_shard=4, tp=2, micro_batch=1, grad_accum=2))
+
+
+@pytest.mark.parametrize("layout, message", [
+    (Layout(dp_shard=4), "= 4 GPUs but the cluster has 8"),
+    (Layout(tp=16, dp_shard=1), "larger than the NVLink domain"),
+    (Layout(tp=3, dp_shard=1), "does not divide the 32 attention heads"),
+    (Layout(dp_shard=8, precision="mxfp8"), "needs mxfp8 tensor cores"),
+    (Layout(dp_replicate=8, dp_shard=1, sharding="none", micro_batch=2), "global batch 8 != micro_batch*grad_accum*dp"),
+    (Layout(dp_shard=8, sharding="none"), "sharding 'none' needs dp_shard = 1"),
+    (Layout(dp_shard=8, ac="partial", ac_layers=0), "ac 'partial' needs 1 <= ac_layers"),
+    (Layout(dp_shard=8, ep=2), "has no experts"),
+    (Layout(dp_shard=8, fp8_allgather=True), "fp8_allgather needs an fp8 precision"),
+    (Layout(dp_shard=1, pp=8, vp=2), "vp=2 needs pp_schedule 'interleaved'"),
+])
+def test_impossible_layouts_are_refused(layout, message):
+    with pytest.raises(TrainplanError) as e:
+        check_layout(job(), layout)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_fp8_refused_on_a100_with_the_recipes_it_can_run():
+    with pytest.raises(TrainplanError, match=r"'fp8_tensorwise' needs fp8 tensor cores.*use one of: bf16, bf16_pure, fp16"):
+        check_layout(job(instance="ml.p4de.24xlarge"), Layout(dp_shard=8, precision="fp8_tensorwise"))
+
+
+def test_expert_parallel_must_divide_experts_and_dp():
+    check_layout(job(MOE), Layout(dp_shard=8, ep=8))
+    with pytest.raises(TrainplanError, match="ep=16 does not divide the 8 experts"):
+        check_layout(job(MOE, nodes=2, gb=16), Layout(dp_shard=16, ep=16))
+
+
+def test_cp_must_divide_sequence():
+    check_layout(job(seq=4096, gb=1), Layout(cp=8))
+    with pytest.raises(TrainplanError, match="cp=8 does not divide the sequence length 4100"):
+        check_layout(job(seq=4100, gb=1), Layout(cp=8))
+
+
+def test_layout_from_dict_rejects_unknown_keys_and_bad_types():
+    assert layout_from_dict({"tp": 2, "ac": "full"}) == Layout(tp=2, ac="full")
+    with pytest.raises(TrainplanError, match="unknown key 'tensor_parallel'; allowed keys: ac, ac_layers"):
+        layout_from_dict({"tensor_parallel": 2})
+    with pytest.raises(TrainplanError, match="tp must be an integer, got '2'"):
+        layout_from_dict({"tp": "2"})
+    with pytest.raises(TrainplanError, match="chunked_loss must be true or false"):
+        layout_from_dict({"chunked_loss": 1})

@@ -41,7 +41,12 @@ class ParamCounts:
 
     @property
     def active(self) -> int:
-        """Parameters one token uses: embeddings, head, attention, dense/shared MLP, top-k experts."""
+        """Parameters one token uses.
+
+        Convention: embedding + lm_head + attention + dense or shared-expert MLP + router + the
+        top-k routed experts + norms. The whole embedding table counts (as in the Mixtral and
+        DeepSeek-V3 papers' "active parameters"), although a token reads only one row of it.
+        """
         return self.embedding + self.lm_head + self.final_norm + sum(x.active for x in self.layers)
 
     @property
@@ -58,10 +63,12 @@ class ParamCounts:
             "active": self.active,
             "embedding": self.embedding,
             "lm_head": self.lm_head,
+            "final_norm": self.final_norm,
             "non_embedding": self.non_embedding,
             "experts": self.experts,
             "per_layer": [
-                {"attention": x.attention, "mlp": x.mlp, "experts": x.experts, "norms": x.norms, "total": x.total}
+                {"attention": x.attention, "mlp": x.mlp, "experts": x.experts, "norms": x.norms,
+                 "total": x.total, "active": x.active}
                 for x in self.layers
             ],
         }
@@ -82,14 +89,19 @@ def _attention(m: ModelSpec) -> int:
     h = m.hidden_size
     if m.mla is not None:
         a = m.mla
+        # DeepSeek-V2 paper, section 2.1.2: q = W_UQ norm(W_DQ h); [c_kv, k_rope] = W_DKV h;
+        # [k_nope, v] = W_UKV norm(c_kv). attention_bias adds biases to the two down projections
+        # and the output projection only (HF DeepseekV3Attention); the norms are weight-only RMSNorm.
         qk_head = a.qk_nope_head_dim + a.qk_rope_head_dim
         if a.q_lora_rank is None:
             q = h * m.num_heads * qk_head
         else:
             q = h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * m.num_heads * qk_head
+            q += a.q_lora_rank if m.qkv_bias else 0
         kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
+        kv += (a.kv_lora_rank + a.qk_rope_head_dim) if m.qkv_bias else 0
         kv += a.kv_lora_rank * m.num_heads * (a.qk_nope_head_dim + a.v_head_dim)
-        o = m.num_heads * a.v_head_dim * h
+        o = m.num_heads * a.v_head_dim * h + (h if m.o_bias else 0)
         return q + kv + o
     p = h * m.q_dim + 2 * h * m.kv_dim + m.q_dim * h
     if m.qkv_bias:
@@ -108,8 +120,7 @@ def _layer(m: ModelSpec, index: int) -> LayerParams:
     attn = _attention(m)
     norms = m.norms_per_layer * _norm(m, h)
     moe = m.moe
-    is_moe = moe is not None and index >= moe.first_dense_layers and (index + 1) % moe.moe_layer_freq == 0
-    if not is_moe:
+    if moe is None or not moe.is_moe_layer(index):
         return LayerParams(attn, _mlp(m, m.ffn_size, m.mlp_bias), 0, 0, norms)
     one_expert = _mlp(m, moe.expert_ffn_size, moe.expert_bias)
     router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)

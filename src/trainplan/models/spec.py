@@ -24,7 +24,18 @@ class MoESpec:
     router_bias: bool = False  # bias on the router linear (gpt-oss)
     expert_bias: bool = False  # biases inside each expert (gpt-oss)
     shared_expert_gate: bool = False  # a sigmoid gate Linear(hidden, 1) on the shared expert (qwen2_moe)
-    router_score_correction_bias: bool = False  # DeepSeek-V3 e_score_correction_bias buffer-parameter
+    router_score_correction_bias: bool = False  # DeepSeek-V3 e_score_correction_bias as a parameter
+    dense_layers: tuple[int, ...] = ()  # explicit dense-FFN layer indices (Qwen mlp_only_layers)
+    num_groups: int = 1  # DeepSeek n_group: experts are split into groups (one per node in EP) ...
+    topk_groups: int = 1  # ... and a token is routed to experts of at most topk_group groups
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether decoder layer `index` (0-based) has the MoE FFN, as HF builds it."""
+        return (
+            index >= self.first_dense_layers
+            and (index + 1) % self.moe_layer_freq == 0
+            and index not in self.dense_layers
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +66,7 @@ class ModelSpec:
     norm: str = "rmsnorm"  # "rmsnorm" (weight only) | "layernorm" (weight + bias)
     tied_embeddings: bool = False
     position_embedding: str = "rope"  # "rope" | "learned"
-    max_position_embeddings: int = 0  # size of a learned position table
+    max_position_embeddings: int = 0  # context length of the config (= learned position table size)
     qkv_bias: bool = False  # bias on q, k, v projections (Qwen2)
     o_bias: bool = False  # bias on the attention output projection
     mlp_bias: bool = False
@@ -86,8 +97,7 @@ class ModelSpec:
     def num_moe_layers(self) -> int:
         if self.moe is None:
             return 0
-        eligible = range(self.moe.first_dense_layers, self.num_layers)
-        return sum(1 for i in eligible if (i + 1) % self.moe.moe_layer_freq == 0)
+        return sum(1 for i in range(self.num_layers) if self.moe.is_moe_layer(i))
 
     @property
     def num_dense_layers(self) -> int:
@@ -124,7 +134,9 @@ def spec_from_dict(d: dict, where: str = "model") -> ModelSpec:
     build(ModelSpec, d, where)
     kw = dict(d)
     if kw.get("moe") is not None:
-        kw["moe"] = MoESpec(**build(MoESpec, kw["moe"], f"{where}.moe"))
+        moe = dict(build(MoESpec, kw["moe"], f"{where}.moe"))
+        moe["dense_layers"] = tuple(moe.get("dense_layers", ()))  # JSON gives a list
+        kw["moe"] = MoESpec(**moe)
     if kw.get("mla") is not None:
         kw["mla"] = MLASpec(**build(MLASpec, kw["mla"], f"{where}.mla"))
     return ModelSpec(**kw)

@@ -1,0 +1,309 @@
+"""One adapter per Hugging Face `model_type`: config.json dict -> ModelSpec.
+
+Each adapter reads exactly the fields the transformers model class of that type reads, with the
+same defaults when a field is absent (transformers 5.x configuration_*.py / modeling_*.py), so
+that count_params(spec) equals the parameter count of the HF model built from the same config.
+Architecture is never guessed from ratios: the activation, biases, tying and head_dim are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from trainplan.errors import TrainplanError
+from trainplan.models.config_reader import ConfigReader
+from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
+
+# hidden_act of a gated MLP (act(x W_gate) * x W_up) -> ModelSpec.mlp
+_GATED_ACT = {
+    "silu": "swiglu", "swish": "swiglu",
+    "gelu": "geglu", "gelu_new": "geglu", "gelu_fast": "geglu", "gelu_pytorch_tanh": "geglu",
+}
+# GPT-2 activation_function of its plain two-matrix MLP -> ModelSpec.mlp
+_PLAIN_ACT = {
+    "gelu": "gelu", "gelu_new": "gelu", "gelu_fast": "gelu", "gelu_pytorch_tanh": "gelu",
+    "quick_gelu": "gelu",
+}
+
+
+def _base(c: ConfigReader, *, kv_default: int | None, max_pos_default: int) -> dict:
+    """Sizes every decoder config has (LlamaConfig naming). kv_default None = num_attention_heads."""
+    heads = c.integer("num_attention_heads")
+    return dict(
+        model_type=c.model_type,
+        num_layers=c.integer("num_hidden_layers"),
+        hidden_size=c.integer("hidden_size"),
+        num_heads=heads,
+        num_kv_heads=c.integer("num_key_value_heads", heads if kv_default is None else kv_default),
+        vocab_size=c.integer("vocab_size"),
+        max_position_embeddings=c.integer("max_position_embeddings", max_pos_default),
+    )
+
+
+def _head_dim(c: ConfigReader, base: dict, default: int | None) -> int:
+    """head_dim from the config; default None = hidden_size // num_attention_heads (HF rule)."""
+    fallback = base["hidden_size"] // base["num_heads"] if default is None else default
+    # Mistral and Mixtral treat head_dim: null like an absent head_dim.
+    return c.integer("head_dim", fallback) if c.data.get("head_dim") is not None else fallback
+
+
+def _sliding(c: ConfigReader, base: dict, window: int | None, pattern: Callable[[int], bool]):
+    """(sliding_window, how many layers use it): layer_types wins over the per-type pattern."""
+    if window is None:
+        return {"sliding_window": None, "sliding_window_layers": 0}
+    types = c.layer_types(base["num_layers"])
+    if types is not None:
+        n = sum(t == "sliding_attention" for t in types)
+    else:
+        n = sum(pattern(i) for i in range(base["num_layers"]))
+    return {"sliding_window": window if n else None, "sliding_window_layers": n}
+
+
+def _every_layer(_: int) -> bool:
+    return True
+
+
+def _alternate(i: int) -> bool:  # Gemma 2, gpt-oss: layers 0, 2, 4, ... use the window
+    return i % 2 == 0
+
+
+# ---- dense decoders -------------------------------------------------------------------------
+def llama(c: ConfigReader) -> dict:
+    b = _base(c, kv_default=None, max_pos_default=2048)
+    bias = c.flag("attention_bias", False)
+    return dict(
+        b, head_dim=_head_dim(c, b, None), ffn_size=c.integer("intermediate_size"),
+        mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        tied_embeddings=c.flag("tie_word_embeddings", False),
+        qkv_bias=bias, o_bias=bias, mlp_bias=c.flag("mlp_bias", False),
+    )
+
+
+def mistral(c: ConfigReader, window_default: int | None = 4096) -> dict:
+    b = _base(c, kv_default=8, max_pos_default=131072)
+    window = c.optional_int("sliding_window", window_default)
+    return dict(
+        b, head_dim=_head_dim(c, b, None), ffn_size=c.integer("intermediate_size"),
+        mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        tied_embeddings=c.flag("tie_word_embeddings", False),
+        **_sliding(c, b, window, _every_layer),
+    )
+
+
+def _qwen_window(c: ConfigReader, b: dict) -> dict:
+    """Qwen2/Qwen3: the window applies only with use_sliding_window, from max_window_layers on."""
+    if not c.flag("use_sliding_window", False):
+        return _sliding(c, b, None, _every_layer)
+    first = c.integer("max_window_layers", 28, minimum=0)
+    return _sliding(c, b, c.optional_int("sliding_window", 4096), lambda i: i >= first)
+
+
+def qwen2(c: ConfigReader) -> dict:
+    b = _base(c, kv_default=32, max_pos_default=32768)
+    return dict(
+        b, head_dim=_head_dim(c, b, None), ffn_size=c.integer("intermediate_size"),
+        mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        tied_embeddings=c.flag("tie_word_embeddings", False),
+        qkv_bias=True,  # Qwen2Attention: q, k, v always carry a bias; o_proj never does
+        **_qwen_window(c, b),
+    )
+
+
+def qwen3(c: ConfigReader) -> dict:
+    b = _base(c, kv_default=32, max_pos_default=32768)
+    bias = c.flag("attention_bias", False)
+    return dict(
+        b, head_dim=_head_dim(c, b, 128), ffn_size=c.integer("intermediate_size"),
+        mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        tied_embeddings=c.flag("tie_word_embeddings", False),
+        qkv_bias=bias, o_bias=bias, qk_norm=True, **_qwen_window(c, b),
+    )
+
+
+def gemma2(c: ConfigReader) -> dict:
+    b = _base(c, kv_default=4, max_pos_default=8192)
+    bias = c.flag("attention_bias", False)
+    return dict(
+        b, head_dim=_head_dim(c, b, 256), ffn_size=c.integer("intermediate_size"),
+        # Gemma's MLP reads hidden_activation; hidden_act is a legacy duplicate.
+        mlp=c.choice("hidden_activation", _GATED_ACT, "gelu_pytorch_tanh"),
+        tied_embeddings=c.flag("tie_word_embeddings", True),
+        qkv_bias=bias, o_bias=bias, norms_per_layer=4,  # pre/post attention, pre/post MLP
+        **_sliding(c, b, c.optional_int("sliding_window", 4096), _alternate),
+    )
+
+
+def gemma3_text(c: ConfigReader) -> dict:
+    b = _base(c, kv_default=4, max_pos_default=131072)
+    bias = c.flag("attention_bias", False)
+    period = c.integer(("sliding_window_pattern", "_sliding_window_pattern"), 6)
+    return dict(
+        b, head_dim=_head_dim(c, b, 256), ffn_size=c.integer("intermediate_size"),
+        mlp=c.choice("hidden_activation", _GATED_ACT, "gelu_pytorch_tanh"),
+        tied_embeddings=c.flag("tie_word_embeddings", True),
+        qkv_bias=bias, o_bias=bias, qk_norm=True, norms_per_layer=4,
+        # five local layers, then one global (Gemma 3 report, section 2.2)
+        **_sliding(c, b, c.optional_int("sliding_window", 4096), lambda i: (i + 1) % period != 0),
+    )
+
+
+def gpt2(c: ConfigReader) -> dict:
+    """GPT-2 naming; also GPT-3-style dense GPTs (learned positions, LayerNorm with bias)."""
+    hidden = c.integer("n_embd")
+    heads = c.integer("n_head")
+    n_inner = c.optional_int("n_inner", None)
+    return dict(
+        model_type=c.model_type, num_layers=c.integer("n_layer"), hidden_size=hidden,
+        num_heads=heads, num_kv_heads=heads, head_dim=hidden // heads,
+        ffn_size=4 * hidden if n_inner is None else n_inner, vocab_size=c.integer("vocab_size"),
+        mlp=c.choice("activation_function", _PLAIN_ACT, "gelu_new"), norm="layernorm",
+        tied_embeddings=c.flag("tie_word_embeddings", True),
+        position_embedding="learned", max_position_embeddings=c.integer("n_positions", 1024),
+        qkv_bias=True, o_bias=True, mlp_bias=True,  # Conv1D layers all carry a bias
+    )
+
+
+# ---- mixture of experts ---------------------------------------------------------------------
+def mixtral(c: ConfigReader) -> dict:
+    d = mistral(c, window_default=None)  # MixtralConfig: no window unless the config sets one
+    d["moe"] = MoESpec(
+        num_experts=c.integer(("num_local_experts", "num_experts")),
+        experts_per_token=c.integer("num_experts_per_tok"),
+        expert_ffn_size=d["ffn_size"],
+    )
+    d["ffn_size"] = 0  # every layer is MoE; intermediate_size is the expert size
+    return d
+
+
+def _qwen_moe(c: ConfigReader, d: dict, **extra) -> dict:
+    """Qwen2-MoE / Qwen3-MoE layer rule: MoE unless in mlp_only_layers, every decoder_sparse_step."""
+    moe = MoESpec(
+        num_experts=c.integer(("num_experts", "num_local_experts")),
+        experts_per_token=c.integer("num_experts_per_tok"),
+        expert_ffn_size=c.integer("moe_intermediate_size"),
+        moe_layer_freq=c.integer("decoder_sparse_step", 1),
+        dense_layers=c.int_list("mlp_only_layers", []),
+        **extra,
+    )
+    dense = sum(not moe.is_moe_layer(i) for i in range(d["num_layers"]))
+    d["ffn_size"] = c.integer("intermediate_size") if dense else 0
+    d["moe"] = moe
+    return d
+
+
+def qwen3_moe(c: ConfigReader) -> dict:
+    b = _base(c, kv_default=4, max_pos_default=32768)
+    bias = c.flag("attention_bias", False)
+    d = dict(
+        b, head_dim=_head_dim(c, b, None), mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        tied_embeddings=c.flag("tie_word_embeddings", False),
+        qkv_bias=bias, o_bias=bias, qk_norm=True, **_qwen_window(c, b),
+    )
+    return _qwen_moe(c, d)
+
+
+def qwen2_moe(c: ConfigReader) -> dict:
+    b = _base(c, kv_default=16, max_pos_default=32768)
+    shared = c.integer("shared_expert_intermediate_size", minimum=0)
+    d = dict(
+        b, head_dim=_head_dim(c, b, None), mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        tied_embeddings=c.flag("tie_word_embeddings", False),
+        qkv_bias=c.flag("qkv_bias", True), **_qwen_window(c, b),
+    )
+    # one shared expert of shared_expert_intermediate_size, scaled by a sigmoid gate Linear(h, 1)
+    return _qwen_moe(c, d, num_shared_experts=1 if shared else 0, shared_expert_ffn_size=shared,
+                     shared_expert_gate=bool(shared))
+
+
+def deepseek_v3(c: ConfigReader) -> dict:
+    """DeepSeek-V3 (arXiv 2412.19437): MLA attention, first_k_dense_replace dense layers, one
+    shared expert, sigmoid routing restricted to topk_group of n_group expert groups, MTP."""
+    b = _base(c, kv_default=128, max_pos_default=4096)
+    bias = c.flag("attention_bias", False)
+    mla = MLASpec(
+        q_lora_rank=c.optional_int("q_lora_rank", 1536),
+        kv_lora_rank=c.integer("kv_lora_rank"),
+        qk_nope_head_dim=c.integer("qk_nope_head_dim"),
+        qk_rope_head_dim=c.integer("qk_rope_head_dim"),
+        v_head_dim=c.integer("v_head_dim"),
+    )
+    n_shared = c.integer("n_shared_experts", 1, minimum=0)
+    expert_ffn = c.integer("moe_intermediate_size")
+    moe = MoESpec(
+        num_experts=c.integer(("n_routed_experts", "num_local_experts")),
+        experts_per_token=c.integer("num_experts_per_tok"),
+        expert_ffn_size=expert_ffn,
+        num_shared_experts=n_shared,
+        shared_expert_ffn_size=n_shared * expert_ffn,  # HF builds the shared experts as one MLP
+        first_dense_layers=c.integer("first_k_dense_replace", 3, minimum=0),
+        # HF keeps e_score_correction_bias as a buffer, not a parameter: not counted.
+        router_score_correction_bias=False,
+        num_groups=c.integer("n_group", 8),
+        topk_groups=c.integer("topk_group", 4),
+    )
+    return dict(
+        b, head_dim=mla.qk_nope_head_dim + mla.qk_rope_head_dim,  # q/k head; v uses v_head_dim
+        ffn_size=c.integer("intermediate_size") if moe.first_dense_layers else 0,
+        mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        tied_embeddings=c.flag("tie_word_embeddings", False),
+        qkv_bias=bias, o_bias=bias, moe=moe, mla=mla,
+        mtp_layers=c.integer(("num_nextn_predict_layers", "num_mtp_layers"), 1, minimum=0),
+    )
+
+
+def gpt_oss(c: ConfigReader) -> dict:
+    """gpt-oss (OpenAI 2025 model card): biases everywhere, a learned attention-sink logit per
+    head, dense and 128-token banded attention alternating, every layer MoE with biased experts."""
+    b = _base(c, kv_default=8, max_pos_default=131072)
+    bias = c.flag("attention_bias", True)
+    d = dict(
+        b, head_dim=_head_dim(c, b, 64), ffn_size=0,
+        mlp=c.choice("hidden_act", _GATED_ACT, "silu"),  # clamped SwiGLU, still gate * up
+        tied_embeddings=c.flag("tie_word_embeddings", False),
+        qkv_bias=bias, o_bias=bias, attention_sinks=True,
+        **_sliding(c, b, c.optional_int("sliding_window", 128), _alternate),
+    )
+    d["moe"] = MoESpec(
+        num_experts=c.integer(("num_local_experts", "num_experts")),
+        experts_per_token=c.integer(("num_experts_per_tok", "experts_per_token"), 4),
+        expert_ffn_size=c.integer("intermediate_size"),
+        router_bias=True, expert_bias=True,
+    )
+    return d
+
+
+ADAPTERS: dict[str, Callable[[ConfigReader], dict]] = {
+    "llama": llama,
+    "mistral": mistral,
+    "mixtral": mixtral,
+    "qwen2": qwen2,
+    "qwen2_moe": qwen2_moe,
+    "qwen3": qwen3,
+    "qwen3_moe": qwen3_moe,
+    "gemma2": gemma2,
+    "gemma3_text": gemma3_text,
+    "deepseek_v3": deepseek_v3,
+    "gpt_oss": gpt_oss,
+    "gpt2": gpt2,
+}
+
+
+def spec_from_config(config: dict, *, name: str, where: str, source: str = "") -> ModelSpec:
+    """Build the ModelSpec of one HF config.json dict; `where` names the file in errors."""
+    if not isinstance(config, dict):
+        raise TrainplanError(
+            f"{where}: a config.json must hold a JSON object, got {type(config).__name__}"
+        )
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str):
+        raise TrainplanError(
+            f"{where}: missing required field 'model_type' (a string); supported: "
+            f"{', '.join(sorted(ADAPTERS))}"
+        )
+    if model_type not in ADAPTERS:
+        raise TrainplanError(
+            f"{where}: model_type {model_type!r} is not supported; supported: "
+            f"{', '.join(sorted(ADAPTERS))}"
+        )
+    fields = ADAPTERS[model_type](ConfigReader(config, where, model_type))
+    return ModelSpec(name=name, source=source, **fields)

@@ -12,6 +12,16 @@ from trainplan.models.params import LayerParams, ParamCounts, count_params
 from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
 
 __all__ = [
-    "ADAPTERS", "LayerParams", "MLASpec", "ModelSpec", "MoESpec", "ParamCounts",
-    "catalog", "count_params", "hf_config", "names", "resolve", "spec_from_config",
+    "ADAPTERS",
+    "LayerParams",
+    "MLASpec",
+    "MoESpec",
+    "ModelSpec",
+    "ParamCounts",
+    "catalog",
+    "count_params",
+    "hf_config",
+    "names",
+    "resolve",
+    "spec_from_config",
 ]

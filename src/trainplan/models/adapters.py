@@ -27,17 +27,17 @@ _PLAIN_ACT = {
 
 
 def _base(c: ConfigReader, *, kv_default: int | None, max_pos_default: int) -> dict:
-    """Sizes every decoder config has (LlamaConfig naming). kv_default None = num_attention_heads."""
+    """Sizes every decoder config has (LlamaConfig names); kv_default None: = heads."""
     heads = c.integer("num_attention_heads")
-    return dict(
-        model_type=c.model_type,
-        num_layers=c.integer("num_hidden_layers"),
-        hidden_size=c.integer("hidden_size"),
-        num_heads=heads,
-        num_kv_heads=c.integer("num_key_value_heads", heads if kv_default is None else kv_default),
-        vocab_size=c.integer("vocab_size"),
-        max_position_embeddings=c.integer("max_position_embeddings", max_pos_default),
-    )
+    return {
+        "model_type": c.model_type,
+        "num_layers": c.integer("num_hidden_layers"),
+        "hidden_size": c.integer("hidden_size"),
+        "num_heads": heads,
+        "num_kv_heads": c.integer("num_key_value_heads", kv_default or heads),
+        "vocab_size": c.integer("vocab_size"),
+        "max_position_embeddings": c.integer("max_position_embeddings", max_pos_default),
+    }
 
 
 def _head_dim(c: ConfigReader, base: dict, default: int | None) -> int:
@@ -152,15 +152,16 @@ def gpt2(c: ConfigReader) -> dict:
     hidden = c.integer("n_embd")
     heads = c.integer("n_head")
     n_inner = c.optional_int("n_inner", None)
-    return dict(
-        model_type=c.model_type, num_layers=c.integer("n_layer"), hidden_size=hidden,
-        num_heads=heads, num_kv_heads=heads, head_dim=hidden // heads,
-        ffn_size=4 * hidden if n_inner is None else n_inner, vocab_size=c.integer("vocab_size"),
-        mlp=c.choice("activation_function", _PLAIN_ACT, "gelu_new"), norm="layernorm",
-        tied_embeddings=c.flag("tie_word_embeddings", True),
-        position_embedding="learned", max_position_embeddings=c.integer("n_positions", 1024),
-        qkv_bias=True, o_bias=True, mlp_bias=True,  # Conv1D layers all carry a bias
-    )
+    return {
+        "model_type": c.model_type, "num_layers": c.integer("n_layer"), "hidden_size": hidden,
+        "num_heads": heads, "num_kv_heads": heads, "head_dim": hidden // heads,
+        "ffn_size": 4 * hidden if n_inner is None else n_inner,
+        "vocab_size": c.integer("vocab_size"),
+        "mlp": c.choice("activation_function", _PLAIN_ACT, "gelu_new"), "norm": "layernorm",
+        "tied_embeddings": c.flag("tie_word_embeddings", True),
+        "position_embedding": "learned", "max_position_embeddings": c.integer("n_positions", 1024),
+        "qkv_bias": True, "o_bias": True, "mlp_bias": True,  # Conv1D layers all carry a bias
+    }
 
 
 # ---- mixture of experts ---------------------------------------------------------------------
@@ -176,7 +177,7 @@ def mixtral(c: ConfigReader) -> dict:
 
 
 def _qwen_moe(c: ConfigReader, d: dict, **extra) -> dict:
-    """Qwen2-MoE / Qwen3-MoE layer rule: MoE unless in mlp_only_layers, every decoder_sparse_step."""
+    """Qwen2/Qwen3-MoE rule: every decoder_sparse_step-th layer is MoE, except mlp_only_layers."""
     moe = MoESpec(
         num_experts=c.integer(("num_experts", "num_local_experts")),
         experts_per_token=c.integer("num_experts_per_tok"),

@@ -13,6 +13,7 @@ from typing import Any
 from trainplan.errors import TrainplanError
 
 _MISSING = object()
+Keys = str | tuple[str, ...]  # one field name, or several spellings tried in order
 
 
 class ConfigReader:
@@ -45,7 +46,7 @@ class ConfigReader:
             f"{self.where}: field {key!r} must be {expected}, got {value!r}; fix the config.json"
         )
 
-    def integer(self, keys: str | tuple[str, ...], default: Any = _MISSING, *, minimum: int = 1) -> int:
+    def integer(self, keys: Keys, default: Any = _MISSING, *, minimum: int = 1) -> int:
         """An integer >= minimum (JSON booleans are refused: true is not a layer count)."""
         key, v = self._get(keys, default)
         if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
@@ -81,7 +82,7 @@ class ConfigReader:
         return tuple(v)
 
     def layer_types(self, num_layers: int) -> tuple[str, ...] | None:
-        """`layer_types` (one entry per layer: 'full_attention' | 'sliding_attention'), if present."""
+        """`layer_types` if present: per layer 'full_attention' or 'sliding_attention'."""
         if self.data.get("layer_types") is None:
             return None
         v = self.data["layer_types"]
@@ -94,7 +95,7 @@ class ConfigReader:
             )
         return tuple(v)
 
-    def choice(self, keys: str | tuple[str, ...], table: dict[str, str], default: Any = _MISSING) -> str:
+    def choice(self, keys: Keys, table: dict[str, str], default: Any = _MISSING) -> str:
         """A string that must be a key of `table`; returns the mapped value."""
         key, v = self._get(keys, default)
         if v not in table:

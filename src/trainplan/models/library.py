@@ -51,7 +51,8 @@ def _config_path(name_or_path: str) -> Path | None:
         f = p / "config.json"
         if not f.is_file():
             raise TrainplanError(
-                f"directory {str(p)!r} holds no config.json; give a catalog name or a config.json path"
+                f"directory {str(p)!r} holds no config.json; "
+                "give a catalog name or the path of a config.json"
             )
         return f
     if p.is_file():

@@ -91,7 +91,7 @@ def _attention(m: ModelSpec) -> int:
         a = m.mla
         # DeepSeek-V2 paper, section 2.1.2: q = W_UQ norm(W_DQ h); [c_kv, k_rope] = W_DKV h;
         # [k_nope, v] = W_UKV norm(c_kv). attention_bias adds biases to the two down projections
-        # and the output projection only (HF DeepseekV3Attention); the norms are weight-only RMSNorm.
+        # and the output projection only (HF DeepseekV3Attention); norms are weight-only RMSNorm.
         qk_head = a.qk_nope_head_dim + a.qk_rope_head_dim
         if a.q_lora_rank is None:
             q = h * m.num_heads * qk_head

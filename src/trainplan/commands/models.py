@@ -9,7 +9,7 @@ NAME = "models"
 HELP = "list the built-in model catalog (layers, hidden, total and active parameters, context)"
 
 _B = 1e9
-ACTIVE_NOTE = "active: embedding, head, attention, dense/shared MLP, router, top-k experts, norms"
+ACTIVE_NOTE = "active: all but the routed experts a token skips (whole embedding counted)"
 
 
 def add_arguments(p) -> None:

@@ -1,0 +1,97 @@
+"""A calibration profile: the few efficiency coefficients the step-time model cannot derive.
+
+Each coefficient has a physical meaning and a prior default with its reason. A profile JSON
+(`trainplan-profile/1`) holds the fitted values, the records they were fitted on, the
+leave-one-source-out fold values and the cross-validated error; `estimate` uses the packaged
+`profiles/default.json` when it exists, else the priors below.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from trainplan.errors import TrainplanError
+from trainplan.parsing import check_keys, read_json
+
+SCHEMA = "trainplan-profile/1"
+_HERE = Path(__file__).parent / "profiles"
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """Coefficients of the step-time model (costs/compute.py, costs/steptime.py)."""
+
+    # Achieved fraction of the measured matmul ceiling (GPUSpec.matmul_ceiling) inside a real
+    # training step: clocks under sustained load, launch gaps, imperfect tiling. Prior 1.0.
+    gemm_eff: float = 1.0
+    # Extra factor on fp8-family GEMMs (scaling, amax reductions, non-fused casts). Prior 1.0.
+    fp8_gemm_eff: float = 1.0
+    # Flash attention rate as a fraction of the bf16 dense peak. Prior 0.5: FlashAttention-2 on
+    # A100 reaches 50-73% forward and less backward (Dao 2023, fig. 5-7); FA3 on H100 ~50-75%.
+    attn_eff: float = 0.5
+    # GEMM dimension at which a GEMM reaches half of its ceiling: eff = 1 / (1 + sum(d_half/dim)).
+    d_half: float = 128.0
+    # Multiplier on non-GEMM time (element-wise bytes over HBM bandwidth). Prior 1.0.
+    nongemm: float = 1.0
+    # Fraction of overlappable communication (FSDP/ZeRO gathers and reductions, DP all-reduce, CP
+    # ring, PP p2p) hidden behind compute when compute is long enough. Prior 0.8.
+    overlap: float = 0.8
+    # Fraction of tensor-parallel and expert all-to-all communication hidden (async-TP,
+    # Megatron tp_comm_overlap, DeepEP). Prior 0.0: exposed unless a framework overlaps it.
+    tp_overlap: float = 0.0
+    # Fixed per-step overhead in seconds (data loading, logging, optimizer launch). Prior 0.
+    step_overhead_s: float = 0.0
+    name: str = "prior"
+    cv_error: dict = field(default_factory=dict, compare=False, hash=False)
+    folds: dict = field(default_factory=dict, compare=False, hash=False)
+    source: str = "priors in calibration/profile.py"
+
+    def coefficients(self) -> dict[str, float]:
+        return {k: getattr(self, k) for k in COEFFICIENTS}
+
+    def with_coefficients(self, values: dict[str, float]) -> "Profile":
+        return replace(self, **values)
+
+    def fold(self, source_key: str) -> "Profile":
+        """The profile fitted without `source_key` (for cross-validated predictions)."""
+        if source_key in self.folds:
+            return replace(self, **self.folds[source_key], name=f"{self.name} (without {source_key})")
+        return self
+
+    def to_dict(self) -> dict:
+        return {"schema": SCHEMA, "name": self.name, "source": self.source,
+                "coefficients": self.coefficients(), "cv_error": self.cv_error, "folds": self.folds}
+
+
+COEFFICIENTS = ("gemm_eff", "fp8_gemm_eff", "attn_eff", "d_half", "nongemm", "overlap",
+                "tp_overlap", "step_overhead_s")
+
+
+def profile_from_dict(d: dict, where: str) -> Profile:
+    check_keys(d, {"schema", "name", "source", "coefficients", "cv_error", "folds", "data"}, where,
+               required={"schema", "coefficients"})
+    if d["schema"] != SCHEMA:
+        raise TrainplanError(f"{where}: unknown schema {d['schema']!r}; expected {SCHEMA!r}")
+    check_keys(d["coefficients"], set(COEFFICIENTS), f"{where}: coefficients")
+    for k, v in d["coefficients"].items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise TrainplanError(f"{where}: coefficient {k} must be a non-negative number, got {v!r}")
+    return Profile(**{k: float(v) for k, v in d["coefficients"].items()},
+                   name=d.get("name", "custom"), source=d.get("source", where),
+                   cv_error=d.get("cv_error", {}), folds=d.get("folds", {}))
+
+
+def load_profile(path: str | Path) -> Profile:
+    return profile_from_dict(read_json(path, "calibration profile"), str(path))
+
+
+@functools.cache
+def default_profile() -> Profile:
+    """The packaged calibrated profile when there is one, else the priors."""
+    p = _HERE / "default.json"
+    return load_profile(p) if p.is_file() else Profile()
+
+

@@ -1,0 +1,133 @@
+"""Collective times over the tier a process group crosses.
+
+Time of one collective on n ranks moving a buffer of S bytes (nccl-tests doc/PERFORMANCE.md,
+HARDWARE_FACTS.md 5.1): t = latency + S * factor / busbw, with the bus-bandwidth factor
+2(n-1)/n for all-reduce and (n-1)/n for all-gather, reduce-scatter and all-to-all (S = the whole
+gathered / reduced array), and 1 for a point-to-point send of S bytes.
+
+Where busbw comes from (HARDWARE_FACTS.md 5.3):
+  * inside one NVLink domain: the per-GPU NVLink bandwidth (one direction) x a measured ring
+    efficiency: 0.80 for all-gather / reduce-scatter (8x H200: 361-363 of 450 GB/s) and 0.82 for
+    all-reduce (8x H200 ring 367 of 450; 8x A100 235 of 300 = 0.78; B200 740 of 900);
+  * a group that spans nodes is run hierarchically (MLE-net "inter-node speed depends on
+    intra-node speed"): only (k-1)/k of S/g per GPU crosses the network for an all-gather over k
+    nodes with g group members per node, and NCCL drives every NIC of the node in parallel, so the
+    network phase takes factor_k * S / (g * B_nic_per_gpu * eff_net), eff_net = 0.73 (4x p6-b200:
+    36.5 of 50 GB/s per GPU). The NVLink phase is pipelined with it; the slower of the two counts.
+    Check: 4x p6-b200 all-reduce of 4 GiB predicts 22.0 ms; measured 22.05 ms (MLE-net);
+  * PCIe-only nodes (L40S) use the PCIe link per direction with the same efficiency.
+Latency (NCCL src/graph/tuning.cc, Simple protocol, HARDWARE_FACTS.md 5.2): ring
+  base 8.4 us + (n-1 steps, 2(n-1) for all-reduce) x (3.4 us on NVLink, 14 us per network step);
+all-reduce takes the lower of that and the tree latency 8.4 + 2((ppn-1)*3.4 + log2(nodes)*14) us.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from trainplan.hardware.types import NodeType
+
+EFF_NVLINK_AG_RS = 0.80  # 8x H200 ring all-gather/reduce-scatter busbw 361-363 / 450 GB/s (MLE-net)
+EFF_NVLINK_AR = 0.82  # 8x H200 ring all-reduce 367 / 450; 8x B200 740 / 900 @4 GiB (MLE-net)
+EFF_NET = 0.73  # 4x p6-b200 all-reduce: 36.5 of 50 GB/s per GPU of EFA (MLE-net)
+BASE_LAT_S = 8.4e-6  # NCCL baseLat Ring/Tree Simple
+NVLINK_STEP_S = 3.4e-6  # NCCL hwLat NVLink Ring Simple
+PCIE_STEP_S = 5.7e-6  # NCCL hwLat PCIe Ring Simple
+NET_STEP_S = 14e-6  # NCCL hwLat NET Ring/Tree Simple
+
+FACTORS = {  # busbw factor (nccl-tests doc/PERFORMANCE.md) as a function of ranks n
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "p2p": lambda n: 1.0,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """How a process group lies on the machines: n ranks, g per NVLink domain, k domains."""
+
+    n: int
+    per_domain: int
+    domains: int
+    nodes: int  # nodes the group touches (for the network latency terms)
+
+    @property
+    def tier(self) -> str:
+        return "nvlink" if self.domains == 1 else "efa"
+
+
+def span(size: int, stride: int, node: NodeType) -> Span:
+    """Where a group of `size` ranks, `stride` apart in rank order, lands on nodes of `node`.
+
+    Ranks fill nodes in order, so a group whose ranks are `stride` apart keeps
+    max(1, domain // stride) members on each NVLink domain while stride < domain.
+    """
+    d = max(1, node.nvlink_domain_gpus)
+    g_node = node.gpus_per_node
+    per_domain = 1 if stride >= d else min(size, d // stride)
+    per_node = 1 if stride >= g_node else min(size, g_node // stride)
+    return Span(size, per_domain, max(1, -(-size // per_domain)), max(1, -(-size // per_node)))
+
+
+def _link_bw(node: NodeType) -> float:
+    g = node.gpu
+    return g.nvlink_bandwidth if g.nvlink_bandwidth > 0 and node.intra_node == "nvswitch" else g.pcie_bandwidth
+
+
+def collective_time(op: str, nbytes: float, sp: Span, node: NodeType, net_eff: float = EFF_NET) -> float:
+    """Seconds for one collective of `nbytes` (nccl-tests S) over a group laid out as `sp`."""
+    n = sp.n
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    local_step = NVLINK_STEP_S if node.intra_node == "nvswitch" else PCIE_STEP_S
+    eff = EFF_NVLINK_AR if op == "all_reduce" else EFF_NVLINK_AG_RS
+    if op == "p2p":
+        if sp.domains > 1:
+            return BASE_LAT_S + NET_STEP_S + nbytes / (node.inter_node_bandwidth_per_gpu * net_eff)
+        return BASE_LAT_S + local_step + nbytes / (_link_bw(node) * eff)
+    f = FACTORS[op]
+    g, k = sp.per_domain, sp.domains
+    t_local = nbytes * f(g) / (_link_bw(node) * eff) if g > 1 else 0.0
+    t_net = 0.0
+    if k > 1:
+        t_net = nbytes * f(k) / (g * node.inter_node_bandwidth_per_gpu * net_eff)
+    steps = 2 * (n - 1) if op == "all_reduce" else n - 1
+    inter_steps = (2 if op == "all_reduce" else 1) * (sp.nodes - 1)
+    lat = BASE_LAT_S + (steps - inter_steps) * local_step + inter_steps * NET_STEP_S
+    if op == "all_reduce":
+        ppn = max(1, n // sp.nodes)
+        tree = BASE_LAT_S + 2 * ((ppn - 1) * local_step + math.log2(sp.nodes) * NET_STEP_S)
+        lat = min(lat, tree)
+    return lat + max(t_local, t_net)
+
+
+@dataclass(frozen=True, slots=True)
+class CommEntry:
+    """One line of the communication ledger: a collective of one parallel dimension, per step."""
+
+    collective: str  # all_gather | reduce_scatter | all_reduce | all_to_all | p2p
+    dimension: str  # dp | fsdp | tp | pp | cp | ep
+    tier: str  # nvlink | efa | pcie
+    bytes: float  # bytes each GPU sends per step (busbw convention: S * factor)
+    seconds: float  # time of all calls per step, if nothing overlapped
+    exposed_seconds: float  # part of `seconds` not hidden behind compute
+    count: int  # calls per step
+
+    def to_dict(self) -> dict:
+        return {"collective": self.collective, "dimension": self.dimension, "tier": self.tier,
+                "bytes": self.bytes, "seconds": self.seconds, "exposed_seconds": self.exposed_seconds,
+                "count": self.count}
+
+
+def tier_name(sp: Span, node: NodeType) -> str:
+    if sp.domains > 1:
+        return "efa" if "EFA" in node.inter_node_fabric else "ib"
+    return "nvlink" if node.intra_node == "nvswitch" else "pcie"
+
+
+def bytes_on_wire(op: str, nbytes: float, n: int) -> float:
+    """Bytes one GPU sends for one call (nccl-tests: S x busbw factor)."""
+    return 0.0 if n <= 1 else nbytes * FACTORS[op](n)

@@ -1,0 +1,196 @@
+"""Step time: compute of the slowest pipeline stage, exposed communication per parallel dimension,
+the pipeline bubble and the optimizer step; and the communication ledger behind it.
+
+Rank order (innermost first), as torchtitan's device mesh and Megatron's default 'tp-cp-ep-dp-pp'
+lay them out: tp, cp, dp_shard, dp_replicate, pp. Expert parallelism is carved out of
+dp_shard * cp next to tp (stride tp). A group's placement on nodes follows from its stride
+(costs/comm.span).
+
+Overlap: a collective that the framework issues ahead of, or behind, independent compute
+(FSDP/ZeRO prefetch and bucketed reduce-scatter, DP all-reduce during backward, the CP ring
+alongside attention, PP sends) is hidden up to a fraction `profile.overlap` of its time as long as
+the compute it runs beside (its window) lasts longer:  exposed = max(c - window, c * (1 - overlap)).
+Tensor-parallel collectives and expert all-to-alls sit on the critical path between dependent
+GEMMs: hidden only by async-TP / comm-GEMM overlap / DeepEP, fraction `profile.tp_overlap`.
+Pipeline bubble (Narayanan et al. 2021 sec. 2.2): (pp - 1) / vp micro-batch times per step, for
+1F1B and GPipe (the same bubble) and interleaved 1F1B with vp chunks per rank.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from trainplan.calibration.profile import Profile
+from trainplan.costs.comm import CommEntry, Span, bytes_on_wire, collective_time, span, tier_name
+from trainplan.costs.compute import MicrobatchCompute, microbatch_compute
+from trainplan.costs.flops import model_flops, recompute_fraction
+from trainplan.job import Job
+from trainplan.layout import Layout
+from trainplan.models.params import count_params
+from trainplan.models.spec import ModelSpec
+from trainplan.precision import recipe
+
+
+@dataclass(frozen=True, slots=True)
+class StepTime:
+    """Seconds per optimizer step, by cause. `total` is their sum."""
+
+    compute: float  # GEMMs, attention and element-wise work of all micro-batches (slowest stage)
+    recompute: float  # activation-checkpointing re-runs
+    dp: float  # exposed data-parallel / FSDP / ZeRO communication
+    tp: float
+    pp: float  # exposed pipeline sends (the bubble is separate)
+    cp: float
+    ep: float
+    bubble: float
+    optimizer: float
+    nongemm: float  # the element-wise part of `compute` (informational, already in compute)
+    overhead: float  # fixed per-step overhead from the profile
+    total: float
+
+    @property
+    def exposed_comm(self) -> float:
+        return self.dp + self.tp + self.pp + self.cp + self.ep
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    time: StepTime
+    comm: tuple[CommEntry, ...]
+    model_flops: float  # per step, whole cluster, no recompute
+    hardware_flops: float  # per step, whole cluster, with recompute
+    microbatch: MicrobatchCompute
+
+
+def exposed(c: float, window: float, overlap: float) -> float:
+    return max(c - window, c * (1.0 - overlap)) if c > 0 else 0.0
+
+
+@functools.lru_cache(maxsize=256)
+def _param_split(m: ModelSpec) -> tuple[float, float, float]:
+    """(layer params excluding routed experts, routed expert params, embedding + head params)."""
+    p = count_params(m)
+    return float(p.total - p.experts - p.embedding - p.lm_head), float(p.experts), \
+        float(max(p.embedding, p.lm_head))
+
+
+def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
+    m, c, w = job.model, job.cluster, job.workload
+    node, gpu = c.node, c.gpu
+    rec = recipe(L.precision)
+    mf = model_flops(m)
+    s = w.seq_len
+    tokens = L.micro_batch * s / L.cp  # tokens of one micro-batch on one GPU
+    layers_stage = -(-m.num_layers // L.pp)
+    r = recompute_fraction(L.ac, L.ac_layers, layers_stage)
+    mb = microbatch_compute(
+        m, mf, gpu, prof, gemm_dtype=rec.gemm_dtype, tokens=tokens, seq_len=s, tp=L.tp, ep=L.ep,
+        layers_on_stage=layers_stage, head_on_stage=True, recompute_frac=r,
+        selective=L.ac == "selective", fp8=rec.fp8,
+    )
+    n_mb = L.grad_accum
+    fwd, bwd = mb.forward, mb.total - mb.forward
+    gemm_window = mb.gemm / 3.0
+    entries: list[CommEntry] = []
+
+    def add(op, dim, nbytes, sp: Span, calls, window, overlap):
+        if sp.n <= 1 or nbytes <= 0 or calls <= 0:
+            return 0.0
+        t1 = collective_time(op, nbytes, sp, node)
+        t = t1 * calls
+        e = exposed(t, window, overlap)
+        entries.append(CommEntry(op, dim, tier_name(sp, node), bytes_on_wire(op, nbytes, sp.n) * calls,
+                                 t, e, int(calls)))
+        return e
+
+    # --- tensor parallel (per layer, per micro-batch) --------------------------------------
+    tp_exp = 0.0
+    if L.tp > 1:
+        sp_tp = span(L.tp, 1, node)
+        act = tokens * m.hidden_size * 2  # bf16 activation of the full (gathered) sequence
+        passes = 2 + r  # forward + backward + recomputed forward
+        calls = 2 * layers_stage * passes * n_mb
+        if L.sequence_parallel:
+            tp_exp += add("all_gather", "tp", act, sp_tp, calls, gemm_window * n_mb, prof.tp_overlap)
+            tp_exp += add("reduce_scatter", "tp", act, sp_tp, calls, gemm_window * n_mb, prof.tp_overlap)
+        else:
+            tp_exp += add("all_reduce", "tp", act, sp_tp, calls, gemm_window * n_mb, prof.tp_overlap)
+
+    # --- context parallel: ring exchange of K and V (and their gradients in backward) -----------
+    cp_exp = 0.0
+    if L.cp > 1:
+        sp_cp = span(L.cp, L.tp, node)
+        if m.mla is not None:
+            kv_elems = m.num_heads * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim + m.mla.v_head_dim)
+        else:
+            kv_elems = 2 * m.kv_dim
+        kv = tokens * kv_elems / L.tp * 2
+        calls = (L.cp - 1) * layers_stage * (1 + 2 + r) * n_mb  # fwd, bwd (kv and dkv), recompute
+        cp_exp += add("p2p", "cp", kv, sp_cp, calls, mb.attention / 3 * (3 + r) * n_mb, prof.overlap)
+
+    # --- expert parallel: dispatch and combine all-to-alls per MoE layer --------------------------
+    ep_exp = 0.0
+    if L.ep > 1 and m.moe is not None:
+        sp_ep = span(L.ep, L.tp, node)
+        moe_layers = m.num_moe_layers * layers_stage / m.num_layers
+        a2a = tokens * m.moe.experts_per_token * m.hidden_size * 2
+        calls = 2 * moe_layers * (2 + r) * n_mb
+        ep_exp += add("all_to_all", "ep", a2a, sp_ep, calls, gemm_window * n_mb, prof.tp_overlap)
+
+    # --- pipeline: activations forward, gradients backward, per micro-batch and chunk ------------
+    pp_exp = 0.0
+    if L.pp > 1:
+        sp_pp = span(L.pp, L.tp * L.cp * L.dp, node)
+        act = tokens * m.hidden_size * 2 / (L.tp if L.sequence_parallel else 1)
+        calls = 2 * n_mb * L.vp
+        pp_exp += add("p2p", "pp", act, sp_pp, calls, mb.total * n_mb, prof.overlap)
+
+    # --- data parallel / sharding --------------------------------------------------------------
+    dense, experts, embed = _param_split(m)
+    p_dense = (dense / L.pp + embed) / L.tp
+    p_exp = experts / L.pp / (L.ep * L.tp)
+    pbytes = 1 if L.fp8_allgather else 2
+    gbytes = 2 if rec.pure or L.sharding in ("zero1", "none") else 4
+    dp_exp = 0.0
+    shard = L.dp_shard * L.cp
+    groups = [(p_dense, span(shard, L.tp, node), shard)]
+    if p_exp:
+        groups.append((p_exp, span(max(1, shard // L.ep), L.tp * L.ep, node), max(1, shard // L.ep)))
+    sp_rep = span(L.dp_replicate, L.tp * L.cp * L.dp_shard, node)
+    for params, sp_sh, n_sh in groups:
+        if L.sharding in ("fsdp", "zero2"):
+            ag_calls = n_mb * (2 if L.sharding == "fsdp" else 1)
+            dp_exp += add("all_gather", "fsdp", params * pbytes, sp_sh, ag_calls,
+                          fwd * n_mb + (bwd * n_mb if L.sharding == "fsdp" else 0), prof.overlap)
+            dp_exp += add("reduce_scatter", "fsdp", params * gbytes, sp_sh, n_mb, bwd * n_mb, prof.overlap)
+            dp_exp += add("all_reduce", "dp", params * gbytes / n_sh, sp_rep, 1, bwd, prof.overlap)
+        elif L.sharding == "zero1":
+            dp_exp += add("reduce_scatter", "fsdp", params * gbytes, sp_sh, 1, bwd, prof.overlap)
+            dp_exp += add("all_gather", "fsdp", params * pbytes, sp_sh, 1, fwd, prof.overlap)
+            dp_exp += add("all_reduce", "dp", params * gbytes / n_sh, sp_rep, 1, bwd, prof.overlap)
+        else:  # plain data parallel: one all-reduce over every replica (and cp rank)
+            full = span(L.dp_replicate * L.cp, L.tp, node)
+            dp_exp += add("all_reduce", "dp", params * gbytes, full, 1, bwd, prof.overlap)
+
+    # --- optimizer: AdamW reads and writes its states once per step (memory-bound) --------------
+    local = p_dense / (shard if L.sharding != "none" else 1) + p_exp / (
+        max(1, shard // L.ep) if L.sharding != "none" else 1)
+    opt_bytes = 14 if rec.pure else 30  # fp32 p, g, m, v read; p, m, v written; bf16 copy written
+    optimizer = local * opt_bytes / gpu.hbm_bandwidth
+
+    per_mb_exposed = tp_exp / n_mb + cp_exp / n_mb + ep_exp / n_mb
+    bubble = (L.pp - 1) / L.vp * (mb.total + per_mb_exposed) if L.pp > 1 else 0.0
+    compute = (mb.gemm + mb.attention + mb.nongemm) * n_mb
+    recompute = mb.recompute * n_mb
+    total = compute + recompute + dp_exp + tp_exp + pp_exp + cp_exp + ep_exp + bubble + optimizer \
+        + prof.step_overhead_s
+    t = StepTime(compute, recompute, dp_exp, tp_exp, pp_exp, cp_exp, ep_exp, bubble, optimizer,
+                 mb.nongemm * n_mb, prof.step_overhead_s, total)
+    tokens_step = w.tokens_per_step
+    model = tokens_step * mf.model_per_token(s)
+    hw = model * mb.hardware_flops / mb.model_flops if mb.model_flops else model
+    return StepResult(t, tuple(entries), model, hw, mb)

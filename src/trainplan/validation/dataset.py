@@ -1,0 +1,215 @@
+"""Read `trainplan-validation/1` (published measurements of real runs) into jobs and layouts.
+
+Each record becomes a `Case`: the job and layout trainplan would plan, the measured values, and
+the list of assumptions made to represent it (documented defaults below), or a skip reason when it
+cannot be represented. Nothing is dropped silently.
+
+Mapping (the dataset `description` defines the source fields):
+  * gpu id -> hardware.find_gpu; the node is built from gpus_per_node, nvlink_domain_gpus and the
+    inter_node text ("8x400Gb/s IB", "400Gb/s/GPU RDMA", "1600Gb/s/node RoCE", "3.2Tb/s/node",
+    "800Gb/s inter-node" = per node). Unknown or missing text: 400 Gb/s per GPU on Hopper and
+    Blackwell (DGX H100/B200: 8x400 Gb/s), 200 Gb/s per GPU on Ampere (DGX A100: 8x200 Gb/s HDR),
+    recorded as an assumption. A run on fewer GPUs than a node uses a node of that many GPUs.
+  * sharding: dist_optimizer -> zero1 over all dp ranks; fsdp/hsdp -> fsdp with dp_shard =
+    fsdp_shard_degree (or dp), dp_replicate = dp / dp_shard; zero2 -> zero2; none -> plain DP;
+    missing -> zero1 (assumed; Megatron's default in these sources).
+  * precision: null ('16-bit mixed') -> bf16 (same peak as fp16); fp8_unspecified -> fp8_tensorwise.
+  * activation checkpointing 'unknown' -> DEFAULT_AC ('selective': Megatron/NeMo perf recipes and
+    torchtitan default to it or to none, whose step times differ by the attention-core re-run only),
+    'partial' without a layer count -> half of each stage's layers; both listed as assumptions.
+  * micro_batch missing -> 1 (assumed); global batch missing, a batch that does not split into
+    micro-batches, or a layout trainplan refuses -> skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from trainplan.errors import TrainplanError
+from trainplan.hardware import Cluster, NodeType, find_gpu, nodes
+from trainplan.job import Job, Workload
+from trainplan.layout import Layout, check_layout
+from trainplan.models.spec import MLASpec, MoESpec, ModelSpec
+from trainplan.parsing import read_json
+from trainplan.units import GBPS_TO_BYTES_PER_S
+
+SCHEMA = "trainplan-validation/1"
+DEFAULT_AC = "selective"
+_REFERENCE_NODE = {"ampere": "dgx-a100-80gb", "hopper": "dgx-h100", "blackwell": "dgx-b200"}
+_PRECISION = {None: "bf16", "fp8_unspecified": "fp8_tensorwise"}
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    id: str
+    record: dict
+    job: Job | None
+    layout: Layout | None
+    framework: str
+    assumptions: tuple[str, ...]
+    skipped_reason: str | None
+
+    @property
+    def source_key(self) -> str:
+        return self.record.get("source_key", "")
+
+    @property
+    def quality(self) -> str:
+        return self.record.get("quality", "")
+
+    @property
+    def measured(self) -> dict:
+        return self.record.get("measured", {})
+
+
+def load_dataset(path) -> tuple[dict, list[Case]]:
+    data = read_json(path, "validation dataset")
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("records"), list):
+        raise TrainplanError(
+            f"{path}: not a {SCHEMA} file (expected an object with schema {SCHEMA!r} and a records list)"
+        )
+    return data, [to_case(r) for r in data["records"]]
+
+
+def inter_node_gbps(text: str | None, gpus_per_node: int) -> float | None:
+    """Per-node network bandwidth in Gb/s from the dataset's free text, or None when not given."""
+    if not text:
+        return None
+    t = text.replace(" ", "")
+    if mm := re.search(r"(\d+)x(\d+)Gb/s", t):
+        return float(mm[1]) * float(mm[2])
+    if mm := re.search(r"([\d.]+)Tb/s", t):
+        return float(mm[1]) * 1000
+    if mm := re.search(r"(\d+)Gb/s/GPU", t):
+        return float(mm[1]) * gpus_per_node
+    if mm := re.search(r"(\d+)Gb/s", t):  # per node ("/node", "inter-node")
+        return float(mm[1])
+    return None
+
+
+def _node(hw: dict, assumed: list[str]) -> NodeType:
+    gpu = find_gpu(hw["gpu"])
+    base = nodes()[_REFERENCE_NODE.get(gpu.arch, "dgx-h100")]
+    gpn = min(hw["gpus_per_node"], hw["num_gpus"])
+    gbps = inter_node_gbps(hw.get("inter_node"), hw["gpus_per_node"])
+    if gbps is None:
+        gbps = (200 if gpu.arch == "ampere" else 400) * hw["gpus_per_node"]
+        assumed.append(f"inter-node network {gbps:.0f} Gb/s per node (not stated)")
+    domain = hw.get("nvlink_domain_gpus") or hw["gpus_per_node"]
+    return replace(
+        base, name=f"{hw['gpu']} x{gpn}", ec2_name=None, gpu=gpu, gpus_per_node=gpn,
+        nvlink_domain_gpus=min(domain, hw["num_gpus"]),
+        inter_node_bandwidth=gbps * GBPS_TO_BYTES_PER_S * gpn / hw["gpus_per_node"],
+        inter_node_fabric=hw.get("inter_node") or "InfiniBand (assumed)",
+        intra_node="nvswitch", price_per_hour=None, price_kind="reference system", sagemaker=False,
+    )
+
+
+def model_spec(md: dict, seq_len: int) -> ModelSpec:
+    ae = md.get("arch_extra") or {}
+    heads = md["num_attention_heads"]
+    moe = None
+    if md.get("num_experts"):
+        shared = md.get("num_shared_experts") or 0
+        moe = MoESpec(
+            num_experts=md["num_experts"], experts_per_token=md["experts_per_token"],
+            expert_ffn_size=md["moe_ffn_hidden_size"], num_shared_experts=shared,
+            shared_expert_ffn_size=shared * md["moe_ffn_hidden_size"],
+            first_dense_layers=md.get("num_dense_layers") or 0,
+        )
+    mla = None
+    if md.get("attention") == "mla":
+        mla = MLASpec(ae.get("q_lora_rank"), ae["kv_lora_rank"], ae["qk_nope_head_dim"],
+                      ae["qk_rope_head_dim"], ae["v_head_dim"])
+    learned = ae.get("position_embedding") == "learned"
+    window = ae.get("sliding_window")
+    return ModelSpec(
+        name=md["name"], model_type=md.get("family") or "gpt", num_layers=md["num_layers"],
+        hidden_size=md["hidden_size"], num_heads=heads, num_kv_heads=md.get("num_kv_heads") or heads,
+        head_dim=ae.get("head_dim") or md["hidden_size"] // heads, ffn_size=md.get("ffn_hidden_size") or 0,
+        vocab_size=md["vocab_size"], mlp=md.get("mlp") or "swiglu",
+        norm="layernorm" if md.get("family") in ("gpt", "nemotron") else "rmsnorm",
+        tied_embeddings=bool(md.get("tied_embeddings")),
+        position_embedding="learned" if learned else "rope",
+        max_position_embeddings=seq_len if learned else 0,
+        sliding_window=window, sliding_window_layers=md["num_layers"] // 2 if window else 0,
+        moe=moe, mla=mla, mtp_layers=ae.get("mtp_num_layers") or 0, source="trainplan-validation/1",
+    )
+
+
+def _layout(t: dict, m: ModelSpec, assumed: list[str]) -> Layout:
+    dp = t["dp"]
+    sharding = t.get("sharding")
+    if sharding is None:
+        sharding = "dist_optimizer"
+        assumed.append("sharding: Megatron distributed optimizer (not stated)")
+    if sharding == "dist_optimizer":
+        kw = dict(sharding="zero1", dp_shard=dp, dp_replicate=1)
+    elif sharding in ("fsdp", "hsdp", "zero2"):
+        shard = min(t.get("fsdp_shard_degree") or dp, dp)
+        if dp % shard:
+            raise TrainplanError(f"fsdp_shard_degree {shard} does not divide dp {dp}")
+        kw = dict(sharding="zero2" if sharding == "zero2" else "fsdp", dp_shard=shard, dp_replicate=dp // shard)
+    elif sharding == "none":
+        kw = dict(sharding="none", dp_shard=1, dp_replicate=dp)
+    else:
+        raise TrainplanError(f"unknown sharding {sharding!r}")
+    ac = t["activation_checkpointing"]
+    mode, ac_layers = ac.get("mode"), 0
+    pp = t["pp"]
+    if mode == "unknown" or mode is None:
+        mode = DEFAULT_AC
+        assumed.append(f"activation checkpointing: {DEFAULT_AC} (not stated)")
+    if mode == "partial":
+        per_stage = -(-m.num_layers // pp)
+        ac_layers = ac.get("num_layers") or 0
+        if not ac_layers:
+            ac_layers = max(1, per_stage // 2)
+            assumed.append(f"partial checkpointing of {ac_layers} layers per stage (count not stated)")
+        ac_layers = min(ac_layers, per_stage)
+    mb = t.get("micro_batch")
+    if mb is None:
+        mb = 1
+        assumed.append("micro_batch 1 (not stated)")
+    gb = t.get("global_batch")
+    if gb is None:
+        raise TrainplanError("global batch not published")
+    if gb % (mb * dp):
+        raise TrainplanError(f"global batch {gb} is not a multiple of micro_batch*dp = {mb}*{dp}")
+    vp = t.get("vp") or 1
+    rec = _PRECISION.get(t.get("precision"), t.get("precision"))
+    if t.get("precision") in _PRECISION:
+        assumed.append(f"precision {t.get('precision')} -> {rec}")
+    return Layout(
+        precision=rec, ac=mode, ac_layers=ac_layers, micro_batch=mb, grad_accum=gb // (mb * dp),
+        tp=t["tp"], pp=pp, cp=t["cp"], ep=t.get("ep") or 1, vp=vp,
+        pp_schedule="interleaved" if vp > 1 else "1f1b",
+        sequence_parallel=bool(t.get("sequence_parallel")) and t["tp"] > 1,
+        fp8_allgather=bool(t.get("fp8_all_gather")) and rec not in ("bf16", "fp16", "bf16_pure"),
+        torch_compile=bool(t.get("torch_compile")), optimizer_offload=bool(t.get("cpu_offload")),
+        **kw,
+    )
+
+
+def to_case(r: dict) -> Case:
+    rid = r.get("id", "?")
+    fw = (r.get("train") or {}).get("framework") or "unknown"
+    assumed: list[str] = []
+    try:
+        hw, t = r["hardware"], r["train"]
+        if not hw.get("gpu"):
+            raise TrainplanError("GPU not identified")
+        if hw["num_gpus"] % min(hw["gpus_per_node"], hw["num_gpus"]):
+            raise TrainplanError(f"{hw['num_gpus']} GPUs do not fill nodes of {hw['gpus_per_node']}")
+        node = _node(hw, assumed)
+        m = model_spec(r["model"], t["seq_len"])
+        layout = _layout(t, m, assumed)
+        job = Job(m, Cluster(node, hw["num_gpus"] // node.gpus_per_node),
+                  Workload(seq_len=t["seq_len"], global_batch=t["global_batch"]))
+        check_layout(job, layout)
+    except TrainplanError as e:
+        return Case(rid, r, None, None, fw, tuple(assumed), str(e))
+    except (KeyError, TypeError) as e:
+        return Case(rid, r, None, None, fw, tuple(assumed), f"missing or malformed field {e}")
+    return Case(rid, r, job, layout, fw, tuple(assumed), None)

@@ -1,0 +1,260 @@
+"""Activation memory: an explicit per-layer accounting of the tensors saved for backward.
+
+Every term is bytes per token of one transformer layer on one GPU, for one micro-batch; multiply
+by the tokens a GPU holds (micro_batch * seq_len / cp) to get bytes. Tensor groups are named so that
+a trace of the real model (issue 3) can check each one:
+
+  residual       inputs of the pre-attention and pre-MLP norms (the residual stream; the residual
+                 adds themselves save nothing) + the fp32 1/rms (or mean, 1/std) per token
+  attn_input     the norm output that feeds the q/k/v projections
+  qkv            q, k, v after the projections (GQA: k and v have num_kv_heads heads)
+  attn_core      what the attention kernel keeps beyond q, k, v: flash attention keeps only the
+                 fp32 log-sum-exp per head; materialised attention keeps the softmax output
+                 (and, with dropout, its mask and the dropped-out probabilities)
+  attn_output    attention output = the input of the output projection (flash also keeps it)
+  mlp_input      the norm output that feeds the MLP (or router and experts)
+  mlp_hidden     MLP intermediates: GELU keeps its input and output; SwiGLU keeps gate, up,
+                 silu(gate) and their product (the down-projection input)
+  dropout_masks  one byte per element for the two hidden-state dropouts (none in modern models)
+  moe_routing    router logits / probabilities (fp32) and the chosen expert ids and weights
+  moe_dispatch   the token copies sent to experts (tokens * top_k), the experts' intermediates and
+                 their outputs before the weighted combine
+  mla_latents    DeepSeek MLA: the compressed q and kv latents and their norms
+
+Reference: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+Models" (arXiv:2205.05198), section 4 and Table 2. Under the paper's assumptions (16-bit
+activations, LayerNorm, GELU MLP of 4h, multi-head attention, dropout, materialised attention)
+this accounting gives exactly sbh(34 + 5as/h) per layer, and the TP/SP/selective variants of
+Table 2 (tests/costs/test_memory_activations.py checks them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from trainplan.models.spec import ModelSpec
+
+GROUPS = ("residual", "attn_input", "qkv", "attn_core", "attn_output", "mlp_input", "mlp_hidden",
+          "dropout_masks", "moe_routing", "moe_dispatch", "mla_latents")
+
+FP32 = 4
+INDEX = 8  # int64 expert ids (torch.topk returns int64)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerActivations:
+    """Bytes saved for backward per token of one layer on one GPU (named groups, see module doc)."""
+
+    residual: float = 0.0
+    attn_input: float = 0.0
+    qkv: float = 0.0
+    attn_core: float = 0.0
+    attn_output: float = 0.0
+    mlp_input: float = 0.0
+    mlp_hidden: float = 0.0
+    dropout_masks: float = 0.0
+    moe_routing: float = 0.0
+    moe_dispatch: float = 0.0
+    mla_latents: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return sum(getattr(self, f.name) for f in fields(self))
+
+    def scaled(self, k: float) -> "LayerActivations":
+        return LayerActivations(**{f.name: getattr(self, f.name) * k for f in fields(self)})
+
+    def plus(self, o: "LayerActivations") -> "LayerActivations":
+        return LayerActivations(**{f.name: getattr(self, f.name) + getattr(o, f.name) for f in fields(self)})
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationContext:
+    """What besides the architecture decides the saved bytes of a layer."""
+
+    seq_len: int  # full sequence length (attention scores are s x s/cp per rank)
+    tp: int = 1
+    sequence_parallel: bool = True
+    cp: int = 1
+    elem_bytes: int = 2  # bf16/fp16 activations (torchao float8 also saves bf16 linear inputs)
+    flash_attention: bool = True
+    dropout: bool = False  # Korthikanti's GPT has attention and hidden dropout; Llama-era models none
+    fused_pointwise: bool = False  # torch.compile: silu/mul recomputed in backward (min-cut partitioner)
+    norm_stats: bool = True  # count the fp32 per-token norm statistics (Korthikanti neglects them)
+
+
+def _is_moe(m: ModelSpec, index: int) -> bool:
+    moe = m.moe
+    return moe is not None and index >= moe.first_dense_layers and (index + 1) % moe.moe_layer_freq == 0
+
+
+def layer_kinds(m: ModelSpec) -> tuple[bool, ...]:
+    """True for MoE layers, in layer order."""
+    return tuple(_is_moe(m, i) for i in range(m.num_layers))
+
+
+def _heads_per_rank(n: int, tp: int) -> float:
+    # tp larger than the kv-head count replicates kv heads: each rank still holds one head.
+    return max(n / tp, 1.0)
+
+
+def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActivations:
+    """Bytes/token saved by one layer with no recomputation (the 'none' policy).
+
+    Tensor parallelism divides what lives inside the TP region (q/k/v, attention, MLP hidden);
+    sequence parallelism also divides what lives outside it (norm inputs and outputs, dropout masks),
+    Korthikanti section 4.2.2. Without SP those are replicated on every TP rank.
+    """
+    e, t = c.elem_bytes, c.tp
+    sp = t if (c.sequence_parallel and t > 1) else 1  # divisor for the sequence-parallel region
+    h = m.hidden_size
+    # Two pre-norm inputs (the residual stream) + fp32 rstd (RMSNorm) or mean and rstd (LayerNorm).
+    stats = FP32 * (2 if m.norm == "layernorm" else 1) if c.norm_stats else 0
+    residual = 2 * (e * h + stats) / sp
+    if m.norms_per_layer == 4:  # Gemma 2/3 post-norms keep their inputs too
+        residual += 2 * (e * h + stats) / sp
+    attn_input = e * h / sp  # paper convention: the SP all-gather is redone in backward
+    mlp_input = e * h / sp
+    q_heads = m.num_heads / t
+    s_rank = c.seq_len  # each query attends over the full sequence (CP exchanges k/v chunks)
+    mla = 0.0
+    if m.mla is not None:
+        a = m.mla
+        qk_head = a.qk_nope_head_dim + a.qk_rope_head_dim
+        qkv = e * q_heads * (2 * qk_head + a.v_head_dim)  # per-head q, k (nope+rope) and v
+        out_dim = q_heads * a.v_head_dim
+        # latents are computed before the TP split (replicated across TP ranks unless SP)
+        q_lat = 2 * e * a.q_lora_rank if a.q_lora_rank else 0  # q_a output and its norm output
+        kv_lat = e * (a.kv_lora_rank + a.qk_rope_head_dim) + e * a.kv_lora_rank
+        mla = (q_lat + kv_lat) / sp
+    else:
+        kv_heads = _heads_per_rank(m.num_kv_heads, t)
+        qkv = e * m.head_dim * (q_heads + 2 * kv_heads)
+        out_dim = q_heads * m.head_dim
+    attn_output = e * out_dim
+    if c.flash_attention:
+        attn_core = FP32 * q_heads  # log-sum-exp per head per query
+    else:
+        # softmax output (e per score) [+ dropout mask (1 byte) + dropped-out probs (e)]
+        per_score = e + ((1 + e) if c.dropout else 0)
+        attn_core = per_score * q_heads * s_rank
+    dropout_masks = (2 * h / sp) if c.dropout else 0.0
+
+    routing = dispatch = 0.0
+    if moe_layer:
+        moe = m.moe
+        k, E = moe.experts_per_token, moe.num_experts
+        # router logits and softmax probabilities in fp32, top-k ids and weights
+        routing = (2 * FP32 * E + (INDEX + FP32) * k) / sp
+        # each token is copied top_k times: gathered expert inputs, expert intermediates, outputs
+        dispatch = k * (2 * e * h + _mlp_hidden(m, moe.expert_ffn_size / t, e, c.fused_pointwise))
+        hidden = _mlp_hidden(m, moe.shared_expert_ffn_size / t, e, c.fused_pointwise) if moe.num_shared_experts else 0.0
+    else:
+        hidden = _mlp_hidden(m, m.ffn_size / t, e, c.fused_pointwise)
+    return LayerActivations(
+        residual=residual, attn_input=attn_input, qkv=qkv, attn_core=attn_core, attn_output=attn_output,
+        mlp_input=mlp_input, mlp_hidden=hidden, dropout_masks=dropout_masks,
+        moe_routing=routing, moe_dispatch=dispatch, mla_latents=mla,
+    )
+
+
+def _mlp_hidden(m: ModelSpec, f: float, e: int, fused: bool) -> float:
+    """Bytes/token of the MLP intermediates of width f (already divided by tp).
+
+    GELU: its input (up output) and output (down input), 2 tensors (paper: 8sbh + 8sbh at f = 4h).
+    Gated (SwiGLU/GeGLU) in eager mode: gate and up outputs, act(gate) and the product, 4 tensors;
+    compiled, the pointwise act and product are recomputed from gate and up, 2 tensors.
+    """
+    if m.gated_mlp:
+        return (2 if fused else 4) * e * f
+    return 2 * e * f
+
+
+def layer_selective(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActivations:
+    """Bytes/token saved with selective recomputation.
+
+    Materialised attention: Megatron's attention-core recompute (Korthikanti section 5): everything
+    but the s x s softmax/dropout tensors is kept; Table 2 gives sbh*34/t with TP+SP.
+    Flash attention (the core has nothing large to drop): torchtitan's per-op policy
+    (torchtitan/distributed/activation_checkpoint.py `_custom_policy`): keep the layer input, the
+    attention output with its log-sum-exp, and the outputs of every second matmul (q, v, MLP gate,
+    MLP down); recompute norms, rope, the other matmuls and all element-wise ops.
+    """
+    full = layer_none(m, moe_layer, c)
+    if not c.flash_attention:
+        return LayerActivations(**{**full.to_dict(), "attn_core": 0.0})
+    e, t = c.elem_bytes, c.tp
+    sp = t if (c.sequence_parallel and t > 1) else 1
+    h = m.hidden_size
+    q_heads = m.num_heads / t
+    if m.mla is not None:
+        a = m.mla
+        # q_a / kv_a latents (1st, 3rd matmul) kept; q and kv up-projections alternate
+        qkv = e * q_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim)
+        mla = full.mla_latents / 2
+    else:
+        qkv = e * m.head_dim * (q_heads + _heads_per_rank(m.num_kv_heads, t))  # wq and wv outputs
+        mla = 0.0
+    if moe_layer:
+        moe = m.moe
+        f_shared = moe.shared_expert_ffn_size / t if moe.num_shared_experts else 0.0
+        mlp_hidden = e * f_shared  # shared-expert gate output kept
+        # grouped expert GEMMs: gathered inputs and gate outputs kept, act/product/up recomputed
+        dispatch = moe.experts_per_token * (e * h + e * moe.expert_ffn_size / t)
+        routing = full.moe_routing
+    else:
+        mlp_hidden = e * m.ffn_size / t  # w1 (gate) output; w3 recomputed
+        dispatch = routing = 0.0
+    return LayerActivations(
+        residual=(e * h) / sp,  # the layer input (norms recomputed from it)
+        qkv=qkv,
+        attn_core=full.attn_core,
+        attn_output=full.attn_output + e * h / sp,  # attention output and the wo (4th mm) output
+        mlp_hidden=mlp_hidden + e * h / sp,  # + the down-projection output
+        moe_routing=routing, moe_dispatch=dispatch, mla_latents=mla,
+    )
+
+
+def layer_full(m: ModelSpec, c: ActivationContext) -> LayerActivations:
+    """Full recomputation keeps only the layer input (Korthikanti Table 2: 2sbh at 16 bits).
+
+    With sequence parallelism the input is sharded over tp (Megatron keeps the SP shard).
+    """
+    sp = c.tp if (c.sequence_parallel and c.tp > 1) else 1
+    return LayerActivations(residual=c.elem_bytes * m.hidden_size / sp)
+
+
+def layer_activations(m: ModelSpec, moe_layer: bool, c: ActivationContext, policy: str) -> LayerActivations:
+    """Bytes/token kept by one layer under a per-layer policy: 'none', 'selective', 'full', 'offload'."""
+    if policy == "none":
+        return layer_none(m, moe_layer, c)
+    if policy == "selective":
+        return layer_selective(m, moe_layer, c)
+    if policy == "full":
+        return layer_full(m, c)
+    if policy == "offload":
+        return LayerActivations()  # the layer input lives in host memory
+    raise AssertionError(f"unknown per-layer policy {policy}")
+
+
+def microbatches_in_flight(pp: int, stage: int, grad_accum: int, schedule: str, vp: int) -> float:
+    """Micro-batches whose activations a pipeline stage holds at its peak, in units of the whole stage.
+
+    1F1B (Narayanan et al. 2021, PipeDream-Flush): stage i (0-based) runs pp - i forwards before its
+    first backward, so it holds min(pp - i, grad_accum) micro-batches.
+    Interleaved with vp chunks per rank (Megatron-LM schedules.py warm-up count): rank i holds
+    2 (pp - i - 1) + (vp - 1) pp + 1 chunks of 1/vp stage each; for rank 0 that is
+    pp (1 + (pp - 1) / (pp vp)) stages' worth (Korthikanti section 4.2.3).
+    GPipe: every micro-batch of the step.
+    """
+    if pp == 1:
+        return 1.0
+    if schedule == "gpipe":
+        return float(grad_accum)
+    if schedule == "interleaved" and vp > 1:
+        chunks = min(2 * (pp - stage - 1) + (vp - 1) * pp + 1, grad_accum * vp)
+        return chunks / vp
+    return float(min(pp - stage, grad_accum))

@@ -1,0 +1,96 @@
+"""Memory that is not model states or layer activations: logits and loss, fp8 extras, runtime overheads.
+
+The runtime terms are documented judgement constants, not fitted to any data set; a calibrated
+profile (issue on calibration) may replace them. Which of them a measured peak contains depends on
+how it was measured:
+
+  torch.cuda.max_memory_allocated  tensors only                       -> MemoryBreakdown.total_allocated
+  torch.cuda.max_memory_reserved   + caching-allocator fragmentation  -> MemoryBreakdown.total_reserved
+  nvidia-smi / DCGM "used"         + CUDA context + NCCL buffers      -> MemoryBreakdown.total
+"""
+
+from __future__ import annotations
+
+import math
+
+from trainplan.units import GiB
+
+MiB = 1024**2
+
+# CUDA context (driver state, module images, kernels of the loaded libraries). Lives outside
+# PyTorch's allocator, so it shows in nvidia-smi but not in torch's counters. PyTorch's CUDA
+# semantics notes put it at "hundreds of MiB"; with CUDA 12 lazy loading of cuBLAS/cuDNN/NCCL
+# kernels it is typically 0.5-1 GiB per process; we take the middle.
+CUDA_CONTEXT_BYTES = int(0.75 * GiB)
+
+# NCCL communicator buffers, allocated by NCCL with cudaMalloc (outside torch's allocator).
+# NCCL_BUFFSIZE defaults to 4 MiB per channel per peer for the Simple protocol, plus LL128
+# (~4.6 MiB) and LL (~0.25 MiB) buffers (NCCL environment-variable docs); a ring or tree connects
+# a rank to ~2 peers per channel and an NVSwitch node runs ~16 channels:
+# 16 channels * 2 peers * ~4.5 MiB ~ 150 MiB per communicator. One per parallel group of size > 1.
+NCCL_BYTES_PER_GROUP = 150 * MiB
+
+# cuBLAS + cuBLASLt workspaces on the compute stream. PyTorch's default CUBLAS_WORKSPACE_CONFIG on
+# Hopper and newer is ":4096:8" (8 x 4 MiB = 32 MiB) and the cuBLASLt workspace defaults to the
+# same size (TORCH_CUBLASLT_WORKSPACE_SIZE); both come from the caching allocator.
+CUBLAS_WORKSPACE_BYTES = 64 * MiB
+
+# Allocator fragmentation: reserved minus allocated, as a fraction of the memory that is freed and
+# re-allocated every step (activations, logits, all-gather and reduce-scatter buffers). PyTorch's
+# caching allocator rounds requests and splits cached blocks; torchtitan logs print both
+# max_active and max_reserved, and their gap is commonly 5-15% of the dynamic memory without
+# expandable_segments. Judgement, not fitted; calibration may replace it.
+FRAGMENTATION = 0.10
+
+# Loss on the full vocabulary, bytes per token per vocabulary entry on the last stage:
+# bf16 logits (2) + their fp32 upcast for the loss (4) + the fp32 log-softmax kept for backward
+# and, in backward, the fp32 logit gradient that replaces the upcast (4).
+LOGIT_BYTES = 2 + 4 + 4
+
+
+def logits_bytes(tokens: float, vocab_per_rank: float, hidden: int, chunked: bool) -> float:
+    """Logits, cross-entropy and its gradient for one micro-batch on the last stage.
+
+    Chunked loss (fused linear + cross-entropy over token chunks) keeps one chunk of logits alive.
+    Chunk rule of Liger-Kernel's fused linear cross-entropy (ops/fused_linear_cross_entropy.py):
+    ceil(V / H) chunks, so one chunk of logits is about as large as the hidden states.
+    """
+    if chunked:
+        n_chunks = max(1, math.ceil(vocab_per_rank / hidden))
+        tokens = math.ceil(tokens / n_chunks)
+    return tokens * vocab_per_rank * LOGIT_BYTES
+
+
+# Bytes per element of an fp8-family copy of a weight, scales included:
+# fp8 e4m3 1; MXFP8 adds one e8m0 scale per 32 elements; NVFP4 is 4 bits + one fp8 scale per 16.
+FP8_ELEM_BYTES = {"fp8_tensorwise": 1.0, "fp8_rowwise": 1.0, "mxfp8": 1 + 1 / 32, "nvfp4": 0.5 + 1 / 16}
+
+# Transformer Engine delayed scaling keeps an amax history of 1024 fp32 values per fp8 tensor
+# (recipe.DelayedScaling.amax_history_len default); torchao dynamic scaling keeps one scale.
+TE_AMAX_HISTORY = 1024
+
+
+def fp8_weight_copies(convention: str, unit_linear: float, stage_linear: float, allgather: bool,
+                      elem: float) -> float:
+    """fp8 copies of weights (and their transposes for the backward GEMMs).
+
+    FSDP2 + torchao: the block in flight and the prefetched one are cast per use (the casts of
+    earlier blocks are recomputed in backward, torchtitan force_recompute_fp8_weight_in_bwd);
+    each needs an fp8 weight and its transpose, or only the transpose when the all-gather already
+    moved fp8 weights. Megatron + Transformer Engine: fp8 weight and transpose are cached for every
+    local layer across the micro-batches of a step.
+    """
+    if convention == "fsdp2":
+        return 2 * unit_linear * elem * (1 if allgather else 2)
+    return 2 * stage_linear * elem
+
+
+def fp8_scale_bytes(convention: str, linears: int) -> float:
+    """Scales and amax history: input, weight and gradient of every fp8 linear (small, but named)."""
+    history = TE_AMAX_HISTORY if convention == "megatron" else 1
+    return linears * 3 * history * 4
+
+
+def nccl_bytes(degrees: tuple[int, ...]) -> float:
+    """NCCL buffers: one communicator per parallel dimension larger than 1."""
+    return NCCL_BYTES_PER_GROUP * sum(1 for d in degrees if d > 1)

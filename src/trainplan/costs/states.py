@@ -1,0 +1,185 @@
+"""Model states per GPU: parameters, gradients, master weights and optimizer states.
+
+Two conventions exist, and `layout.sharding` picks one:
+
+* Megatron (sharding none / zero1 / zero2): bf16 weights (2 bytes/param) + fp32 main gradients (4)
+  + fp32 master weights (4) + AdamW m and v (8) = 18 bytes/param. The distributed optimizer (zero1)
+  shards master weights and optimizer states over the data-parallel group: 6 + 12/DP
+  (Megatron-LM docs/source/api-guide/dist_optimizer.md, "bytes per parameter" table). zero2 also
+  shards the fp32 gradients: 2 + 16/DP, plus one layer's fp32 gradient bucket being reduced
+  (Rajbhandari et al. 2020, ZeRO, section 5.2 P_os+g, with Megatron's fp32 main gradients).
+* FSDP2 (sharding fsdp; HSDP when dp_replicate > 1): the sharded fp32 parameters are the master
+  copy, gradients are reduce-scattered to fp32 shards, AdamW adds 8: 16 bytes/param/shard
+  (torchtitan, MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)). On top: the unsharded
+  bf16 parameters of the units in flight (the current block and the prefetched next one) and,
+  in backward, the unsharded gradients of the current block with their fp32 reduce-scatter input.
+
+Pure bf16 keeps weights, gradients and AdamW states in bf16 (2 + 2 + 4 = 8 bytes/param) under
+either convention. Data-parallel sharding runs over dp_shard * cp (torchtitan's fsdp mesh and
+Megatron's data-parallel-with-context-parallel group); routed experts are sharded over ep and then
+over dp_shard * cp / ep. Tensor parallelism divides the attention and MLP matrices and the
+vocabulary-parallel embedding and head; norms and the MoE router are replicated on TP ranks
+(sequence parallelism shards norm activations, not norm weights).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from trainplan.models.params import count_params
+from trainplan.models.spec import ModelSpec
+
+FP32, BF16 = 4, 2
+
+
+@dataclass(frozen=True, slots=True)
+class StageParams:
+    """Parameters one GPU of a pipeline stage holds before data-parallel sharding."""
+
+    first_layer: int
+    num_layers: int
+    moe_layers: int
+    dense: float  # replicated over the data-parallel group: attention, MLP, norms, embedding, head
+    experts: float  # routed experts (divided by ep and tp)
+    fp8_linear: float  # of dense + experts: the transformer-block matmul weights an fp8 recipe casts
+    largest_unit: float  # largest FSDP unit on the stage: one block, the embedding or the head
+    largest_unit_linear: float  # fp8-castable weights of the largest block
+
+
+def stage_bounds(num_layers: int, pp: int) -> tuple[tuple[int, int], ...]:
+    """(first layer, layer count) per stage; the first num_layers % pp stages get one extra layer."""
+    base, extra = divmod(num_layers, pp)
+    out, start = [], 0
+    for i in range(pp):
+        n = base + (1 if i < extra else 0)
+        out.append((start, n))
+        start += n
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def stage_params(m: ModelSpec, tp: int, ep: int, pp: int) -> tuple[StageParams, ...]:
+    """Per-stage parameters held by one GPU; cached because the search calls it for every layout."""
+    pc = _counts(m)
+    h = m.hidden_size
+    kv_frac = max(1 / tp, 1 / m.num_kv_heads)  # tp beyond the kv-head count replicates kv heads
+    per_layer = []
+    for lp in pc.layers:
+        if m.mla is None:
+            kv = 2 * h * m.kv_dim + (2 * m.kv_dim if m.qkv_bias else 0)
+            attn = (lp.attention - kv) / tp + kv * kv_frac
+        else:
+            attn = lp.attention / tp
+        if lp.experts:
+            router = lp.mlp - _shared(m)
+            mlp_linear = _shared(m) / tp
+            mlp = mlp_linear + router
+        else:
+            mlp = mlp_linear = lp.mlp / tp
+        experts = lp.experts / (ep * tp)
+        dense = attn + mlp + lp.norms
+        per_layer.append((dense, experts, attn + mlp_linear + experts))
+    emb = pc.embedding / tp
+    head = (pc.lm_head or (pc.embedding if pp > 1 else 0)) / tp  # tied + pp: the last stage keeps a copy
+    out = []
+    for i, (first, n) in enumerate(stage_bounds(m.num_layers, pp)):
+        layers = per_layer[first:first + n]
+        dense = sum(x[0] for x in layers)
+        experts = sum(x[1] for x in layers)
+        units = [x[0] + x[1] for x in layers]
+        biggest = max(range(n), key=lambda j: units[j])
+        if i == 0:
+            dense += emb
+            units.append(emb)
+        if i == pp - 1:
+            dense += head + pc.final_norm
+            units.append(head + pc.final_norm)
+        out.append(StageParams(
+            first_layer=first, num_layers=n,
+            moe_layers=sum(1 for lp in pc.layers[first:first + n] if lp.experts),
+            dense=dense, experts=experts, fp8_linear=sum(x[2] for x in layers),
+            largest_unit=max(units), largest_unit_linear=layers[biggest][2],
+        ))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _counts(m: ModelSpec):
+    return count_params(m)
+
+
+def _shared(m: ModelSpec) -> int:
+    moe = m.moe
+    if not moe.num_shared_experts:
+        return _shared_gate(m)
+    mats = 3 if m.gated_mlp else 2
+    return mats * m.hidden_size * moe.shared_expert_ffn_size + _shared_gate(m)
+
+
+def _shared_gate(m: ModelSpec) -> int:
+    return m.hidden_size if m.moe.shared_expert_gate else 0
+
+
+@dataclass(frozen=True, slots=True)
+class StateBytes:
+    """Bytes of model states on one GPU (named terms)."""
+
+    params: float  # weights as stored between steps (bf16 for Megatron, fp32 shards for FSDP2)
+    grads: float  # gradients kept until the optimizer step
+    master_params: float  # fp32 master copy (Megatron mixed precision only)
+    optimizer_states: float  # AdamW m and v
+    unsharded_params: float  # FSDP: all-gathered weights of the units in flight
+    unsharded_grads: float  # FSDP: unsharded gradients + reduce-scatter input; zero2: one bucket
+    convention: str  # "megatron" | "fsdp2"
+    bytes_per_param: float  # persistent bytes/param of the dense part (the golden-table number)
+
+
+def state_bytes(sp: StageParams, *, sharding: str, pure: bool, dp_shard: int, cp: int, ep: int, pp: int,
+                optimizer_offload: bool, fp8_allgather: bool, fp8_elem_bytes: float) -> StateBytes:
+    """Model-state bytes for one GPU of a stage; see the module docstring for the conventions."""
+    d = dp_shard * cp  # data-parallel sharding group of the dense parameters
+    d_exp = max(d // ep, 1)  # routed experts: ep takes its share of dp_shard * cp first
+
+    def per_gpu(dense_bytes: float, sharded: bool) -> float:
+        return dense_bytes * sp.dense / (d if sharded else 1) + dense_bytes * sp.experts / (d_exp if sharded else 1)
+
+    opt = 4 if pure else 8
+    if sharding == "fsdp":
+        w = BF16 if pure else FP32
+        params, grads = per_gpu(w, True), per_gpu(w, True)
+        master, states = 0.0, per_gpu(opt, True)
+        if pp > 1:
+            # torchtitan keeps pipeline stages unsharded between forward and backward
+            # (reshard_after_forward=False with PP) and accumulates unsharded fp32 gradients over
+            # the micro-batches (PyTorch pipelining turns gradient sync off until the last one).
+            unsharded = sp.dense + sp.experts
+            u_params = unsharded * BF16 - (BF16 - fp8_elem_bytes) * sp.fp8_linear * fp8_allgather
+            u_grads = unsharded * (BF16 if pure else FP32)
+        else:
+            # current + prefetched unit all-gathered; fp8 all-gather moves fp8 block weights
+            unit = sp.largest_unit
+            u_params = 2 * (unit * BF16 - (BF16 - fp8_elem_bytes) * sp.largest_unit_linear * fp8_allgather)
+            # bf16 gradients of the current unit + their fp32 copy for the reduce-scatter
+            u_grads = unit * (BF16 + (0 if pure else FP32))
+        bpp = (2 * w + opt) / d
+        conv = "fsdp2"
+    else:
+        shard_grads = sharding == "zero2"
+        shard_opt = sharding in ("zero1", "zero2")
+        g = BF16 if pure else FP32
+        params = per_gpu(BF16, False)
+        grads = per_gpu(g, shard_grads)
+        master = 0.0 if pure else per_gpu(FP32, shard_opt)
+        states = per_gpu(opt, shard_opt)
+        u_params = 0.0
+        u_grads = sp.largest_unit * g if shard_grads else 0.0
+        bpp = BF16 + (g / d if shard_grads else g) + ((0 if pure else FP32) + opt) / (d if shard_opt else 1)
+        conv = "megatron"
+    if optimizer_offload:
+        # master weights and optimizer states live in host memory (FSDP CPU offload also moves
+        # the sharded fp32 parameters, which are the master copy)
+        master, states = 0.0, 0.0
+        if sharding == "fsdp":
+            params = 0.0
+    return StateBytes(params, grads, master, states, u_params, u_grads, conv, bpp)

@@ -1,0 +1,74 @@
+"""`python -m trainplan.runtime --plan plan.json [--steps N] [--out DIR] [--checkpoint-dir DIR] [--json]`
+
+One rank of a torchrun job. Without --plan (or with --demo) it trains the tiny demo model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from trainplan.errors import EXIT_USAGE, TrainplanError
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m trainplan.runtime", description=__doc__.splitlines()[0])
+    p.add_argument("--plan", help="plan.json to run (default: the demo)")
+    p.add_argument("--demo", action="store_true", help="run the tiny demo model (FSDP over all processes)")
+    p.add_argument("--steps", type=int, help="optimizer steps (default: the plan's train.steps)")
+    p.add_argument("--out", help="directory for measurements.jsonl and summary.json (default: runs/<time>)")
+    p.add_argument("--checkpoint-dir", help="DCP checkpoints here; resumes from the newest one")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON on rank 0")
+    p.add_argument("--tensorboard", metavar="DIR", help="write TensorBoard scalars to DIR")
+    p.add_argument("--data", help="training data: files or directories (default: the plan's, else the stdlib corpus)")
+    p.add_argument("--tokenizer", help="a local tokenizer.json (default: bytes)")
+    p.add_argument("--hf", action="store_true", help="build the Hugging Face model from the plan's hf_config")
+    p.add_argument("--fit-world", action="store_true",
+                   help="rescale dp_shard (and the global batch) to the number of processes started")
+    p.add_argument("--no-progress", action="store_true", help="no per-step progress on stderr")
+    p.add_argument("--stop-at-step", type=int, help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+
+    args = parser().parse_args(argv)
+    from trainplan.runtime.trainer import RunOptions, sagemaker_defaults, train
+
+    sm = sagemaker_defaults()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    try:
+        if args.plan and not args.demo:
+            from trainplan.plan import load_plan
+
+            plan = load_plan(args.plan)
+        else:
+            from trainplan.runtime.demo import demo_plan
+
+            plan = demo_plan(world, steps=args.steps or 30)
+        out = Path(args.out or sm.get("out") or f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}")
+        ckpt = args.checkpoint_dir or sm.get("checkpoint_dir")
+        opts = RunOptions(
+            out=out, steps=args.steps, checkpoint_dir=Path(ckpt) if ckpt else None,
+            tensorboard=args.tensorboard, data=args.data, tokenizer=args.tokenizer, hf=args.hf,
+            fit_world=args.fit_world, progress=not args.no_progress, stop_at_step=args.stop_at_step,
+            model_dir=sm.get("model_dir"),
+        )
+        summary = train(plan, opts)
+    except TrainplanError as e:
+        print(f"trainplan.runtime: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if summary and args.json:
+        print(json.dumps(summary, indent=2))
+    elif summary:
+        print(f"loss {summary['first_loss']:.4f} -> {summary['last_loss']:.4f} over {summary['steps']} steps; "
+              f"{summary['tokens_per_s']:,.0f} tokens/s; measurements: {summary['measurements']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

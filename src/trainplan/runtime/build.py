@@ -1,0 +1,97 @@
+"""Build the model a plan describes, applying the concerns of parallel.py in their fixed order."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from trainplan.errors import TrainplanError
+from trainplan.runtime import parallel
+from trainplan.runtime.model import Decoder
+from trainplan.runtime.loss import lm_loss
+
+
+class HFCausalLM(nn.Module):
+    """A Hugging Face causal LM (random init from its config.json) behind the same interface as
+    Decoder: forward(tokens, labels) -> mean loss, `.layers` = the repeated decoder blocks."""
+
+    def __init__(self, hf_model: nn.Module):
+        super().__init__()
+        self.hf = hf_model
+        self.loss_chunks = 1
+
+    @property
+    def layers(self) -> nn.ModuleList:
+        return self.hf.model.layers
+
+    def forward(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        h = self.hf.model(input_ids=tokens, use_cache=False).last_hidden_state
+        return lm_loss(h, self.hf.get_output_embeddings().weight, labels, self.loss_chunks)
+
+    @torch.no_grad()
+    def init_weights(self, seed: int) -> None:
+        torch.manual_seed(seed)
+        std = getattr(self.hf.config, "initializer_range", 0.02)
+        for mod in self.hf.modules():
+            if isinstance(mod, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(mod.weight, std=std)
+                if getattr(mod, "bias", None) is not None:
+                    nn.init.zeros_(mod.bias)
+            elif "norm" in type(mod).__name__.lower():
+                for name, p in mod.named_parameters(recurse=False):
+                    # Gemma-style norms store (weight - 1): zeros there, ones elsewhere.
+                    nn.init.zeros_(p) if name == "bias" or "gemma" in type(mod).__name__.lower() else nn.init.ones_(p)
+            # Rotary tables are buffers computed in __init__; to_empty() left them uninitialised.
+            if hasattr(mod, "inv_freq") and hasattr(mod, "config"):
+                fresh = type(mod)(config=mod.config, device=mod.inv_freq.device)
+                for bname, buf in fresh.named_buffers(recurse=False):
+                    getattr(mod, bname).copy_(buf)
+
+
+def build_hf_model(hf_config: dict) -> HFCausalLM:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = dict(hf_config)
+    model_type = cfg.pop("model_type", None)
+    if not model_type:
+        raise TrainplanError("plan.hf_config has no model_type; give the model's config.json")
+    try:
+        config = AutoConfig.for_model(model_type, **cfg)
+    except ValueError as e:
+        raise TrainplanError(f"transformers cannot build model_type {model_type!r}: {e}") from None
+    config.use_cache = False
+    with torch.device("meta"):
+        hf = AutoModelForCausalLM.from_config(config)
+    return HFCausalLM(hf)
+
+
+def build_model(plan, mesh, device: torch.device, use_hf: bool):
+    """The model of `plan` on `device`, parallelised per its layout. Returns (model, dp_mesh)."""
+    layout, spec = plan.layout, plan.job.model
+    if use_hf:
+        if not plan.hf_config:
+            raise TrainplanError("--hf needs a plan with hf_config (a plan made from a config.json)")
+        model = build_hf_model(plan.hf_config)
+    else:
+        if spec.mla is not None:
+            raise TrainplanError(f"{spec.name} uses multi-head latent attention, which trainplan's own model "
+                                 "does not build; run it through its Hugging Face config (--hf)")
+        with torch.device("meta"):
+            model = Decoder(spec, plan.job.workload.seq_len)
+    model.loss_chunks = 8 if layout.chunked_loss else 1
+
+    if layout.tp > 1:
+        parallel.apply_tp(model, mesh["tp"])
+    if layout.precision.startswith("fp8"):
+        parallel.apply_float8(model, layout.precision, layout.fp8_allgather)
+    parallel.apply_ac(model, layout.ac, layout.ac_layers)
+    if layout.torch_compile:
+        parallel.apply_compile(model)
+    dp_mesh = parallel.fsdp_mesh(mesh)
+    if layout.precision == "bf16_pure":
+        model = model.to(torch.bfloat16)
+    parallel.apply_fsdp(model, dp_mesh, layout.precision, layout.sharding)
+
+    model.to_empty(device=device)
+    model.init_weights(plan.train.seed)
+    return model, dp_mesh

@@ -1,0 +1,79 @@
+"""Process group, device and the small collectives the trainer needs."""
+
+from __future__ import annotations
+
+import os
+import socket
+from contextlib import closing
+
+import torch
+import torch.distributed as dist
+
+
+def free_port() -> int:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init(timeout_s: float = 600) -> torch.device:
+    """Join the process group torchrun set up (or make a one-process group when run directly).
+    NCCL on CUDA, gloo on CPU."""
+    from datetime import timedelta
+
+    if "RANK" not in os.environ:
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(free_port()))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        device = torch.device("cpu")
+        backend = "gloo"
+    if not dist.is_initialized():
+        dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s),
+                                device_id=device if device.type == "cuda" else None)
+    return device
+
+
+def shutdown() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def reduce_step(loss_sum: float, stop: bool, device: torch.device) -> tuple[float, bool]:
+    """One all-reduce per step for two facts: the mean loss over ranks, and whether any rank was
+    asked to stop (SIGTERM reaches ranks at different moments; all must stop at the same step)."""
+    t = torch.tensor([loss_sum, 1.0 if stop else 0.0], dtype=torch.float64, device=device)
+    dist.all_reduce(t)
+    return (t[0] / dist.get_world_size()).item(), bool(t[1].item() > 0)
+
+
+def clip_grad_norm(params, max_norm: float) -> float:
+    """Global gradient-norm clipping over DTensor and plain parameters. Parameters may live on
+    different meshes (tp blocks on (dp, tp), embeddings on dp), which torch's clip_grad_norm_
+    cannot stack; so the squared norm is summed per mesh, made full, then combined."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.experimental import implicit_replication
+
+    by_mesh: dict = {}
+    for p in params:
+        if p.grad is not None:
+            key = p.grad.device_mesh if isinstance(p.grad, DTensor) else None
+            by_mesh.setdefault(key, []).append(p)
+    total_sq = None
+    for ps in by_mesh.values():
+        sq = torch.nn.utils.get_total_norm([p.grad for p in ps], 2.0, foreach=True) ** 2
+        if isinstance(sq, DTensor):
+            sq = sq.full_tensor()
+        total_sq = sq if total_sq is None else total_sq + sq
+    if total_sq is None:
+        return 0.0
+    norm = total_sq.sqrt()
+    with implicit_replication():
+        for ps in by_mesh.values():
+            torch.nn.utils.clip_grads_with_norm_(ps, max_norm, norm, foreach=True)
+    return float(norm)

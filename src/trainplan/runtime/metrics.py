@@ -1,0 +1,185 @@
+"""Measurements in the planner's units: one JSON line per step, a summary, a progress line.
+
+Field names and units are those of the planner's estimate and of trainplan-validation/1
+`measured` (peak_mem_gib, step_time_s, tokens_per_s_per_gpu, tflops_per_gpu, mfu), so that
+comparing a run with its plan is a diff of two dicts (`trainplan compare-run`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from trainplan.models.spec import ModelSpec
+from trainplan.units import GiB
+
+MEASUREMENT_SCHEMA = "trainplan-measurement/1"
+
+
+def flops_per_token(spec: ModelSpec, seq_len: int) -> float:
+    """Training FLOPs per token (forward + backward, no recompute): the planner's convention.
+
+    Uses `trainplan.costs.flops` when the planner has it; `local_flops_per_token` otherwise.
+    """
+    try:
+        from trainplan.costs import flops as planner_flops  # written by the step-time model
+    except ImportError:
+        return local_flops_per_token(spec, seq_len)
+    fn = getattr(planner_flops, "training_flops_per_token", None) or getattr(planner_flops, "flops_per_token", None)
+    if fn is None:
+        return local_flops_per_token(spec, seq_len)
+    try:
+        out = fn(spec, seq_len)
+    except TypeError:
+        return local_flops_per_token(spec, seq_len)
+    return float(getattr(out, "total", out))
+
+
+def local_flops_per_token(spec: ModelSpec, seq_len: int) -> float:
+    """Stand-in until trainplan.costs.flops lands; the same convention as torchtitan and PaLM:
+
+    1. each weight used by a token costs 2 FLOP forward (multiply + add) and 4 backward (grad of
+       input and of weight): 6 * N, N = active parameters outside the embedding table (the LM
+       head counts: it is a GEMM; Kaplan et al. 2020, section 2.1; PaLM, appendix B);
+    2. attention scores and the weighted sum: 2 GEMMs of seq x head_dim per head per token,
+       2 FLOP each, times 3 for backward: 12 * layers * q_dim * seq, without causal halving
+       (PaLM appendix B counts the full square; so does MFU in torchtitan).
+    """
+    from trainplan.models.params import count_params
+
+    p = count_params(spec)
+    n = p.active - p.embedding + (p.embedding if spec.tied_embeddings else 0)
+    return 6.0 * n + 12.0 * spec.num_layers * spec.q_dim * seq_len
+
+
+@dataclass
+class StepRecord:
+    schema: str
+    step: int
+    loss: float
+    lr: float
+    grad_norm: float
+    tokens: int  # tokens in this step, all ranks
+    step_time_s: float
+    tokens_per_s: float  # all ranks
+    tokens_per_s_per_gpu: float
+    tflops_per_gpu: float
+    mfu: float | None  # None on CPU: no tensor-core peak to divide by
+    peak_mem_gib: float | None  # = reserved, as torchtitan's logger and the validation data
+    peak_mem_kind: str | None
+    peak_allocated_gib: float | None
+    peak_reserved_gib: float | None
+
+
+def memory_gib(device) -> tuple[float | None, float | None]:
+    import torch
+
+    if device.type != "cuda":
+        return None, None
+    return torch.cuda.max_memory_allocated(device) / GiB, torch.cuda.max_memory_reserved(device) / GiB
+
+
+def make_record(step: int, loss: float, lr: float, grad_norm: float, tokens: int, step_time_s: float,
+                world: int, flops_tok: float, peak_flops: float | None, device) -> StepRecord:
+    tps = tokens / step_time_s
+    per_gpu = tps / world
+    achieved = per_gpu * flops_tok
+    alloc, reserved = memory_gib(device)
+    return StepRecord(
+        schema=MEASUREMENT_SCHEMA, step=step, loss=loss, lr=lr, grad_norm=grad_norm, tokens=tokens,
+        step_time_s=step_time_s, tokens_per_s=tps, tokens_per_s_per_gpu=per_gpu,
+        tflops_per_gpu=achieved / 1e12, mfu=(achieved / peak_flops) if peak_flops else None,
+        peak_mem_gib=reserved, peak_mem_kind="reserved" if reserved is not None else None,
+        peak_allocated_gib=alloc, peak_reserved_gib=reserved,
+    )
+
+
+class Recorder:
+    """Rank 0's writer: JSONL per step, optional TensorBoard, a progress line on stderr."""
+
+    def __init__(self, out_dir: Path, total_steps: int, tensorboard: str | None, progress: bool,
+                 fresh: bool = True):
+        self.path = out_dir / "measurements.jsonl"
+        self.total = total_steps
+        # A resumed run appends to the interrupted run's records; a fresh run starts the file anew.
+        self._f = open(self.path, "w" if fresh else "a")
+        self._tty = progress and sys.stderr.isatty()
+        self._quiet = not progress
+        self._tb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(log_dir=tensorboard)
+        self._start = time.perf_counter()
+
+    def write(self, r: StepRecord) -> None:
+        self._f.write(json.dumps(asdict(r)) + "\n")
+        self._f.flush()
+        if self._tb is not None:
+            for k in ("loss", "lr", "grad_norm", "step_time_s", "tokens_per_s_per_gpu", "mfu", "peak_mem_gib"):
+                v = getattr(r, k)
+                if v is not None:
+                    self._tb.add_scalar(k, v, r.step)
+        self._progress(r)
+
+    def _progress(self, r: StepRecord) -> None:
+        if self._quiet:
+            return
+        text = (f"step {r.step}/{self.total} loss {r.loss:.4f} lr {r.lr:.2e} "
+                f"{r.tokens_per_s_per_gpu:,.0f} tok/s/gpu {r.step_time_s * 1e3:.0f} ms"
+                + (f" mfu {r.mfu:.1%}" if r.mfu is not None else "")
+                + (f" mem {r.peak_mem_gib:.1f} GiB" if r.peak_mem_gib is not None else ""))
+        if self._tty:
+            width = 20
+            done = int(width * r.step / max(self.total, 1))
+            sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] {text}\x1b[K")
+            if r.step >= self.total:
+                sys.stderr.write("\n")
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        self._f.close()
+        if self._tb is not None:
+            self._tb.close()
+
+
+def summarize(records: list[dict], warmup: int = 1) -> dict:
+    """Run summary: first/last loss, and the medians of the timing fields after `warmup` steps
+    (the first steps pay for allocation, compilation and cache warm-up)."""
+    import statistics
+
+    if not records:
+        return {}
+    steady = records[warmup:] or records
+
+    def med(k):
+        vals = [r[k] for r in steady if r.get(k) is not None]
+        return statistics.median(vals) if vals else None
+
+    def peak(k):
+        vals = [r[k] for r in records if r.get(k) is not None]
+        return max(vals) if vals else None
+
+    return {
+        "steps": records[-1]["step"],
+        "first_loss": records[0]["loss"],
+        "last_loss": records[-1]["loss"],
+        "step_time_s": med("step_time_s"),
+        "tokens_per_s": med("tokens_per_s"),
+        "tokens_per_s_per_gpu": med("tokens_per_s_per_gpu"),
+        "tflops_per_gpu": med("tflops_per_gpu"),
+        "mfu": med("mfu"),
+        "peak_mem_gib": peak("peak_mem_gib"),
+        "peak_mem_kind": records[-1].get("peak_mem_kind"),
+        "peak_allocated_gib": peak("peak_allocated_gib"),
+        "peak_reserved_gib": peak("peak_reserved_gib"),
+    }
+
+
+def read_records(path: str | Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]

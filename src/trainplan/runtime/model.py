@@ -1,0 +1,204 @@
+"""A Llama-family decoder (dense or MoE) built from a plan's ModelSpec.
+
+Written for this project so that the runtime executes exactly the architecture the planner counted
+(`trainplan.models.params.count_params` equals `sum(p.numel())` here; tests/runtime checks it).
+Module and parameter names follow torchtitan's Llama (`tok_embeddings`, `layers.N.attention.wq`,
+`feed_forward.w1/w2/w3`, `norm`, `output`) so the tensor-parallel plan and the checkpoint keys read
+the same as there. Built on the meta device; `init_weights` fills the parameters afterwards, so
+that a model larger than one device's memory is never materialised whole.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from trainplan.models.spec import ModelSpec
+from trainplan.runtime.loss import lm_loss
+
+
+def _norm(spec: ModelSpec, dim: int) -> nn.Module:
+    if spec.norm == "layernorm":
+        return nn.LayerNorm(dim, eps=1e-5)
+    return nn.RMSNorm(dim, eps=1e-6)
+
+
+def rope_tables(head_dim: int, seq_len: int, theta: float = 500000.0, device=None):
+    """cos/sin tables for rotary embeddings (Su et al. 2021, RoFormer, eq. 34), shape (seq, head_dim/2)."""
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
+    t = torch.arange(seq_len, device=device, dtype=torch.float32)
+    freqs = torch.outer(t, inv)
+    return freqs.cos(), freqs.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: (batch, heads, seq, head_dim); rotates the two halves of each head (the HF/Llama layout)."""
+    x1, x2 = x.float().chunk(2, dim=-1)
+    cos, sin = cos[None, None], sin[None, None]
+    out = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    return out.type_as(x)
+
+
+class Attention(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        h, hd = spec.hidden_size, spec.head_dim
+        self.head_dim = hd
+        self.kv_repeat = spec.num_heads // spec.num_kv_heads
+        self.wq = nn.Linear(h, spec.q_dim, bias=spec.qkv_bias)
+        self.wk = nn.Linear(h, spec.kv_dim, bias=spec.qkv_bias)
+        self.wv = nn.Linear(h, spec.kv_dim, bias=spec.qkv_bias)
+        self.wo = nn.Linear(spec.q_dim, h, bias=spec.o_bias)
+        self.q_norm = nn.RMSNorm(hd, eps=1e-6) if spec.qk_norm else None
+        self.k_norm = nn.RMSNorm(hd, eps=1e-6) if spec.qk_norm else None
+
+    def forward(self, x: torch.Tensor, rope) -> torch.Tensor:
+        b, s, _ = x.shape
+        # -1 heads: under tensor parallelism each rank holds a slice of the heads.
+        q = self.wq(x).view(b, s, -1, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(b, s, -1, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(b, s, -1, self.head_dim).transpose(1, 2)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if self.kv_repeat > 1:
+            k = k.repeat_interleave(self.kv_repeat, dim=1)
+            v = v.repeat_interleave(self.kv_repeat, dim=1)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.wo(o.transpose(1, 2).reshape(b, s, -1))
+
+
+class FeedForward(nn.Module):
+    """Gated (SwiGLU/GeGLU: w2(act(w1 x) * w3 x)) or plain (GELU/ReLU^2: w2(act(w1 x))) MLP."""
+
+    def __init__(self, spec: ModelSpec, hidden: int, ffn: int, bias: bool):
+        super().__init__()
+        self.kind = spec.mlp
+        self.w1 = nn.Linear(hidden, ffn, bias=bias)
+        self.w2 = nn.Linear(ffn, hidden, bias=bias)
+        self.w3 = nn.Linear(hidden, ffn, bias=bias) if spec.gated_mlp else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.w1(x)
+        if self.kind == "swiglu":
+            a = F.silu(a)
+        elif self.kind == "geglu":
+            a = F.gelu(a, approximate="tanh")
+        elif self.kind == "relu2":
+            a = F.relu(a).square()
+        else:
+            a = F.gelu(a)
+        if self.w3 is not None:
+            a = a * self.w3(x)
+        return self.w2(a)
+
+
+class MoE(nn.Module):
+    """Top-k routed experts (softmax router, renormalised top-k weights) plus optional shared experts.
+
+    Tokens are dispatched with a loop over experts (index_select / index_add): exact, simple, and
+    fine for the tests and single-GPU checks; expert parallelism (ep > 1) is not implemented here.
+    """
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        m = spec.moe
+        self.top_k = m.experts_per_token
+        self.router = nn.Linear(spec.hidden_size, m.num_experts, bias=m.router_bias)
+        self.experts = nn.ModuleList(
+            FeedForward(spec, spec.hidden_size, m.expert_ffn_size, m.expert_bias) for _ in range(m.num_experts)
+        )
+        self.shared = (FeedForward(spec, spec.hidden_size, m.shared_expert_ffn_size, False)
+                       if m.num_shared_experts else None)
+        self.shared_gate = nn.Linear(spec.hidden_size, 1, bias=False) if m.shared_expert_gate else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])
+        probs = self.router(x).float().softmax(dim=-1)
+        weights, chosen = probs.topk(self.top_k, dim=-1)
+        weights = (weights / weights.sum(dim=-1, keepdim=True)).type_as(x)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            token, slot = (chosen == e).nonzero(as_tuple=True)
+            # Every expert runs, even on zero tokens, so that all of its parameters get a gradient
+            # (FSDP reduce-scatters every parameter; a missing grad would differ across ranks).
+            y = expert(x[token]) * weights[token, slot, None]
+            out = out.index_add(0, token, y)
+        if self.shared is not None:
+            s = self.shared(x)
+            out = out + (torch.sigmoid(self.shared_gate(x)) * s if self.shared_gate is not None else s)
+        return out.view(shape)
+
+
+class Block(nn.Module):
+    def __init__(self, spec: ModelSpec, index: int):
+        super().__init__()
+        m = spec.moe
+        is_moe = m is not None and index >= m.first_dense_layers and (index + 1) % m.moe_layer_freq == 0
+        self.attention_norm = _norm(spec, spec.hidden_size)
+        self.attention = Attention(spec)
+        self.ffn_norm = _norm(spec, spec.hidden_size)
+        self.feed_forward = MoE(spec) if is_moe else FeedForward(spec, spec.hidden_size, spec.ffn_size, spec.mlp_bias)
+
+    def forward(self, x: torch.Tensor, rope) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x), rope)
+        return x + self.feed_forward(self.ffn_norm(x))
+
+
+class Decoder(nn.Module):
+    """Embeddings -> blocks -> final norm -> LM head and loss."""
+
+    def __init__(self, spec: ModelSpec, max_seq_len: int):
+        super().__init__()
+        self.spec = spec
+        self.max_seq_len = max_seq_len
+        self.tok_embeddings = nn.Embedding(spec.vocab_size, spec.hidden_size)
+        self.pos_embeddings = (nn.Embedding(spec.max_position_embeddings, spec.hidden_size)
+                               if spec.position_embedding == "learned" else None)
+        # A ModuleDict keyed by str(index), as torchtitan: keys stay stable if layers are removed.
+        self.layers = nn.ModuleDict({str(i): Block(spec, i) for i in range(spec.num_layers)})
+        self.norm = _norm(spec, spec.hidden_size)
+        self.output = None if spec.tied_embeddings else nn.Linear(spec.hidden_size, spec.vocab_size, bias=False)
+        self.loss_chunks = 1  # set by apply_loss (layout.chunked_loss)
+
+    def forward(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Mean next-token cross-entropy over the batch. The LM head runs inside forward (so FSDP
+        has the weights gathered), chunked over the sequence when `loss_chunks` > 1."""
+        s = tokens.shape[1]
+        h = self.tok_embeddings(tokens)
+        rope = None
+        if self.pos_embeddings is not None:
+            h = h + self.pos_embeddings(torch.arange(s, device=tokens.device))[None]
+        else:
+            # Tables are recomputed per step (cheap next to the GEMMs) rather than kept as buffers,
+            # so that meta-device construction and checkpoint keys stay free of non-parameters.
+            rope = rope_tables(self.spec.head_dim, s, device=tokens.device)
+        for block in self.layers.values():
+            h = block(h, rope)
+        h = self.norm(h)
+        head = self.tok_embeddings.weight if self.output is None else self.output.weight
+        return lm_loss(h, head, labels, self.loss_chunks)
+
+    @torch.no_grad()
+    def init_weights(self, seed: int) -> None:
+        """Deterministic init: normal(0, 0.02) for linears and embeddings, output projections scaled
+        by 1/sqrt(2 * layers) (GPT-2 paper, section 2.3), norms to one, biases to zero."""
+        torch.manual_seed(seed)
+        std = 0.02
+        out_std = std / math.sqrt(2 * self.spec.num_layers)
+        for name, mod in self.named_modules():
+            if isinstance(mod, (nn.RMSNorm, nn.LayerNorm)):
+                if mod.weight is not None:
+                    nn.init.ones_(mod.weight)
+                if getattr(mod, "bias", None) is not None:
+                    nn.init.zeros_(mod.bias)
+            elif isinstance(mod, (nn.Linear, nn.Embedding)):
+                sd = out_std if name.endswith(("wo", "w2")) else std
+                nn.init.trunc_normal_(mod.weight, std=sd, a=-3 * sd, b=3 * sd)
+                if getattr(mod, "bias", None) is not None:
+                    nn.init.zeros_(mod.bias)

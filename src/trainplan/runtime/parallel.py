@@ -1,0 +1,218 @@
+"""One function per parallelism/memory concern, applied by `build.build_model` in this fixed order:
+
+    1. build the model on the meta device        (model.Decoder / hf.build_hf_model)
+    2. apply_tp       tensor parallel: DTensor parallelize_module over the "tp" mesh dimension
+    3. apply_float8   torchao convert_to_float8_training (fp8 recipes)
+    4. apply_ac       activation checkpointing per policy (none/selective/full/partial/offload)
+    5. apply_compile  torch.compile per block (optional)
+    6. apply_fsdp     FSDP2 fully_shard per block, then the root; HSDP over (dp_replicate, dp_shard)
+    7. init weights on the real device, then the optimizer
+
+Why this order (the same as torchtitan's): tp rewrites the Linear modules' weights into DTensors,
+so it comes first; float8 swaps nn.Linear for Float8Linear and must see the tp-sharded linears;
+checkpointing wraps whole blocks, after their contents are final; compile traces the wrapped block;
+fully_shard comes last so it shards what the steps above produced, and per block so each block's
+all-gather overlaps the previous block's compute.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from trainplan.errors import TrainplanError
+
+
+def build_mesh(layout, world_size: int, device_type: str):
+    """The 3-D mesh (dp_replicate, dp_shard, tp). pp and cp are planner-only for now."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    for k in ("pp", "cp", "ep"):
+        if getattr(layout, k) > 1:
+            raise TrainplanError(
+                f"the runtime does not implement {k} > 1 yet (plan has {k}={getattr(layout, k)}); "
+                "choose a plan with pp = cp = ep = 1"
+            )
+    shape = (layout.dp_replicate, layout.dp_shard, layout.tp)
+    if shape[0] * shape[1] * shape[2] != world_size:
+        raise TrainplanError(
+            f"the plan's layout needs dp_replicate*dp_shard*tp = {shape[0]}*{shape[1]}*{shape[2]} = "
+            f"{shape[0] * shape[1] * shape[2]} processes but {world_size} were started; start that many "
+            "(torchrun --nproc-per-node) or pass --fit-world to rescale dp_shard"
+        )
+    return init_device_mesh(device_type, shape, mesh_dim_names=("dp_replicate", "dp_shard", "tp"))
+
+
+def blocks(model: nn.Module) -> list[tuple[str | int, nn.Module]]:
+    """(key, block) pairs of the model's repeated layers: a ModuleDict (our Decoder) or a
+    ModuleList (Hugging Face models); `model.layers[key] = wrapped` replaces one."""
+    layers = model.layers
+    keys = list(layers.keys()) if isinstance(layers, nn.ModuleDict) else list(range(len(layers)))
+    return [(k, layers[k]) for k in keys]
+
+
+def apply_tp(model: nn.Module, tp_mesh) -> None:
+    """Megatron-style tensor parallel (Shoeybi et al. 2019, section 3): q/k/v and w1/w3 split by
+    output columns, wo and w2 by input rows, so each block needs one all-reduce in forward and one
+    in backward. Embeddings, norms and the LM head stay replicated over tp (simple and exact; the
+    sequence-parallel variant of the planner would shard the norms' activations too)."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    for _, block in blocks(model):
+        if not hasattr(block, "attention"):
+            raise TrainplanError("tensor parallel is implemented for trainplan's own Llama model only; use tp=1")
+        plan = {
+            "attention.wq": ColwiseParallel(),
+            "attention.wk": ColwiseParallel(),
+            "attention.wv": ColwiseParallel(),
+            "attention.wo": RowwiseParallel(),
+        }
+        if hasattr(block.feed_forward, "experts"):
+            raise TrainplanError("tensor parallel MoE layers are not implemented in the runtime; use tp=1")
+        plan |= {"feed_forward.w1": ColwiseParallel(), "feed_forward.w2": RowwiseParallel()}
+        if block.feed_forward.w3 is not None:
+            plan["feed_forward.w3"] = ColwiseParallel()
+        parallelize_module(block, tp_mesh, plan)
+
+
+def float8_config(precision: str, fp8_allgather: bool):
+    from torchao.float8 import Float8LinearConfig
+
+    recipe = {"fp8_tensorwise": "tensorwise", "fp8_rowwise": "rowwise"}.get(precision)
+    if recipe is None:
+        raise TrainplanError(
+            f"precision {precision!r} has no torchao float8 training recipe in this runtime; "
+            "use fp8_tensorwise or fp8_rowwise"
+        )
+    cfg = Float8LinearConfig.from_recipe_name(recipe)
+    if fp8_allgather:
+        if recipe != "tensorwise":
+            raise TrainplanError("fp8_allgather needs precision fp8_tensorwise (torchao all-gathers tensorwise fp8 only)")
+        from dataclasses import replace
+
+        cfg = replace(cfg, enable_fsdp_float8_all_gather=True)
+    return cfg
+
+
+def apply_float8(model: nn.Module, precision: str, fp8_allgather: bool) -> None:
+    """Swap the blocks' nn.Linear for torchao Float8Linear. The LM head and the MoE router stay in
+    high precision (their outputs feed a softmax, where fp8 rounding hurts most), and layers whose
+    sizes are not multiples of 16 are skipped (the fp8 GEMM kernels need them)."""
+    from torchao.float8 import convert_to_float8_training
+
+    def keep(mod: nn.Module, fqn: str) -> bool:
+        if fqn.endswith(("output", "router", "shared_gate")):
+            return False
+        return mod.in_features % 16 == 0 and mod.out_features % 16 == 0
+
+    convert_to_float8_training(model, config=float8_config(precision, fp8_allgather), module_filter_fn=keep)
+
+
+# Ops whose outputs selective checkpointing keeps: the matmuls and attention (expensive to
+# recompute); everything else (norms, activations, rotary, element-wise) is recomputed. This is
+# the planner's "selective" policy (layout.py) in torch's per-op SAC form.
+def _save_list():
+    ops = torch.ops.aten
+    keep = [ops.mm.default, ops.addmm.default, ops.bmm.default, ops.linear.default,
+            ops._scaled_dot_product_efficient_attention.default,
+            ops._scaled_dot_product_flash_attention.default,
+            ops._scaled_dot_product_flash_attention_for_cpu.default]
+    if hasattr(ops, "_scaled_dot_product_cudnn_attention"):
+        keep.append(ops._scaled_dot_product_cudnn_attention.default)
+    if hasattr(ops, "_scaled_mm"):
+        keep.append(ops._scaled_mm.default)
+    return set(keep)
+
+
+def _selective_context():
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    save = _save_list()
+
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op in save else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
+
+
+def apply_ac(model: nn.Module, mode: str, ac_layers: int = 0) -> None:
+    """Wrap blocks per policy. full/partial/offload: the block keeps only its input (torch
+    non-reentrant checkpoint); selective: per-op policy above. offload additionally moves the
+    saved block inputs to host memory (see `offload_context`)."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+    if mode == "none":
+        return
+    chosen = blocks(model)
+    if mode == "partial":
+        chosen = chosen[:ac_layers]
+    for name, block in chosen:
+        if mode == "selective":
+            wrapped = checkpoint_wrapper(block, context_fn=_selective_context, preserve_rng_state=False)
+        else:
+            wrapped = checkpoint_wrapper(block, preserve_rng_state=False)
+        model.layers[name] = wrapped
+
+
+def offload_context(mode: str, device_type: str):
+    """For ac='offload': every tensor saved for backward goes to (pinned) host memory. With full
+    checkpointing inside the blocks, that is each block's input, the planner's offload policy."""
+    import contextlib
+
+    if mode != "offload":
+        return contextlib.nullcontext()
+    return torch.autograd.graph.save_on_cpu(pin_memory=device_type == "cuda")
+
+
+def apply_compile(model: nn.Module) -> None:
+    """torch.compile each block separately (torchtitan's choice): blocks are identical, so one
+    compiled graph is reused, and compile time does not grow with depth."""
+    for name, block in blocks(model):
+        model.layers[name] = torch.compile(block, fullgraph=False)
+
+
+def mp_policy(precision: str):
+    """FSDP2 mixed precision per recipe. bf16 and fp8 recipes compute in bf16 and reduce gradients
+    in fp32 over fp32 master weights; fp16 likewise in fp16 (with a gradient scaler in the trainer);
+    pure bf16 holds the parameters themselves in bf16, so no casting policy."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    if precision in ("bf16", "fp8_tensorwise", "fp8_rowwise"):
+        return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    if precision == "fp16":
+        return MixedPrecisionPolicy(param_dtype=torch.float16, reduce_dtype=torch.float32)
+    if precision in ("bf16_pure", "fp32"):
+        return MixedPrecisionPolicy()
+    raise TrainplanError(
+        f"precision {precision!r} is not supported by the runtime; use bf16, fp16, bf16_pure, "
+        "fp8_tensorwise or fp8_rowwise"
+    )
+
+
+def apply_fsdp(model: nn.Module, dp_mesh, precision: str, sharding: str) -> None:
+    """fully_shard each block, then the root (embeddings, final norm, head). With a 2-D mesh
+    (dp_replicate, dp_shard) this is HSDP: shard inside a group, replicate across groups.
+
+    sharding 'fsdp' frees gathered weights after each block's forward (ZeRO-3); 'zero2' and 'zero1'
+    keep them until backward (reshard_after_forward=False), which is FSDP2's closest match: weights
+    gathered once per step, gradients and optimizer states sharded. 'none' runs on a dp_shard=1
+    mesh, i.e. plain replication."""
+    from torch.distributed.fsdp import fully_shard
+
+    reshard = sharding == "fsdp"
+    policy = mp_policy(precision)
+    todo = blocks(model)
+    for i, (_, block) in enumerate(todo):
+        # The last block's weights are needed again at once by backward: never free them.
+        fully_shard(block, mesh=dp_mesh, mp_policy=policy,
+                    reshard_after_forward=reshard and i < len(todo) - 1)
+    fully_shard(model, mesh=dp_mesh, mp_policy=policy, reshard_after_forward=False)
+
+
+def fsdp_mesh(mesh):
+    """The data-parallel sub-mesh FSDP shards over: 2-D for HSDP, 1-D otherwise."""
+    if mesh["dp_replicate"].size() > 1:
+        return mesh["dp_replicate", "dp_shard"]
+    return mesh["dp_shard"]
+
+

@@ -1,0 +1,198 @@
+"""The training loop: execute a Plan as it is and record what happened, in the planner's units."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from trainplan.errors import TrainplanError
+from trainplan.runtime import checkpoint, distributed, metrics, parallel
+from trainplan.runtime.build import build_model
+from trainplan.runtime.data import make_batches
+from trainplan.runtime.optim import make_optimizer
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    out: Path
+    steps: int | None = None  # None: plan.train.steps
+    checkpoint_dir: Path | None = None  # None: no checkpoints
+    tensorboard: str | None = None
+    data: str | None = None  # None: plan.train.data
+    tokenizer: str | None = None
+    hf: bool = False  # build the Hugging Face model from plan.hf_config
+    fit_world: bool = False
+    progress: bool = True
+    stop_at_step: int | None = None  # save and stop after this step (tests; a planned interruption)
+    model_dir: str | None = None  # write the final model here (SageMaker: SM_MODEL_DIR)
+
+
+def fit_to_world(plan, world: int):
+    """Rescale dp_shard (and with it the global batch) so the layout uses `world` processes:
+    a plan for 8 GPUs runs on 1 GPU or 2 CPU processes with the same per-GPU work."""
+    L = plan.layout
+    other = L.dp_replicate * L.tp * L.pp * L.cp
+    if world % other:
+        raise TrainplanError(f"--fit-world: {world} processes is not a multiple of dp_replicate*tp*pp*cp = {other}")
+    layout = L.with_(dp_shard=world // other)
+    if layout.sharding == "none" and layout.dp_shard > 1:
+        layout = layout.with_(sharding="fsdp")
+    w = replace(plan.job.workload, global_batch=layout.micro_batch * layout.grad_accum * layout.dp)
+    return replace(plan, layout=layout, job=replace(plan.job, workload=w))
+
+
+def peak_flops_for(device: torch.device, plan) -> tuple[float | None, str]:
+    """Dense bf16 peak of the GPU the run is on (MFU convention: bf16 peak, also for fp8 runs, as
+    torchtitan and most published MFUs); the plan's GPU when the device name is not in the
+    catalog; None on CPU."""
+    if device.type != "cuda":
+        return None, ""
+    from trainplan.hardware import gpus
+
+    name = torch.cuda.get_device_name(device).lower()
+    for g in gpus().values():
+        tag = g.name.split("-")[0]  # "h200", "b200", "a100"
+        if tag in name.split():
+            return g.peak("bf16"), g.name
+    return plan.job.cluster.gpu.peak("bf16"), plan.job.cluster.gpu.name
+
+
+class _Stop:
+    """SIGTERM (spot interruption, SageMaker stop, torchrun shutdown) sets a flag; the loop saves
+    a checkpoint at the end of the current step and exits cleanly."""
+
+    def __init__(self):
+        self.requested = False
+        signal.signal(signal.SIGTERM, self._handler)
+
+    def _handler(self, signum, frame):
+        self.requested = True
+
+
+def train(plan, opts: RunOptions) -> dict:
+    """Run `plan` in this process (one rank of torchrun). Returns the summary (on every rank)."""
+    device = distributed.init()
+    stop = _Stop()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if opts.fit_world:
+        plan = fit_to_world(plan, world)
+    L, w = plan.layout, plan.job.workload
+    total = opts.steps or plan.train.steps
+    if total <= 0:
+        raise TrainplanError("steps must be positive (train.steps in the plan, or --steps)")
+
+    mesh = parallel.build_mesh(L, world, device.type)
+    dp_rank = mesh["dp_replicate"].get_local_rank() * L.dp_shard + mesh["dp_shard"].get_local_rank()
+    model, _ = build_model(plan, mesh, device, opts.hf)
+    optimizer, scheduler = make_optimizer(model, plan.train, total)
+    scaler = None
+    if L.precision == "fp16":
+        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+        scaler = ShardedGradScaler(device=device.type)
+    vocab = plan.job.model.vocab_size
+    if opts.hf and plan.hf_config:
+        vocab = int(plan.hf_config.get("vocab_size", vocab))
+    data = make_batches(opts.data if opts.data is not None else plan.train.data, opts.tokenizer, vocab,
+                        w.seq_len, L.micro_batch, L.grad_accum, L.dp, dp_rank, total)
+
+    start = 0
+    resumed_from = checkpoint.latest(opts.checkpoint_dir)
+    if resumed_from is not None:
+        start = checkpoint.load(resumed_from, model, optimizer, scheduler, scaler)
+
+    if rank == 0:
+        opts.out.mkdir(parents=True, exist_ok=True)
+        (opts.out / "plan.json").write_text(plan.to_json())
+    recorder = metrics.Recorder(opts.out, total, opts.tensorboard, opts.progress,
+                                                fresh=start == 0) if rank == 0 else None
+    flops_tok = metrics.flops_per_token(plan.job.model, w.seq_len)
+    peak, peak_gpu = peak_flops_for(device, plan)
+    tokens_per_step = w.global_batch * w.seq_len
+    offload = parallel.offload_context(L.ac, device.type)
+    saved_at, stopped_by = None, None
+
+    step = start
+    while step < total:
+        t0 = time.perf_counter()
+        loss_sum = torch.zeros((), device=device, dtype=torch.float32)
+        for micro in range(L.grad_accum):
+            x, y = (t.to(device, non_blocking=True) for t in data.micro(step, micro))
+            with offload:
+                loss = model(x, y) / L.grad_accum
+            (scaler.scale(loss) if scaler is not None else loss).backward()
+            loss_sum += loss.detach()
+        if scaler is not None:
+            scaler.unscale_(optimizer)
+        grad_norm = distributed.clip_grad_norm(model.parameters(), plan.train.grad_clip)
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        lr = scheduler.get_last_lr()[0]
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        mean_loss, any_stop = distributed.reduce_step(loss_sum.item(), stop.requested, device)
+        dt = time.perf_counter() - t0
+        if recorder is not None and (step % plan.train.log_every == 0 or step == total):
+            recorder.write(metrics.make_record(step, mean_loss, lr, grad_norm, tokens_per_step, dt, world,
+                                               flops_tok, peak, device))
+        due = plan.train.checkpoint_every and step % plan.train.checkpoint_every == 0
+        interrupted = any_stop or (opts.stop_at_step is not None and step >= opts.stop_at_step)
+        if opts.checkpoint_dir and (due or interrupted or step == total):
+            saved_at = str(checkpoint.save(opts.checkpoint_dir, step, model, optimizer, scheduler, scaler))
+        if interrupted:
+            stopped_by = "SIGTERM" if any_stop else "stop_at_step"
+            break
+
+    model_file = None
+    if opts.model_dir and stopped_by is None:
+        model_file = checkpoint.export_model(model, opts.model_dir)
+    if recorder is not None:
+        recorder.close()
+    summary = {}
+    if rank == 0:
+        records = metrics.read_records(recorder.path)
+        summary = {
+            **metrics.summarize([r for r in records if r["step"] > start]),
+            "start_step": start,
+            "resumed_from": str(resumed_from) if resumed_from else None,
+            "stopped_by": stopped_by,
+            "checkpoint": saved_at,
+            "model_file": str(model_file) if model_file else None,
+            "measurements": str(recorder.path),
+            "world_size": world,
+            "device": str(device.type),
+            "peak_flops_gpu": peak_gpu or None,
+            "flops_per_token": flops_tok,
+            "layout": L.short(),
+            "precision": L.precision,
+            "model": plan.job.model.name,
+        }
+        (opts.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    distributed.shutdown()
+    return summary
+
+
+def sagemaker_defaults() -> dict:
+    """SageMaker training containers set SM_* variables: checkpoints go to /opt/ml/checkpoints
+    (synced to the job's checkpoint S3 URI, restored on a spot restart), the final model to
+    SM_MODEL_DIR, other outputs to SM_OUTPUT_DATA_DIR."""
+    env = os.environ
+    if not any(k in env for k in ("SM_MODEL_DIR", "SM_TRAINING_ENV", "SM_CURRENT_HOST")):
+        return {}
+    return {
+        "checkpoint_dir": "/opt/ml/checkpoints",
+        "model_dir": env.get("SM_MODEL_DIR", "/opt/ml/model"),
+        "out": env.get("SM_OUTPUT_DATA_DIR", "/opt/ml/output/data"),
+    }
+

@@ -1,0 +1,36 @@
+"""Build a calibration profile from a validation dataset: fit on every source, fit once per
+held-out source (LOSO), and record the cross-validated errors and the data used."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from trainplan.calibration.fit import fit, loso
+from trainplan.calibration.profile import Profile
+
+FIT_QUALITIES = ("full", "layout")  # records with a known layout; 'partial' ones are too uncertain
+
+
+def training_cases(cases) -> list:
+    return [c for c in cases if not c.skipped_reason and c.quality in FIT_QUALITIES
+            and c.measured.get("tokens_per_s_per_gpu")]
+
+
+def build_profile(cases, dataset_name: str, progress=None) -> Profile:
+    from trainplan.validation.run import run
+
+    train = training_cases(cases)
+    full = fit(train)
+    folds = loso(train, progress=progress)
+    prof = replace(full, name="dev-loso", source=f"fitted on {dataset_name}: {len(train)} records "
+                   f"({', '.join(FIT_QUALITIES)}) from {len({c.source_key for c in train})} sources",
+                   folds={k: v.coefficients() for k, v in folds.items()})
+    summary = run(cases, prof, cross_validated=True)["summary"]
+    cv = {}
+    for metric in ("tokens_per_s_per_gpu", "step_time_s", "peak_mem_gib", "mfu"):
+        cv[metric] = {"all": summary[metric]["all"], **{
+            f"quality={k}": v for k, v in summary[metric]["by_quality"].items()}}
+    cv["tokens_per_s_per_gpu"]["p90_abs"] = summary["tokens_per_s_per_gpu"]["by_quality"].get(
+        "full", summary["tokens_per_s_per_gpu"]["all"]).get("p90_abs", 0.25)
+    cv["records"] = sorted(c.id for c in train)
+    return replace(prof, cv_error=cv)

@@ -1,0 +1,129 @@
+"""estimate(job, layout) -> Estimate: memory, step time, communication ledger, throughput and cost.
+
+MFU convention: model FLOPs per step / (step time x GPUs x dense peak of the recipe's GEMM dtype),
+where model FLOPs are 6N + attention with causal masking counted at half the s x s work, the LM
+head included and recompute excluded (costs/flops.py). This is torchtitan's 6N + attention with
+the causal halving that a causal flash kernel does; Megatron (Narayanan et al. 2021 eq. 3) and
+torchtitan count the full s x s attention, which gives a larger MFU at long sequences
+(`mfu_noncausal` reports that one). HFU adds recompute.
+
+The search calls this tens of thousands of times: per-model constants (FLOPs per layer kind,
+parameter splits) are cached on the ModelSpec; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainplan.calibration.profile import Profile, default_profile
+from trainplan.costs.comm import CommEntry
+from trainplan.costs.cost import Cost, cost
+from trainplan.costs.flops import model_flops
+from trainplan.costs.steptime import StepTime, step_time
+from trainplan.job import Job
+from trainplan.layout import Layout
+from trainplan.precision import recipe
+from trainplan.units import GiB
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    memory: object  # costs.memory.MemoryBreakdown
+    time: StepTime
+    comm: tuple[CommEntry, ...]
+    flops_per_step: float  # model FLOPs, whole cluster, no recompute (convention above)
+    hardware_flops_per_step: float  # with recompute
+    tokens_per_s: float  # whole cluster
+    tokens_per_s_per_gpu: float
+    mfu: float
+    mfu_noncausal: float  # Megatron / torchtitan convention: full s x s attention counted
+    hfu: float
+    cost: Cost
+    binding: str  # memory | compute | communication | bubble
+    band: tuple[float, float]  # tokens/s per GPU, low and high, from the cross-validated error
+    profile: str
+
+    @property
+    def step_time_s(self) -> float:
+        return self.time.total
+
+    @property
+    def peak_mem_gib(self) -> float:
+        return self.memory.total / GiB
+
+    @property
+    def fits(self) -> bool:
+        return self.binding != "memory"
+
+    @property
+    def cost_per_hour(self) -> float | None:
+        return self.cost.cost_per_hour
+
+    @property
+    def usd_per_million_tokens(self) -> float | None:
+        return self.cost.usd_per_million_tokens
+
+    @property
+    def hours_to_tokens(self) -> float | None:
+        return self.cost.hours_to_tokens
+
+    @property
+    def usd_to_tokens(self) -> float | None:
+        return self.cost.usd_to_tokens
+
+    def to_dict(self) -> dict:
+        """Measurement field names and units (peak_mem_gib, step_time_s, tokens_per_s_per_gpu, mfu)."""
+        return {
+            "peak_mem_gib": self.peak_mem_gib,
+            "step_time_s": self.step_time_s,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "tokens_per_s": self.tokens_per_s,
+            "mfu": self.mfu,
+            "mfu_noncausal": self.mfu_noncausal,
+            "hfu": self.hfu,
+            "flops_per_step": self.flops_per_step,
+            "hardware_flops_per_step": self.hardware_flops_per_step,
+            "binding": self.binding,
+            "band_tokens_per_s_per_gpu": list(self.band),
+            "time_s": self.time.to_dict(),
+            "comm": [c.to_dict() for c in self.comm],
+            "memory": self.memory.to_dict(),
+            **self.cost.to_dict(),
+            "profile": self.profile,
+        }
+
+
+def _binding(t: StepTime, fits: bool) -> str:
+    if not fits:
+        return "memory"
+    parts = {"compute": t.compute + t.recompute + t.optimizer, "communication": t.exposed_comm,
+             "bubble": t.bubble}
+    return max(parts, key=parts.get)
+
+
+def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_memory: bool = True) -> Estimate:
+    """Predict one layout of one job. Assumes check_layout(job, layout) passed.
+
+    `with_memory=False` skips the memory model (calibration fits time only); `memory` is then None.
+    """
+    from trainplan.costs.memory import memory_breakdown
+
+    prof = profile or default_profile()
+    r = step_time(job, layout, prof)
+    c, w = job.cluster, job.workload
+    t = r.time.total
+    tps = w.tokens_per_step / t
+    per_gpu = tps / c.num_gpus
+    peak = c.num_gpus * c.gpu.peak(recipe(layout.precision).gemm_dtype)
+    mf = model_flops(job.model)
+    noncausal = w.tokens_per_step * mf.model_per_token(w.seq_len, causal=False)
+    mem = memory_breakdown(job, layout) if with_memory else None
+    fits = mem is None or mem.total <= c.gpu.memory_bytes
+    err = prof.cv_error.get("tokens_per_s_per_gpu", {}).get("p90_abs", 0.25)
+    return Estimate(
+        memory=mem, time=r.time, comm=r.comm, flops_per_step=r.model_flops,
+        hardware_flops_per_step=r.hardware_flops, tokens_per_s=tps, tokens_per_s_per_gpu=per_gpu,
+        mfu=r.model_flops / t / peak, mfu_noncausal=noncausal / t / peak, hfu=r.hardware_flops / t / peak,
+        cost=cost(c, tps, w.tokens), binding=_binding(r.time, fits),
+        band=(per_gpu / (1 + err), per_gpu * (1 + err)), profile=prof.name,
+    )

@@ -258,3 +258,22 @@ def microbatches_in_flight(pp: int, stage: int, grad_accum: int, schedule: str, 
         chunks = min(2 * (pp - stage - 1) + (vp - 1) * pp + 1, grad_accum * vp)
         return chunks / vp
     return float(min(pp - stage, grad_accum))
+
+
+def layer_backward_grads(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> float:
+    """Bytes/token of activation gradients alive at once inside one layer's backward.
+
+    The gradient entering and leaving the block (residual stream, sharded with SP) and the
+    gradients of the MLP intermediates being formed: gated MLPs hold d(gate) and d(up) together,
+    GELU MLPs one tensor; routed experts hold them for each of the top_k token copies. Transient
+    (one layer at a time), whatever the checkpointing policy.
+    """
+    e, t = c.elem_bytes, c.tp
+    sp = t if (c.sequence_parallel and t > 1) else 1
+    per_f = 2 if m.gated_mlp else 1
+    if moe_layer:
+        moe = m.moe
+        f = moe.experts_per_token * moe.expert_ffn_size + (moe.shared_expert_ffn_size if moe.num_shared_experts else 0)
+    else:
+        f = m.ffn_size
+    return 2 * e * m.hidden_size / sp + per_f * e * f / t

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, fields
 
 from trainplan.costs import overheads as ov
 from trainplan.costs.activations import (
-    ActivationContext, LayerActivations, layer_activations, layer_kinds, microbatches_in_flight,
+    ActivationContext, LayerActivations, layer_activations, layer_backward_grads, layer_kinds,
+    microbatches_in_flight,
 )
 from trainplan.costs.states import StageParams, state_bytes, stage_params
 from trainplan.layout import Layout
@@ -22,7 +23,7 @@ from trainplan.units import GiB
 
 # Terms that are tensors (torch.cuda.memory_allocated counts them).
 ALLOCATED = ("params", "grads", "master_params", "optimizer_states", "unsharded_params", "unsharded_grads",
-             "activations", "recompute_working", "logits", "fp8_weights", "fp8_scales", "workspace")
+             "activations", "recompute_working", "activation_grads", "logits", "fp8_weights", "fp8_scales", "workspace")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,7 @@ class MemoryBreakdown:
     unsharded_grads: float  # FSDP: unsharded gradients + reduce-scatter input; zero2: a bucket
     activations: float  # saved for backward, all micro-batches in flight on this stage
     recompute_working: float  # one layer's recomputed activations during backward (AC) / offload prefetch
+    activation_grads: float  # activation gradients alive inside one layer's backward
     logits: float  # last stage: logits, fp32 loss and its gradient, final-norm and head inputs
     fp8_weights: float  # fp8 copies (and transposes) of weights
     fp8_scales: float  # fp8 scales and amax history
@@ -107,7 +109,7 @@ def _stage(job, L: Layout, i: int, sp: StageParams) -> MemoryBreakdown:
                      fp8_elem_bytes=fp8_elem)
     tokens = L.micro_batch * w.seq_len / L.cp  # tokens of one micro-batch on this GPU
     ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile)
-    per_mb, working, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, sp.first_layer, sp.num_layers)
+    per_mb, working, grads, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, sp.first_layer, sp.num_layers)
     in_flight = microbatches_in_flight(L.pp, i, L.grad_accum, L.pp_schedule, L.vp)
     activations = per_mb * tokens * in_flight
     logits = 0.0
@@ -120,11 +122,12 @@ def _stage(job, L: Layout, i: int, sp: StageParams) -> MemoryBreakdown:
         fp8_w = ov.fp8_weight_copies(st.convention, sp.largest_unit_linear, sp.fp8_linear,
                                      L.fp8_allgather, fp8_elem)
         fp8_s = ov.fp8_scale_bytes(st.convention, _linears(m) * sp.num_layers)
-    dynamic = activations + working * tokens + logits + st.unsharded_params + st.unsharded_grads + fp8_w
+    dynamic = activations + (working + grads) * tokens + logits + st.unsharded_params + st.unsharded_grads + fp8_w
     return MemoryBreakdown(
         params=st.params, grads=st.grads, master_params=st.master_params, optimizer_states=st.optimizer_states,
         unsharded_params=st.unsharded_params, unsharded_grads=st.unsharded_grads,
-        activations=activations, recompute_working=working * tokens, logits=logits,
+        activations=activations, recompute_working=working * tokens, activation_grads=grads * tokens,
+        logits=logits,
         fp8_weights=fp8_w, fp8_scales=float(fp8_s), workspace=float(ov.CUBLAS_WORKSPACE_BYTES),
         fragmentation=ov.FRAGMENTATION * dynamic,
         nccl_buffers=float(ov.nccl_bytes((L.dp_replicate, L.dp_shard, L.tp, L.pp, L.cp, L.ep))),
@@ -142,11 +145,13 @@ def _context(seq_len, tp, sequence_parallel, cp, flash, compiled) -> ActivationC
 
 @functools.lru_cache(maxsize=4096)
 def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, first: int, n: int):
-    """Bytes per token of one micro-batch on a stage: (saved, recompute working set, by group)."""
+    """Bytes per token of one micro-batch on a stage: (saved, recompute working set, activation
+    gradients in one layer's backward, saved by group)."""
     kinds = layer_kinds(m)[first:first + n]
     saved = LayerActivations()
-    working = 0.0
+    working = grads = 0.0
     for j, is_moe in enumerate(kinds):
+        grads = max(grads, layer_backward_grads(m, is_moe, ctx))
         policy = _policy(ac, ac_layers, j)
         kept = layer_activations(m, is_moe, ctx, policy)
         saved = saved.plus(kept)
@@ -156,7 +161,7 @@ def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, first
     if ac == "offload":
         # the next layer's input is prefetched from host while the current one is recomputed
         working += 2 * layer_activations(m, False, ctx, "full").total
-    return saved.total, working, saved.to_dict()
+    return saved.total, working, grads, saved.to_dict()
 
 
 def _policy(ac: str, ac_layers: int, j: int) -> str:

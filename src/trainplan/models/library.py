@@ -65,10 +65,16 @@ def _config_path(name_or_path: str) -> Path | None:
     return None
 
 
+def _catalog_name(name_or_path: str) -> str | None:
+    """The catalog name meant, if any: names are matched case-insensitively (Llama-3.1-8B)."""
+    key = name_or_path.lower()
+    return key if key in _catalog_configs() else None
+
+
 def hf_config(name_or_path: str) -> dict:
     """The raw HF config.json dict of a catalog name or a path (without catalog-only `_` keys)."""
-    if name_or_path in _catalog_configs():
-        return {k: v for k, v in _catalog_configs()[name_or_path].items() if not k.startswith("_")}
+    if (name := _catalog_name(name_or_path)) is not None:
+        return {k: v for k, v in _catalog_configs()[name].items() if not k.startswith("_")}
     path = _config_path(name_or_path)
     if path is None:
         raise _unknown_model(name_or_path)
@@ -82,8 +88,8 @@ def hf_config(name_or_path: str) -> dict:
 
 def resolve(name_or_path: str) -> ModelSpec:
     """A catalog name (`llama-3.1-8b`), a config.json path, or a directory holding config.json."""
-    if name_or_path in _catalog_configs():
-        return catalog()[name_or_path]
+    if (name := _catalog_name(name_or_path)) is not None:
+        return catalog()[name]
     path = _config_path(name_or_path)
     if path is None:
         raise _unknown_model(name_or_path)

@@ -1,0 +1,120 @@
+"""What the search knows about one evaluated candidate: its job, its layout and a few numbers.
+
+`Metrics` is the search's view of an estimate: only the quantities objectives, the Pareto set and
+the reasons compare. The evaluator (evaluator.py) fills it from `trainplan.estimate.Estimate`;
+tests fill it from a small fake model, so the search logic is tested apart from the cost model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trainplan.job import Job
+from trainplan.layout import Layout
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    tokens_per_s: float  # whole cluster
+    step_time_s: float
+    memory_bytes: float  # predicted peak per GPU, worst rank
+    memory_high_bytes: float  # upper end of the memory uncertainty band
+    capacity_bytes: float  # GPU memory the framework can use
+    inter_node_bytes_per_token: float  # bytes sent over the network (EFA/IB) per trained token, all GPUs
+    gpu_bytes_per_token: float  # bytes sent between GPUs over any link per trained token, all GPUs
+    mfu: float
+    binding: str  # what limits the step: "compute", "memory", "efa", "nvlink", "pipeline bubble", ...
+    tokens_per_s_low: float = 0.0  # lower end of the throughput band (0 = no band known)
+    tokens_per_s_high: float = 0.0
+    detail: dict | None = field(default=None, compare=False)  # the estimate, Estimate.to_dict()
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    job: Job
+    layout: Layout
+    metrics: Metrics
+
+    @property
+    def nodes(self) -> int:
+        return self.job.cluster.nodes
+
+    @property
+    def gpus(self) -> int:
+        return self.job.cluster.num_gpus
+
+    @property
+    def instance(self) -> str:
+        return self.job.cluster.node.name
+
+    @property
+    def seq_len(self) -> int:
+        return self.job.workload.seq_len
+
+    @property
+    def global_batch(self) -> int:
+        return self.job.workload.global_batch
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.metrics.tokens_per_s
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.metrics.tokens_per_s / self.gpus
+
+    @property
+    def headroom_bytes(self) -> float:
+        return self.metrics.capacity_bytes - self.metrics.memory_bytes
+
+    @property
+    def oom_risk(self) -> bool:
+        """The memory band crosses the GPU's capacity (issue 5: not recommended by default)."""
+        return self.metrics.memory_high_bytes > self.metrics.capacity_bytes
+
+    @property
+    def usd_per_hour(self) -> float | None:
+        return self.job.cluster.price_per_hour
+
+    @property
+    def usd_per_token(self) -> float | None:
+        p = self.usd_per_hour
+        return None if p is None else p / 3600.0 / self.tokens_per_s
+
+    def seconds_for(self, tokens: int) -> float:
+        return tokens / self.tokens_per_s
+
+    def usd_for(self, tokens: int) -> float | None:
+        c = self.usd_per_token
+        return None if c is None else c * tokens
+
+    def to_dict(self, tokens: int = 0) -> dict:
+        m = self.metrics
+        d = {
+            "instance": self.instance,
+            "nodes": self.nodes,
+            "gpus": self.gpus,
+            "seq_len": self.seq_len,
+            "global_batch": self.global_batch,
+            "layout": self.layout.to_dict(),
+            "layout_short": self.layout.short(),
+            "tokens_per_s": m.tokens_per_s,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "tokens_per_s_band": [m.tokens_per_s_low or None, m.tokens_per_s_high or None],
+            "step_time_s": m.step_time_s,
+            "mfu": m.mfu,
+            "memory_gib": m.memory_bytes / 1024**3,
+            "memory_high_gib": m.memory_high_bytes / 1024**3,
+            "capacity_gib": m.capacity_bytes / 1024**3,
+            "headroom_gib": self.headroom_bytes / 1024**3,
+            "oom_risk": self.oom_risk,
+            "inter_node_bytes_per_token": m.inter_node_bytes_per_token,
+            "gpu_bytes_per_token": m.gpu_bytes_per_token,
+            "binding": m.binding,
+            "usd_per_hour": self.usd_per_hour,
+            "usd_per_billion_tokens": None if self.usd_per_token is None else self.usd_per_token * 1e9,
+        }
+        if tokens:
+            d["days_to_tokens"] = self.seconds_for(tokens) / 86400
+            d["usd_to_tokens"] = self.usd_for(tokens)
+        return d

@@ -1,0 +1,305 @@
+"""The search: screen every mesh cheaply, expand the promising ones fully, rank by the priority.
+
+For each instance type and node count (space.node_counts):
+
+ 1. Screen. Every mesh (space.meshes) is tried once, in a reference precision: the least
+    recompute that fits at micro-batch 1 (walking AC_LADDER, bisecting on the number of
+    fully-recomputed layers for "partial"), then the largest micro-batch that fits at that level
+    (bisection over the valid micro-batches), then one estimate.
+ 2. Expand. The best `KEEP` meshes by throughput, and the best `KEEP` by the priority's own order,
+    are expanded over precision x checkpointing level x pipeline schedule, each at its largest
+    micro-batch. A more-recompute level is only estimated when it fits a larger micro-batch than
+    a cheaper level already did (otherwise it is dominated: same batch, more work).
+ 3. Rank all feasible candidates with the objective; OOM risks (memory band above capacity) are
+    set aside unless allow_risk.
+
+With --seq-len max the sequence takes the micro-batch's place: micro-batch 1, and the longest
+multiple of SEQ_GRANULE that fits is found by bisection. Memory is monotone in micro-batch,
+sequence length and recompute level, which is what makes each bisection exact.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from trainplan.errors import TrainplanError
+from trainplan.hardware.types import Cluster, NodeType
+from trainplan.job import Job, Workload
+from trainplan.layout import Layout
+from trainplan.precision import recipe
+from trainplan.search import space
+from trainplan.search.candidate import Candidate
+from trainplan.search.evaluator import Counting, Evaluator
+from trainplan.search.objectives import Objective, objective
+from trainplan.search.query import MAX_SEQ_LEN, SEQ_GRANULE, Query
+
+KEEP = 3  # meshes expanded per node count and per ranking (throughput, priority)
+
+Progress = Callable[[int, int, str], None]  # (done, total, note)
+
+
+def largest(items: list, pred: Callable) -> object | None:
+    """The last item of `items` for which `pred` holds, given that it holds on a prefix."""
+    lo, hi, best = 0, len(items) - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if pred(items[mid]):
+            best, lo = items[mid], mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def smallest(items: list, pred: Callable) -> object | None:
+    """The first item of `items` for which `pred` holds, given that it holds on a suffix."""
+    lo, hi, best = 0, len(items) - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if pred(items[mid]):
+            best, hi = items[mid], mid - 1
+        else:
+            lo = mid + 1
+    return best
+
+
+@dataclass
+class Stats:
+    counts: int = 0  # (instance, node count) pairs searched
+    meshes: int = 0
+    screened_out: int = 0  # meshes where nothing fits at micro-batch 1 with any checkpointing
+    candidates: int = 0  # layouts evaluated (estimates) by the search
+    fits_calls: int = 0
+    evaluate_calls: int = 0
+    seconds: float = 0.0
+    no_fit_counts: list = field(default_factory=list)  # (instance, nodes) where no mesh fits
+
+    def to_dict(self) -> dict:
+        return {"node_counts": self.counts, "meshes": self.meshes, "screened_out": self.screened_out,
+                "candidates": self.candidates, "memory_checks": self.fits_calls,
+                "estimates": self.evaluate_calls, "seconds": self.seconds,
+                "candidates_per_s": self.evaluate_calls / self.seconds if self.seconds else None}
+
+
+class _Count:
+    """Search of one (instance, node count): builds jobs and layouts, asks the evaluator."""
+
+    def __init__(self, q: Query, node: NodeType, nodes: int, ev: Counting, obj: Objective):
+        self.q, self.node, self.nodes, self.ev, self.obj = q, node, nodes, ev, obj
+        self.cluster = Cluster(node, nodes)
+        self.context = q.seq_len is None
+
+    # ---- building blocks ---------------------------------------------------------------------
+    def job(self, seq: int, gb: int) -> Job:
+        return Job(self.q.model, self.cluster, Workload(seq, gb, self.q.tokens))
+
+    def point(self, mesh: space.Mesh, prec: str, ac: str, k: int, mb: int, seq: int,
+              sched: tuple[str, int]) -> tuple[Job, Layout] | None:
+        ga = self.q.batch.grad_accum(mesh.dp, mb, seq)
+        if ga is None or (sched[0] == "interleaved" and ga % mesh.pp):
+            return None
+        r = recipe(prec)
+        layout = Layout(precision=prec, ac=ac, ac_layers=k, micro_batch=mb, grad_accum=ga,
+                        pp_schedule=sched[0], vp=sched[1],
+                        fp8_allgather=r.fp8 and prec == "fp8_tensorwise" and mesh.sharding == "fsdp",
+                        chunked_loss=self.context, **mesh.layout_fields())
+        return self.job(seq, mesh.dp * mb * ga), layout
+
+    def fits(self, mesh, prec, ac, k, mb, seq, sched) -> bool:
+        p = self.point(mesh, prec, ac, k, mb, seq, sched)
+        return p is not None and self.ev.fits(*p)
+
+    def evaluate(self, mesh, prec, ac, k, mb, seq, sched) -> Candidate:
+        job, layout = self.point(mesh, prec, ac, k, mb, seq, sched)
+        return Candidate(job, layout, self.ev.evaluate(job, layout))
+
+    # ---- checkpointing and sizes -------------------------------------------------------------
+    def levels(self, mesh, prec, mb, seq, sched) -> Iterable[tuple[str, int]]:
+        """Checkpointing levels of AC_LADDER that fit at (mb, seq), cheapest first.
+
+        Full checkpointing is asked first: when it does not fit, only offloading can, and most
+        meshes of a large model are ruled out by this one memory check."""
+        if not self.fits(mesh, prec, "full", 0, mb, seq, sched):
+            if self.fits(mesh, prec, "offload", 0, mb, seq, sched):
+                yield "offload", 0
+            return
+        per_stage = -(-self.q.model.num_layers // mesh.pp)
+        for ac in space.AC_LADDER:
+            if ac == "partial":
+                ks = list(range(1, per_stage))
+                k = smallest(ks, lambda k: self.fits(mesh, prec, "partial", k, mb, seq, sched))
+                if k is not None:
+                    yield "partial", k
+            elif ac == "full":
+                yield "full", 0
+                return
+            elif self.fits(mesh, prec, ac, 0, mb, seq, sched):
+                yield ac, 0
+
+    def mb_max(self, mesh, prec, ac, k, seq, sched) -> int | None:
+        mbs = self.q.batch.micro_batches(mesh.dp, seq)
+        return largest(mbs, lambda mb: self.fits(mesh, prec, ac, k, mb, seq, sched))
+
+    def seq_max(self, mesh, prec, ac, k, sched) -> int | None:
+        gran = max(SEQ_GRANULE, mesh.cp * 2)  # cp load balancing splits the sequence in 2*cp chunks
+        seqs = list(range(gran, MAX_SEQ_LEN + 1, gran))
+        return largest(seqs, lambda s: self.fits(mesh, prec, ac, k, 1, s, sched))
+
+    def schedules(self, mesh) -> list[tuple[str, int]]:
+        if mesh.pp == 1:
+            return [("1f1b", 1)]
+        out = [("1f1b", 1)]
+        if self.q.model.num_layers >= mesh.pp * 2:
+            out.append(("interleaved", 2))
+        return out
+
+    # ---- the two stages ----------------------------------------------------------------------
+    def screen(self, mesh: space.Mesh, prec: str) -> Candidate | None:
+        sched = ("1f1b", 1)
+        if self.context:
+            for ac in ("full", "offload"):
+                s = self.seq_max(mesh, prec, ac, 0, sched)
+                if s is not None:
+                    return self.evaluate(mesh, prec, ac, 0, 1, s, sched)
+            return None
+        seq = self.q.seq_len
+        first = next(iter(self.levels(mesh, prec, 1, seq, sched)), None)  # lazy: stops at the first
+        if first is None:
+            return None
+        mb = self.mb_max(mesh, prec, *first, seq, sched)
+        return self.evaluate(mesh, prec, *first, mb, seq, sched)
+
+    def expand(self, mesh: space.Mesh, prec: str) -> list[Candidate]:
+        out: list[Candidate] = []
+        for sched in self.schedules(mesh):
+            if self.context:
+                for ac in ("selective", "full", "offload"):
+                    s = self.seq_max(mesh, prec, ac, 0, sched)
+                    if s is not None:
+                        out.append(self.evaluate(mesh, prec, ac, 0, 1, s, sched))
+            else:
+                out += self._expand_fixed_seq(mesh, prec, sched)
+        return out
+
+    def _expand_fixed_seq(self, mesh: space.Mesh, prec: str, sched) -> list[Candidate]:
+        seq = self.q.seq_len
+        mbs_all = self.q.batch.micro_batches(mesh.dp, seq)
+        out: list[Candidate] = []
+        best_mb = 0
+        for ac, k in self.levels(mesh, prec, 1, seq, sched):
+            mb = self.mb_max(mesh, prec, ac, k, seq, sched)
+            if mb is None or mb <= best_mb:
+                continue  # dominated: a cheaper level already runs this micro-batch
+            out.append(self.evaluate(mesh, prec, ac, k, mb, seq, sched))
+            best_mb = mb
+        # A pipeline wants several micro-batches in flight: also try the largest micro-batch
+        # that leaves at least pp of them per step (a smaller bubble for a smaller GEMM).
+        if mesh.pp > 1 and out and out[-1].layout.grad_accum < mesh.pp:
+            top = out[-1].layout
+            mbs = [m for m in mbs_all if m < top.micro_batch
+                   and (self.q.batch.grad_accum(mesh.dp, m, seq) or 0) >= mesh.pp]
+            if mbs:
+                out.append(self.evaluate(mesh, prec, top.ac, top.ac_layers, mbs[-1], seq, sched))
+        return out
+
+
+def precisions(q: Query, node: NodeType) -> list[str]:
+    names = [q.precision] if q.precision else list(space.DEFAULT_PRECISIONS)
+    return [p for p in names if node.gpu.supports(recipe(p).gemm_dtype)]
+
+
+def search_count(q: Query, node: NodeType, nodes: int, ev: Counting, obj: Objective,
+                 stats: Stats) -> list[Candidate]:
+    """All candidates evaluated for one instance type and node count."""
+    sc = _Count(q, node, nodes, ev, obj)
+    precs = precisions(q, node)
+    if not precs:
+        return []
+    ref = q.precision or "bf16"
+    screened: list[tuple[space.Mesh, Candidate]] = []
+    for mesh in space.meshes(q.model, node, nodes, q.seq_len):
+        stats.meshes += 1
+        c = sc.screen(mesh, ref)
+        if c is None:
+            stats.screened_out += 1
+        else:
+            screened.append((mesh, c))
+    if not screened:
+        stats.no_fit_counts.append((node.name, nodes))
+        return []
+    cands = [c for _, c in screened]
+    by_tps = sorted(screened, key=lambda mc: -mc[1].tokens_per_s)[:KEEP]
+    order = {id(c): i for i, c in enumerate(obj.rank(cands, q.tokens, q.tolerance))}
+    by_obj = sorted(screened, key=lambda mc: order.get(id(mc[1]), len(order)))[:KEEP]
+    keep = list({m: None for m, _ in by_tps + by_obj})
+    for mesh in keep:
+        for prec in precs:
+            cands += sc.expand(mesh, prec)
+    return cands
+
+
+def _counts(q: Query, obj: Objective) -> tuple[list[int], bool]:
+    first, last, stop_at_fit = q.node_range()
+    if first == last:
+        return [first], False
+    grid = [n for n in space.node_counts(last) if n >= first]
+    return grid, stop_at_fit and not obj.chooses_count
+
+
+def run_search(q: Query, ev: Evaluator, progress: Progress | None = None) -> tuple[list[Candidate], Stats, Counting]:
+    """Every candidate the search evaluated (feasible by the point memory estimate), with stats."""
+    obj = objective(q.priority)
+    counting = ev if isinstance(ev, Counting) else Counting(ev, q.allow_risk)
+    stats = Stats()
+    t0 = time.perf_counter()
+    pool: list[Candidate] = []
+    plan = [(node, _counts(q, obj)) for node in q.instances]
+    total = sum(len(c) for _, (c, _) in plan)
+    done = 0
+    for node, (counts, stop_at_fit) in plan:
+        searched = set()
+        for n in counts:
+            found = search_count(q, node, n, counting, obj, stats)
+            searched.add(n)
+            stats.counts += 1
+            done += 1
+            if progress:
+                progress(done, total, f"{node.name} x{n}")
+            pool += found
+            if stop_at_fit and found:
+                break
+        if obj.chooses_count and len(counts) > 1:
+            pool += _refine(q, node, counts, searched, pool, counting, obj, stats)
+    stats.seconds = time.perf_counter() - t0
+    stats.fits_calls, stats.evaluate_calls = counting.memory_calls, counting.evaluate_calls
+    stats.candidates = len(pool)
+    return pool, stats, counting
+
+
+def _refine(q, node, counts, searched, pool, ev, obj, stats) -> list[Candidate]:
+    """Search every node count between the grid neighbours of this instance's best count."""
+    mine = [c for c in pool if c.instance == node.name]
+    if not mine:
+        return []
+    best = obj.rank(mine, q.tokens, q.tolerance)[0].nodes
+    i = counts.index(best)
+    lo = counts[i - 1] if i > 0 else best
+    hi = counts[i + 1] if i + 1 < len(counts) else best
+    out = []
+    for n in range(lo + 1, hi):
+        if n not in searched:
+            out += search_count(q, node, n, ev, obj, stats)
+            stats.counts += 1
+    return out
+
+
+def feasible(pool: list[Candidate], q: Query) -> tuple[list[Candidate], int]:
+    """(plans that may be recommended, plans over the budget). OOM risks never reach the pool
+    unless allow_risk: the fit rule (evaluator.Counting.fits) keeps them out."""
+    if q.budget_usd is None:
+        return pool, 0
+    if not q.tokens:
+        raise TrainplanError("--budget needs --tokens: the budget is for training that many tokens")
+    within = [c for c in pool if c.usd_for(q.tokens) is not None and c.usd_for(q.tokens) <= q.budget_usd]
+    return within, len(pool) - len(within)

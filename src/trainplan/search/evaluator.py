@@ -1,0 +1,142 @@
+"""The evaluator is a parameter of the search: what it asks of a cost model.
+
+    memory(job, layout) -> bytes            predicted peak per GPU, worst rank (point estimate)
+    memory_error                             relative memory error (the band is +- this)
+    evaluate(job, layout, memory) -> Metrics step time, throughput, bytes moved
+    detail(job, layout) -> dict | None       the full estimate, for plan.json
+
+`ModelEvaluator` answers with trainplan's cost model (costs.memory, estimate); tests pass a small
+fake. `Counting` wraps either with a cache, the fit rule and call counters (the benchmark reports
+candidates evaluated per second from them).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from trainplan.job import Job
+from trainplan.layout import Layout
+from trainplan.search.candidate import Metrics
+
+
+class Evaluator(Protocol):
+    memory_error: float
+
+    def memory(self, job: Job, layout: Layout) -> float: ...
+
+    def evaluate(self, job: Job, layout: Layout, memory: float) -> Metrics: ...
+
+    def detail(self, job: Job, layout: Layout) -> dict | None: ...
+
+
+def _key(job: Job, layout: Layout) -> tuple:
+    # Job holds dicts (sources) and is not hashable; these fields are what varies during a search.
+    c, w = job.cluster, job.workload
+    return (job.model.name, c.node.name, c.nodes, w.seq_len, w.global_batch, layout)
+
+
+class Counting:
+    """Caches answers per (job, layout), applies the fit rule and counts calls to the cost model.
+
+    Fit rule: a layout fits when its memory band stays under the GPU's capacity,
+    memory * (1 + memory_error) <= capacity; with allow_risk, when the point estimate does.
+    """
+
+    def __init__(self, inner: Evaluator, allow_risk: bool = False):
+        self.inner = inner
+        self.allow_risk = allow_risk
+        self.memory_calls = 0
+        self.evaluate_calls = 0
+        self.risky: set[tuple] = set()  # layouts whose point fits but whose band does not
+        self._memory: dict[tuple, float] = {}
+        self._metrics: dict[tuple, Metrics] = {}
+
+    def memory(self, job: Job, layout: Layout) -> float:
+        k = _key(job, layout)
+        hit = self._memory.get(k)
+        if hit is None:
+            self.memory_calls += 1
+            hit = self._memory[k] = self.inner.memory(job, layout)
+        return hit
+
+    def fits(self, job: Job, layout: Layout) -> bool:
+        mem, cap = self.memory(job, layout), job.cluster.gpu.memory_bytes
+        if mem > cap:
+            return False
+        if mem * (1 + self.inner.memory_error) <= cap:
+            return True
+        self.risky.add(_key(job, layout))
+        return self.allow_risk
+
+    def evaluate(self, job: Job, layout: Layout) -> Metrics:
+        k = _key(job, layout)
+        hit = self._metrics.get(k)
+        if hit is None:
+            self.evaluate_calls += 1
+            hit = self._metrics[k] = self.inner.evaluate(job, layout, self.memory(job, layout))
+        return hit
+
+    def detail(self, job: Job, layout: Layout) -> dict | None:
+        return self.inner.detail(job, layout)
+
+
+class ModelEvaluator:
+    """trainplan's cost model. The memory band is the median absolute cross-validated error of
+    peak memory in the calibration profile (leave-one-source-out, `cv_error.peak_mem_gib`)."""
+
+    def __init__(self, profile=None):
+        from trainplan.calibration.profile import default_profile
+        from trainplan.costs.memory import memory_breakdown
+        from trainplan.estimate import estimate
+
+        self.profile = profile or default_profile()
+        self._memory, self._estimate = memory_breakdown, estimate
+        mem = self.profile.cv_error.get("peak_mem_gib", {}).get("all", {})
+        self.memory_error = float(mem.get("median_abs", 0.0))
+        self.tokens_error = float(self.profile.cv_error.get("tokens_per_s_per_gpu", {})
+                                  .get("all", {}).get("median_abs", 0.0))
+
+    def memory(self, job: Job, layout: Layout) -> float:
+        return self._memory(job, layout).total
+
+    def evaluate(self, job: Job, layout: Layout, memory: float) -> Metrics:
+        # The memory is known already (the search asked for it first): skip it in the estimate.
+        est = self._estimate(job, layout, self.profile, with_memory=False)
+        return metrics_from_estimate(est, job, memory, self.memory_error, self.tokens_error)
+
+    def detail(self, job: Job, layout: Layout) -> dict | None:
+        return self._estimate(job, layout, self.profile).to_dict()
+
+
+def model_evaluator(profile=None) -> Evaluator:
+    return ModelEvaluator(profile)
+
+
+NETWORK_TIERS = ("efa", "ib")
+
+
+def metrics_from_estimate(est, job: Job, memory: float, memory_error: float,
+                          tokens_error: float) -> Metrics:
+    """The numbers the search compares, read from a `trainplan.estimate.Estimate`.
+
+    CommEntry.bytes is what each GPU of the group sends per step; every GPU is in one group of
+    each dimension, so bytes x GPUs / tokens per step is the cluster's traffic per token.
+    """
+    per_token = job.cluster.num_gpus / job.workload.tokens_per_step
+    total = sum(e.bytes for e in est.comm)
+    inter = sum(e.bytes for e in est.comm if e.tier in NETWORK_TIERS)
+    cap = job.cluster.gpu.memory_bytes
+    tps = est.tokens_per_s
+    return Metrics(
+        tokens_per_s=tps,
+        step_time_s=est.time.total,
+        memory_bytes=memory,
+        memory_high_bytes=memory * (1 + memory_error),
+        capacity_bytes=cap,
+        inter_node_bytes_per_token=inter * per_token,
+        gpu_bytes_per_token=total * per_token,
+        mfu=est.mfu,
+        binding=est.binding,
+        tokens_per_s_low=tps / (1 + tokens_error),
+        tokens_per_s_high=tps * (1 + tokens_error),
+    )

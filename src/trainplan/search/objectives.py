@@ -1,0 +1,89 @@
+"""Priorities: how the search ranks the plans that fit. A plain registry dict, one entry per priority.
+
+Each objective ranks feasible candidates best first. `chooses_count` says whether the node count
+(and the instance type) is part of what it optimises; the others take the fewest nodes that fit
+when no --nodes or --max-nodes is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from trainplan.errors import TrainplanError, unknown
+from trainplan.search.candidate import Candidate
+
+
+def _throughput_key(c: Candidate) -> tuple:
+    # Ties (within a cost model's resolution) go to the plan that moves fewer bytes.
+    return (-c.tokens_per_s, c.metrics.inter_node_bytes_per_token, c.metrics.gpu_bytes_per_token, c.nodes)
+
+
+def rank_throughput(cands: list[Candidate], tokens: int, tolerance: float) -> list[Candidate]:
+    return sorted(cands, key=_throughput_key)
+
+
+def rank_communication(cands: list[Candidate], tokens: int, tolerance: float) -> list[Candidate]:
+    """Fewest network bytes per token, then fewest bytes over any link, among plans within
+    `tolerance` of the best tokens/s per GPU (per GPU, so that adding nodes, which adds network
+    traffic, is never what makes a plan eligible); then fewer nodes."""
+    if not cands:
+        return []
+    best = max(c.tokens_per_s_per_gpu for c in cands)
+    ok = [c for c in cands if c.tokens_per_s_per_gpu >= (1 - tolerance) * best]
+    rest = [c for c in cands if c.tokens_per_s_per_gpu < (1 - tolerance) * best]
+    key = lambda c: (c.metrics.inter_node_bytes_per_token, c.metrics.gpu_bytes_per_token, c.nodes,  # noqa: E731
+                     -c.tokens_per_s)
+    return sorted(ok, key=key) + sorted(rest, key=_throughput_key)
+
+
+def rank_context(cands: list[Candidate], tokens: int, tolerance: float) -> list[Candidate]:
+    """Longest sequence first; among equal lengths the faster plan."""
+    return sorted(cands, key=lambda c: (-c.seq_len, -c.tokens_per_s, c.nodes))
+
+
+def _priced(cands: list[Candidate]) -> list[Candidate]:
+    priced = [c for c in cands if c.usd_per_hour is not None]
+    if cands and not priced:
+        raise TrainplanError(
+            f"no price known for {cands[0].instance}; give one with --price or TRAINPLAN_PRICES"
+        )
+    return priced
+
+
+def rank_cost(cands: list[Candidate], tokens: int, tolerance: float) -> list[Candidate]:
+    """Least dollars per token (the same order as dollars to the token budget); ties: less time."""
+    return sorted(_priced(cands), key=lambda c: (c.usd_per_token, -c.tokens_per_s))
+
+
+def rank_time(cands: list[Candidate], tokens: int, tolerance: float) -> list[Candidate]:
+    """Least wall time to the token budget (most tokens/s); ties: fewer dollars."""
+    return sorted(cands, key=lambda c: (-c.tokens_per_s, c.usd_per_token or 0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class Objective:
+    name: str
+    description: str
+    rank: Callable[[list[Candidate], int, float], list[Candidate]]
+    chooses_count: bool  # picks the node count (and instance) itself
+
+
+OBJECTIVES: dict[str, Objective] = {
+    o.name: o
+    for o in (
+        Objective("throughput", "most tokens/s for the cluster (ties: less communication)",
+                  rank_throughput, False),
+        Objective("communication", "fewest bytes crossing GPUs per token, network first, within "
+                  "--tolerance of the best tokens/s per GPU", rank_communication, False),
+        Objective("context", "longest sequence that fits, then most tokens/s", rank_context, False),
+        Objective("cost", "least dollars to train --tokens (dollars per token)", rank_cost, True),
+        Objective("time", "least wall time to train --tokens", rank_time, True),
+    )
+}
+
+
+def objective(name: str) -> Objective:
+    if name not in OBJECTIVES:
+        raise unknown("priority", name, OBJECTIVES)
+    return OBJECTIVES[name]

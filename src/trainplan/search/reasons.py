@@ -1,0 +1,147 @@
+"""A reason for each decision of the chosen plan, with the numbers a person can check.
+
+Each reason compares the chosen plan with the alternative it beat: the same layout in another
+precision, with less or more recompute, with the next micro-batch, with another parallel degree,
+on another node count. Alternatives missing from the pool are evaluated here (cached).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from trainplan.precision import recipe
+from trainplan.search import space
+from trainplan.search.candidate import Candidate
+from trainplan.search.evaluator import Counting
+from trainplan.search.query import Query
+
+GIB = 1024**3
+
+
+def _pct(a: float, b: float) -> str:
+    return f"{(a / b - 1) * 100:+.0f}%"
+
+
+def _gemm_rate(gpu, prec: str) -> float:
+    dt = recipe(prec).gemm_dtype
+    key = {"mxfp8": "fp8", "nvfp4": "fp4"}.get(dt, dt)
+    return gpu.peak(dt) * gpu.matmul_ceiling.get(key, gpu.matmul_ceiling.get("bf16", 1.0))
+
+
+def _variant(best: Candidate, ev: Counting, **changes) -> tuple[bool, Candidate]:
+    """(fits, candidate) for the chosen job with some layout fields changed."""
+    job, layout = best.job, replace(best.layout, **changes)
+    if "micro_batch" in changes:
+        from trainplan.job import Workload
+
+        w = job.workload
+        layout = replace(layout, grad_accum=max(1, w.global_batch // (layout.micro_batch * layout.dp)))
+        gb = layout.micro_batch * layout.grad_accum * layout.dp
+        job = replace(job, workload=Workload(w.seq_len, gb, w.tokens, w.optimizer))
+    return ev.fits(job, layout), Candidate(job, layout, ev.evaluate(job, layout))
+
+
+def precision_reason(best: Candidate, q: Query, ev: Counting) -> str:
+    gpu, p = best.job.cluster.gpu, best.layout.precision
+    if q.precision:
+        return f"precision {p}: as asked (--precision)"
+    if not gpu.supports("fp8"):
+        return f"precision {p}: {gpu.name} ({gpu.arch}) has no fp8 tensor cores"
+    parts = []
+    for other in space.DEFAULT_PRECISIONS:
+        if other == p or not gpu.supports(recipe(other).gemm_dtype):
+            continue
+        ok, alt = _variant(best, ev, precision=other, fp8_allgather=False)
+        rate = _pct(_gemm_rate(gpu, p), _gemm_rate(gpu, other))
+        if ok:
+            parts.append(f"{rate} GEMM rate and {_pct(best.tokens_per_s, alt.tokens_per_s)} tokens/s vs {other}")
+        else:
+            parts.append(f"{other} does not fit this layout")
+    return f"precision {p} at hidden {best.job.model.hidden_size}: " + "; ".join(parts)
+
+
+def ac_reason(best: Candidate, ev: Counting) -> list[str]:
+    L = best.layout
+    out = []
+    i = space.AC_LADDER.index(L.ac)
+    cap = best.metrics.capacity_bytes / GIB
+    if i > 0:
+        ok, alt = _variant(best, ev, ac="none", ac_layers=0)
+        if not ok:
+            out.append(f"checkpointing {L.ac}: none does not fit at micro-batch {L.micro_batch} "
+                       f"({alt.metrics.memory_bytes / GIB:.1f} of {cap:.1f} GiB)")
+        else:
+            out.append(f"checkpointing {L.ac}: none fits but is {_pct(alt.tokens_per_s, best.tokens_per_s)} "
+                       "tokens/s at its largest micro-batch")
+    if L.ac not in ("full", "offload"):
+        ok, alt = _variant(best, ev, ac="full", ac_layers=0)
+        dt = _pct(alt.metrics.step_time_s, best.metrics.step_time_s)
+        out.append(f"full checkpointing rejected: {dt} step time, not needed to fit")
+    if not out:
+        out.append(f"checkpointing {L.ac}: the least recompute that fits")
+    return out
+
+
+def micro_batch_reason(best: Candidate, q: Query, ev: Counting) -> str:
+    L = best.layout
+    mbs = q.batch.micro_batches(L.dp, best.seq_len)
+    bigger = [m for m in mbs if m > L.micro_batch]
+    head = f"micro-batch {L.micro_batch} x {L.grad_accum} accumulation x dp {L.dp} = {best.global_batch} sequences"
+    if not bigger:
+        return head + ": the largest the global batch allows"
+    ok, alt = _variant(best, ev, micro_batch=bigger[0])
+    if not ok:
+        return head + (f": micro-batch {bigger[0]} needs {alt.metrics.memory_bytes / GIB:.1f} of "
+                       f"{alt.metrics.capacity_bytes / GIB:.1f} GiB")
+    return head + f": micro-batch {bigger[0]} fits but is {_pct(alt.tokens_per_s, best.tokens_per_s)} tokens/s"
+
+
+def degree_reasons(best: Candidate, pool: list[Candidate]) -> list[str]:
+    """For tp, pp, cp and sharding: the best plan on the same hardware with another value."""
+    same = [c for c in pool if c.instance == best.instance and c.nodes == best.nodes
+            and c.seq_len == best.seq_len]
+    out = []
+    for dim in ("tp", "pp", "cp", "sharding"):
+        v = getattr(best.layout, dim)
+        others = [c for c in same if getattr(c.layout, dim) != v]
+        if not others:
+            if dim in ("tp", "pp") or v != 1:
+                out.append(f"{dim}={v}: no plan with another {dim} fits")
+            continue
+        alt = max(others, key=lambda c: c.tokens_per_s)
+        out.append(f"{dim}={v}: the best plan with {dim}={getattr(alt.layout, dim)} is "
+                   f"{_pct(alt.tokens_per_s, best.tokens_per_s)} tokens/s ({alt.layout.short()})")
+    return out
+
+
+def nodes_reason(best: Candidate, pool: list[Candidate], q: Query, no_fit: list) -> str:
+    n, inst = best.nodes, best.instance
+    if q.nodes is not None:
+        head = f"{n} x {inst}: as asked (--nodes)"
+    else:
+        below = [c for (i, c) in no_fit if i == inst and c < n]
+        head = f"{n} x {inst}"
+        if below:
+            head += f": with {max(below)} nodes no layout fits"
+        fewer = [c for c in pool if c.instance == inst and c.nodes < n]
+        if fewer:
+            alt = max(fewer, key=lambda c: c.tokens_per_s)
+            head += (f"; best on {alt.nodes} nodes: {_pct(alt.tokens_per_s, best.tokens_per_s)} tokens/s"
+                     + (f", {_pct(alt.usd_per_token, best.usd_per_token)} $/token" if best.usd_per_token else ""))
+    if best.metrics.inter_node_bytes_per_token == 0 and n == 1:
+        head += "; no traffic leaves the node"
+    return head
+
+
+def reasons(best: Candidate, pool: list[Candidate], q: Query, ev: Counting, no_fit: list,
+            risky: int) -> list[str]:
+    out = [nodes_reason(best, pool, q, no_fit), precision_reason(best, q, ev)]
+    out += ac_reason(best, ev)
+    out.append(micro_batch_reason(best, q, ev) if q.seq_len is not None else
+               f"sequence {best.seq_len}: the longest that fits this layout at micro-batch 1")
+    out += degree_reasons(best, pool)
+    out.append(f"binding: {best.metrics.binding}")
+    if risky:
+        out.append(f"{risky} layouts set aside as OOM risks (memory +{ev.inner.memory_error:.0%} "
+                   "band above capacity); --allow-risk admits them")
+    return out

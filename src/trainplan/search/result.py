@@ -1,0 +1,94 @@
+"""The answer of a search: the chosen plan, runners-up, Pareto set, binding constraint, reasons."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainplan.errors import TrainplanError
+from trainplan.search.candidate import Candidate
+from trainplan.search.engine import Progress, Stats, feasible, run_search
+from trainplan.search.evaluator import Evaluator, model_evaluator
+from trainplan.search.objectives import objective
+from trainplan.search.pareto import pareto_front
+from trainplan.search.query import Query
+from trainplan.search.reasons import reasons
+
+PARETO_SHOWN = 12
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    query: Query
+    chosen: Candidate
+    runners_up: tuple[Candidate, ...]
+    pareto: tuple[Candidate, ...]
+    reasons: tuple[str, ...]
+    stats: Stats
+    oom_risks: int  # layouts set aside because their memory band crosses capacity
+    over_budget: int
+
+    @property
+    def binding(self) -> str:
+        return self.chosen.metrics.binding
+
+    def to_dict(self) -> dict:
+        t = self.query.tokens
+        return {
+            "priority": self.query.priority,
+            "model": self.query.model.name,
+            "chosen": self.chosen.to_dict(t),
+            "binding": self.binding,
+            "reasons": list(self.reasons),
+            "runners_up": [c.to_dict(t) for c in self.runners_up],
+            "pareto": [c.to_dict(t) for c in self.pareto],
+            "oom_risks_set_aside": self.oom_risks,
+            "over_budget": self.over_budget,
+            "search": self.stats.to_dict(),
+        }
+
+
+def _distinct(ranked: list[Candidate], n: int) -> list[Candidate]:
+    """The first n candidates with distinct layouts (expansions revisit the same point)."""
+    seen, out = set(), []
+    for c in ranked:
+        k = (c.instance, c.nodes, c.seq_len, c.layout)
+        if k not in seen:
+            seen.add(k)
+            out.append(c)
+            if len(out) == n:
+                break
+    return out
+
+
+def search(q: Query, evaluator: Evaluator | None = None, progress: Progress | None = None) -> SearchResult:
+    """Search the layouts of `q`, rank them by its priority, explain the winner."""
+    obj = objective(q.priority)
+    pool, stats, ev = run_search(q, evaluator or model_evaluator(), progress)
+    ok, over = feasible(pool, q)
+    risky = 0 if q.allow_risk else len(ev.risky)
+    if not ok:
+        raise TrainplanError(_nothing(q, pool, risky, over))
+    ranked = _distinct(obj.rank(ok, q.tokens, q.tolerance), q.top + 1)
+    best = ranked[0]
+    front = pareto_front(ok)
+    if len(front) > PARETO_SHOWN:
+        # keep the ends of the front and an even spread between them
+        step = (len(front) - 1) / (PARETO_SHOWN - 1)
+        front = [front[round(i * step)] for i in range(PARETO_SHOWN)]
+    why = reasons(best, ok, q, ev, stats.no_fit_counts, risky)
+    return SearchResult(q, best, tuple(ranked[1:]), tuple(front), tuple(why), stats, risky, over)
+
+
+def _nothing(q: Query, pool: list, risky: int, over: int) -> str:
+    where = ", ".join(n.name for n in q.instances)
+    first, last, _ = q.node_range()
+    nodes = f"{first}" if first == last else f"up to {last}"
+    if over:
+        return (f"no plan trains {q.tokens:.3g} tokens within ${q.budget_usd:,.0f}; "
+                "raise --budget or lower --tokens")
+    if risky:
+        return (f"every plan that fits {q.model.name} on {nodes} x {where} is an OOM risk "
+                f"({risky} plans); add nodes or use --allow-risk")
+    seq = "" if q.seq_len is None else f" at sequence {q.seq_len}"
+    return (f"{q.model.name} does not fit{seq} on {nodes} x {where} with any layout; "
+            "add nodes (--nodes/--max-nodes), shorten --seq-len or use a larger instance")

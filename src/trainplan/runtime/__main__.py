@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(summary, indent=2))
     elif summary:
         print(f"loss {summary['first_loss']:.4f} -> {summary['last_loss']:.4f} over {summary['steps']} steps; "
-              f"{summary['tokens_per_s']:,.0f} tokens/s; measurements: {summary['measurements']}")
+              f"{summary['tokens_per_s']:,.0f} tokens/s; measurements: {summary['measurements']}", file=sys.stderr)
     return 0
 
 

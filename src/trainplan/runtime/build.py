@@ -8,6 +8,7 @@ from torch import nn
 from trainplan.errors import TrainplanError
 from trainplan.runtime import parallel
 from trainplan.runtime.model import Decoder
+from trainplan.runtime.init import fill
 from trainplan.runtime.loss import lm_loss
 
 
@@ -30,17 +31,16 @@ class HFCausalLM(nn.Module):
 
     @torch.no_grad()
     def init_weights(self, seed: int) -> None:
-        torch.manual_seed(seed)
+        """Layout-independent init (runtime/init.py) with the config's initializer_range."""
         std = getattr(self.hf.config, "initializer_range", 0.02)
-        for mod in self.hf.modules():
-            if isinstance(mod, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(mod.weight, std=std)
-                if getattr(mod, "bias", None) is not None:
-                    nn.init.zeros_(mod.bias)
-            elif "norm" in type(mod).__name__.lower():
-                for name, p in mod.named_parameters(recurse=False):
-                    # Gemma-style norms store (weight - 1): zeros there, ones elsewhere.
-                    nn.init.zeros_(p) if name == "bias" or "gemma" in type(mod).__name__.lower() else nn.init.ones_(p)
+        for mname, mod in self.hf.named_modules():
+            norm = "norm" in type(mod).__name__.lower()
+            # Gemma-style norms store (weight - 1), so zero is their identity.
+            one = "zeros" if "gemma" in type(mod).__name__.lower() else "ones"
+            for pname, p in mod.named_parameters(recurse=False):
+                name = f"{mname}.{pname}"
+                kind = (one if pname == "weight" else "zeros") if norm else ("zeros" if pname == "bias" else "normal")
+                fill(p, name, seed, kind, std)
             # Rotary tables are buffers computed in __init__; to_empty() left them uninitialised.
             if hasattr(mod, "inv_freq") and hasattr(mod, "config"):
                 fresh = type(mod)(config=mod.config, device=mod.inv_freq.device)

@@ -19,40 +19,33 @@ from trainplan.units import GiB
 MEASUREMENT_SCHEMA = "trainplan-measurement/1"
 
 
-def flops_per_token(spec: ModelSpec, seq_len: int) -> float:
-    """Training FLOPs per token (forward + backward, no recompute): the planner's convention.
-
-    Uses `trainplan.costs.flops` when the planner has it; `local_flops_per_token` otherwise.
-    """
+def flops_per_token(spec: ModelSpec, seq_len: int, causal: bool = True) -> float:
+    """Model FLOPs per trained token with the planner's convention (trainplan.costs.flops: 6N +
+    attention, causal attention at half the s x s work, LM head in, recompute out); `causal=False`
+    is the Megatron/torchtitan count (the estimate's `mfu_noncausal`)."""
     try:
-        from trainplan.costs import flops as planner_flops  # written by the step-time model
-    except ImportError:
-        return local_flops_per_token(spec, seq_len)
-    fn = getattr(planner_flops, "training_flops_per_token", None) or getattr(planner_flops, "flops_per_token", None)
-    if fn is None:
-        return local_flops_per_token(spec, seq_len)
-    try:
-        out = fn(spec, seq_len)
-    except TypeError:
-        return local_flops_per_token(spec, seq_len)
-    return float(getattr(out, "total", out))
+        from trainplan.costs.flops import model_flops
+    except ImportError:  # a trimmed install without the planner's cost models
+        return local_flops_per_token(spec, seq_len, causal)
+    return model_flops(spec).model_per_token(seq_len, causal=causal)
 
 
-def local_flops_per_token(spec: ModelSpec, seq_len: int) -> float:
-    """Stand-in until trainplan.costs.flops lands; the same convention as torchtitan and PaLM:
+def local_flops_per_token(spec: ModelSpec, seq_len: int, causal: bool = True) -> float:
+    """Fallback with the same convention, from parameter counts:
 
-    1. each weight used by a token costs 2 FLOP forward (multiply + add) and 4 backward (grad of
-       input and of weight): 6 * N, N = active parameters outside the embedding table (the LM
-       head counts: it is a GEMM; Kaplan et al. 2020, section 2.1; PaLM, appendix B);
-    2. attention scores and the weighted sum: 2 GEMMs of seq x head_dim per head per token,
-       2 FLOP each, times 3 for backward: 12 * layers * q_dim * seq, without causal halving
-       (PaLM appendix B counts the full square; so does MFU in torchtitan).
+    1. each matmul weight a token passes costs 2 FLOP forward (multiply + add) and 4 backward
+       (grads of input and of weight): 6 * N, N = active parameters outside the embedding table
+       (the LM head counts: it is a GEMM; Kaplan et al. 2020, section 2.1; PaLM, appendix B);
+    2. attention scores and weighted sum: 2 GEMMs of head_dim per (query, key) pair per head,
+       2 FLOP each, x3 with backward: 12 * layers * q_dim * keys, keys = seq/2 causal, seq not.
+    Norm weights and biases are counted in N (a rounding error next to the matrices).
     """
     from trainplan.models.params import count_params
 
     p = count_params(spec)
     n = p.active - p.embedding + (p.embedding if spec.tied_embeddings else 0)
-    return 6.0 * n + 12.0 * spec.num_layers * spec.q_dim * seq_len
+    keys = seq_len / 2 if causal else seq_len
+    return 6.0 * n + 12.0 * spec.num_layers * spec.q_dim * keys
 
 
 @dataclass
@@ -68,6 +61,7 @@ class StepRecord:
     tokens_per_s_per_gpu: float
     tflops_per_gpu: float
     mfu: float | None  # None on CPU: no tensor-core peak to divide by
+    mfu_noncausal: float | None  # full s x s attention counted (Megatron / torchtitan)
     peak_mem_gib: float | None  # = reserved, as torchtitan's logger and the validation data
     peak_mem_kind: str | None
     peak_allocated_gib: float | None
@@ -83,15 +77,17 @@ def memory_gib(device) -> tuple[float | None, float | None]:
 
 
 def make_record(step: int, loss: float, lr: float, grad_norm: float, tokens: int, step_time_s: float,
-                world: int, flops_tok: float, peak_flops: float | None, device) -> StepRecord:
+                world: int, flops_tok: tuple[float, float], peak_flops: float | None, device) -> StepRecord:
+    """flops_tok: (causal, non-causal) model FLOPs per token; peak_flops: one GPU's dense peak."""
     tps = tokens / step_time_s
     per_gpu = tps / world
-    achieved = per_gpu * flops_tok
+    achieved = per_gpu * flops_tok[0]
     alloc, reserved = memory_gib(device)
     return StepRecord(
         schema=MEASUREMENT_SCHEMA, step=step, loss=loss, lr=lr, grad_norm=grad_norm, tokens=tokens,
         step_time_s=step_time_s, tokens_per_s=tps, tokens_per_s_per_gpu=per_gpu,
         tflops_per_gpu=achieved / 1e12, mfu=(achieved / peak_flops) if peak_flops else None,
+        mfu_noncausal=(per_gpu * flops_tok[1] / peak_flops) if peak_flops else None,
         peak_mem_gib=reserved, peak_mem_kind="reserved" if reserved is not None else None,
         peak_allocated_gib=alloc, peak_reserved_gib=reserved,
     )
@@ -174,6 +170,7 @@ def summarize(records: list[dict], warmup: int = 1) -> dict:
         "tokens_per_s_per_gpu": med("tokens_per_s_per_gpu"),
         "tflops_per_gpu": med("tflops_per_gpu"),
         "mfu": med("mfu"),
+        "mfu_noncausal": med("mfu_noncausal"),
         "peak_mem_gib": peak("peak_mem_gib"),
         "peak_mem_kind": records[-1].get("peak_mem_kind"),
         "peak_allocated_gib": peak("peak_allocated_gib"),

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainplan.models.spec import ModelSpec
+from trainplan.runtime.init import fill
 from trainplan.runtime.loss import lm_loss
 
 
@@ -186,19 +187,17 @@ class Decoder(nn.Module):
 
     @torch.no_grad()
     def init_weights(self, seed: int) -> None:
-        """Deterministic init: normal(0, 0.02) for linears and embeddings, output projections scaled
-        by 1/sqrt(2 * layers) (GPT-2 paper, section 2.3), norms to one, biases to zero."""
-        torch.manual_seed(seed)
+        """Deterministic, layout-independent init (runtime/init.py): normal(0, 0.02) truncated at
+        3 std for linears and embeddings, output projections (wo, w2) at 0.02/sqrt(2 * layers)
+        (GPT-2 paper, section 2.3), norms to one, biases to zero."""
         std = 0.02
         out_std = std / math.sqrt(2 * self.spec.num_layers)
-        for name, mod in self.named_modules():
-            if isinstance(mod, (nn.RMSNorm, nn.LayerNorm)):
-                if mod.weight is not None:
-                    nn.init.ones_(mod.weight)
-                if getattr(mod, "bias", None) is not None:
-                    nn.init.zeros_(mod.bias)
-            elif isinstance(mod, (nn.Linear, nn.Embedding)):
-                sd = out_std if name.endswith(("wo", "w2")) else std
-                nn.init.trunc_normal_(mod.weight, std=sd, a=-3 * sd, b=3 * sd)
-                if getattr(mod, "bias", None) is not None:
-                    nn.init.zeros_(mod.bias)
+        for mname, mod in self.named_modules():
+            for pname, p in mod.named_parameters(recurse=False):
+                name = f"{mname}.{pname}" if mname else pname
+                if isinstance(mod, (nn.RMSNorm, nn.LayerNorm)):
+                    fill(p, name, seed, "ones" if pname == "weight" else "zeros")
+                elif pname == "bias":
+                    fill(p, name, seed, "zeros")
+                else:
+                    fill(p, name, seed, "normal", out_std if mname.endswith(("wo", "w2")) else std)

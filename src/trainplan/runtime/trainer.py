@@ -49,19 +49,21 @@ def fit_to_world(plan, world: int):
 
 
 def peak_flops_for(device: torch.device, plan) -> tuple[float | None, str]:
-    """Dense bf16 peak of the GPU the run is on (MFU convention: bf16 peak, also for fp8 runs, as
-    torchtitan and most published MFUs); the plan's GPU when the device name is not in the
-    catalog; None on CPU."""
+    """Dense peak of the GPU the run is on, in the recipe's GEMM dtype (the estimate's MFU
+    convention: fp8 recipes against the fp8 peak); the plan's GPU when the device name is not in
+    the catalog; None on CPU."""
     if device.type != "cuda":
         return None, ""
     from trainplan.hardware import gpus
+    from trainplan.precision import recipe
 
-    name = torch.cuda.get_device_name(device).lower()
+    dtype = recipe(plan.layout.precision).gemm_dtype
+    words = torch.cuda.get_device_name(device).lower().replace("-", " ").split()
     for g in gpus().values():
         tag = g.name.split("-")[0]  # "h200", "b200", "a100"
-        if tag in name.split():
-            return g.peak("bf16"), g.name
-    return plan.job.cluster.gpu.peak("bf16"), plan.job.cluster.gpu.name
+        if tag in words:
+            return g.peak(dtype), g.name
+    return plan.job.cluster.gpu.peak(dtype), plan.job.cluster.gpu.name
 
 
 class _Stop:
@@ -74,6 +76,41 @@ class _Stop:
 
     def _handler(self, signum, frame):
         self.requested = True
+
+
+def train_step(model, optimizer, scheduler, scaler, data, step: int, grad_accum: int, grad_clip: float,
+               offload, device) -> tuple[torch.Tensor, float, float]:
+    """One optimizer step (0-based `step`): grad_accum micro-batches, unscale (fp16), clip, step.
+    Returns (this rank's loss as a tensor, global grad norm, the lr used)."""
+    loss_sum = torch.zeros((), device=device, dtype=torch.float32)
+    for micro in range(grad_accum):
+        x, y = (t.to(device, non_blocking=True) for t in data.micro(step, micro))
+        with offload:
+            loss = model(x, y) / grad_accum
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+        loss_sum += loss.detach()
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    grad_norm = distributed.clip_grad_norm(model.parameters(), grad_clip)
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    lr = scheduler.get_last_lr()[0]
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss_sum, grad_norm, lr
+
+
+def make_scaler(precision: str, device: torch.device):
+    """fp16 needs dynamic loss scaling (Micikevicius et al. 2018, section 3.2); the sharded
+    scaler finds inf/nan across all ranks' gradient shards."""
+    if precision != "fp16":
+        return None
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    return ShardedGradScaler(device=device.type)
 
 
 def train(plan, opts: RunOptions) -> dict:
@@ -92,11 +129,7 @@ def train(plan, opts: RunOptions) -> dict:
     dp_rank = mesh["dp_replicate"].get_local_rank() * L.dp_shard + mesh["dp_shard"].get_local_rank()
     model, _ = build_model(plan, mesh, device, opts.hf)
     optimizer, scheduler = make_optimizer(model, plan.train, total)
-    scaler = None
-    if L.precision == "fp16":
-        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
-
-        scaler = ShardedGradScaler(device=device.type)
+    scaler = make_scaler(L.precision, device)
     vocab = plan.job.model.vocab_size
     if opts.hf and plan.hf_config:
         vocab = int(plan.hf_config.get("vocab_size", vocab))
@@ -113,7 +146,8 @@ def train(plan, opts: RunOptions) -> dict:
         (opts.out / "plan.json").write_text(plan.to_json())
     recorder = metrics.Recorder(opts.out, total, opts.tensorboard, opts.progress,
                                                 fresh=start == 0) if rank == 0 else None
-    flops_tok = metrics.flops_per_token(plan.job.model, w.seq_len)
+    flops_tok = (metrics.flops_per_token(plan.job.model, w.seq_len),
+                 metrics.flops_per_token(plan.job.model, w.seq_len, causal=False))
     peak, peak_gpu = peak_flops_for(device, plan)
     tokens_per_step = w.global_batch * w.seq_len
     offload = parallel.offload_context(L.ac, device.type)
@@ -122,24 +156,8 @@ def train(plan, opts: RunOptions) -> dict:
     step = start
     while step < total:
         t0 = time.perf_counter()
-        loss_sum = torch.zeros((), device=device, dtype=torch.float32)
-        for micro in range(L.grad_accum):
-            x, y = (t.to(device, non_blocking=True) for t in data.micro(step, micro))
-            with offload:
-                loss = model(x, y) / L.grad_accum
-            (scaler.scale(loss) if scaler is not None else loss).backward()
-            loss_sum += loss.detach()
-        if scaler is not None:
-            scaler.unscale_(optimizer)
-        grad_norm = distributed.clip_grad_norm(model.parameters(), plan.train.grad_clip)
-        if scaler is not None:
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            optimizer.step()
-        lr = scheduler.get_last_lr()[0]
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
+        loss_sum, grad_norm, lr = train_step(model, optimizer, scheduler, scaler, data, step, L.grad_accum,
+                                             plan.train.grad_clip, offload, device)
         step += 1
         mean_loss, any_stop = distributed.reduce_step(loss_sum.item(), stop.requested, device)
         dt = time.perf_counter() - t0
@@ -173,7 +191,7 @@ def train(plan, opts: RunOptions) -> dict:
             "world_size": world,
             "device": str(device.type),
             "peak_flops_gpu": peak_gpu or None,
-            "flops_per_token": flops_tok,
+            "flops_per_token": flops_tok[0],
             "layout": L.short(),
             "precision": L.precision,
             "model": plan.job.model.name,

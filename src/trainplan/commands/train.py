@@ -1,0 +1,112 @@
+"""`trainplan train`: run a plan (or the demo) on this machine through torchrun."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from trainplan.commands._common import positive_int, print_json
+from trainplan.errors import TrainplanError
+
+NAME = "train"
+HELP = "Train a plan.json on this machine (torchrun, FSDP2); without --plan, a tiny demo on CPU/GPU."
+
+# Flags passed through to `python -m trainplan.runtime` unchanged: (flag, takes a value).
+_PASS = (("--steps", True), ("--checkpoint-dir", True), ("--tensorboard", True), ("--data", True),
+         ("--tokenizer", True), ("--hf", False), ("--fit-world", False), ("--no-progress", False))
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--plan", help="plan.json to run (default: the built-in demo model)")
+    p.add_argument("--nproc", type=positive_int,
+                   help="processes (GPUs) on this machine (default: the plan's GPUs, or 1 for the demo)")
+    p.add_argument("--steps", type=positive_int, help="optimizer steps (default: the plan's train.steps; demo 30)")
+    p.add_argument("--out", help="run directory for measurements.jsonl and summary.json (default: runs/<time>)")
+    p.add_argument("--checkpoint-dir", help="write DCP checkpoints here and resume from the newest one")
+    p.add_argument("--tensorboard", metavar="DIR", help="also write TensorBoard scalars to DIR")
+    p.add_argument("--data", help="training data: files/directories of .txt .jsonl .parquet .npy .bin")
+    p.add_argument("--tokenizer", help="a local tokenizer.json (default: byte-level)")
+    p.add_argument("--hf", action="store_true", help="build the Hugging Face model from the plan's hf_config")
+    p.add_argument("--fit-world", action="store_true",
+                   help="run the plan on --nproc processes by rescaling dp_shard (and the global batch)")
+    p.add_argument("--no-progress", action="store_true", help="no per-step progress lines")
+    p.add_argument("--dry-run", action="store_true", help="print the torchrun command and exit")
+    p.add_argument("--json", action="store_true", help="print the run summary as JSON")
+
+
+def torchrun_argv(nproc: int, runtime_args: list[str]) -> list[str]:
+    """The launch line: torchrun (as `python -m torch.distributed.run`, the same program, found
+    without PATH) starting `nproc` ranks of `-m trainplan.runtime` on this machine."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+            "-m", "trainplan.runtime", *runtime_args]
+
+
+def _runtime_args(args, out: Path) -> list[str]:
+    argv = ["--plan", args.plan] if args.plan else ["--demo"]
+    argv += ["--out", str(out)]
+    for flag, takes_value in _PASS:
+        v = getattr(args, flag[2:].replace("-", "_"))
+        if takes_value and v is not None:
+            argv += [flag, str(v)]
+        elif not takes_value and v:
+            argv.append(flag)
+    return argv
+
+
+def _nproc(args) -> int:
+    if not args.plan:
+        return args.nproc or 1
+    from trainplan.plan import load_plan
+
+    plan = load_plan(args.plan)  # a bad plan is refused here, in one line, before any process starts
+    L = plan.layout
+    if plan.job.cluster.nodes > 1 and not args.fit_world:
+        raise TrainplanError(
+            f"{args.plan} is for {plan.job.cluster.nodes} nodes; `trainplan train` runs one machine. "
+            "Launch it with `trainplan launch`, or pass --fit-world --nproc N to try it here"
+        )
+    n = args.nproc or L.num_gpus
+    if n != L.num_gpus and not args.fit_world:
+        raise TrainplanError(
+            f"{args.plan} needs {L.num_gpus} processes (dp_replicate*dp_shard*tp*pp*cp) but --nproc is {n}; "
+            "drop --nproc, or pass --fit-world to rescale dp_shard"
+        )
+    return n
+
+
+def run(args) -> int:
+    nproc = _nproc(args)
+    out = Path(args.out or f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}")
+    argv = torchrun_argv(nproc, _runtime_args(args, out))
+    if args.dry_run:
+        print(" ".join(argv))
+        return 0
+    (out / "summary.json").unlink(missing_ok=True)
+    proc = subprocess.Popen(argv)
+    # SIGTERM to `trainplan train` (a spot interruption, a scheduler's stop) reaches the ranks
+    # through torchrun, which forwards it; the ranks then checkpoint and exit.
+    previous = signal.signal(signal.SIGTERM, lambda s, f: proc.send_signal(signal.SIGTERM))
+    try:
+        code = proc.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    summary_file = out / "summary.json"
+    if code != 0 or not summary_file.is_file():
+        raise TrainplanError(f"training exited with code {code}; the ranks' messages are above")
+    summary = json.loads(summary_file.read_text())
+    if args.json:
+        print_json(summary)
+    else:
+        mfu = f", MFU {summary['mfu']:.1%}" if summary.get("mfu") is not None else ""
+        mem = f", peak {summary['peak_mem_gib']:.1f} GiB" if summary.get("peak_mem_gib") is not None else ""
+        print(f"{summary['model']} [{summary['layout']}] on {summary['world_size']} {summary['device']} process(es): "
+              f"loss {summary['first_loss']:.4f} -> {summary['last_loss']:.4f} in {summary['steps']} steps, "
+              f"{summary['tokens_per_s']:,.0f} tokens/s{mfu}{mem}")
+        print(f"measurements: {summary['measurements']}")
+        if summary.get("checkpoint"):
+            print(f"checkpoint: {summary['checkpoint']}")
+    return 0

@@ -1,0 +1,76 @@
+"""Run under torchrun (2 ranks, gloo): build the tiny model under several layouts in one process
+group, take two optimizer steps on the same data with each, write losses and grad norms as JSON.
+
+argv: OUT_JSON CONFIGS_JSON, CONFIGS_JSON = {"name": {"layout": {...}, "model": {...}}, ...}
+"""
+
+import json
+import sys
+import traceback
+from dataclasses import replace
+
+import torch
+import torch.distributed as dist
+
+from trainplan.runtime import distributed, parallel
+from trainplan.runtime.build import build_model
+from trainplan.runtime.data import make_batches
+from trainplan.runtime.demo import DEMO_MODEL, demo_plan
+from trainplan.runtime.optim import make_optimizer
+from trainplan.runtime.trainer import make_scaler, train_step
+
+TINY = replace(DEMO_MODEL, num_layers=2, hidden_size=64, num_heads=4, num_kv_heads=2, head_dim=16, ffn_size=128)
+
+
+def run_one(cfg: dict, device) -> dict:
+    spec = replace(TINY, **cfg.get("model", {}))
+    if "moe" in cfg:
+        from trainplan.models.spec import MoESpec
+
+        spec = replace(spec, moe=MoESpec(**cfg["moe"]))
+    layout = dict(cfg.get("layout", {}))
+    mb = layout.pop("micro_batch", 2)
+    plan = demo_plan(dist.get_world_size(), steps=2, seq_len=64, micro_batch=mb, model=spec, **layout)
+    L = plan.layout
+    mesh = parallel.build_mesh(L, dist.get_world_size(), device.type)
+    dp_rank = mesh["dp_replicate"].get_local_rank() * L.dp_shard + mesh["dp_shard"].get_local_rank()
+    model, _ = build_model(plan, mesh, device, use_hf=bool(cfg.get("hf")))
+    opt, sched = make_optimizer(model, plan.train, 2)
+    scaler = make_scaler(L.precision, device)
+    data = make_batches("", None, spec.vocab_size, 64, L.micro_batch, L.grad_accum, L.dp, dp_rank, 2)
+    out = {"losses": [], "grad_norms": [], "params": sum(p.numel() for p in model.parameters())}
+    # Sharded init must not repeat one shard's values on every rank (DTensor RNG on CPU).
+    emb = model.tok_embeddings.weight if hasattr(model, "tok_embeddings") else None
+    if emb is not None and hasattr(emb, "full_tensor"):
+        full = emb.full_tensor()
+        half = full.shape[0] // 2
+        out["init_halves_equal"] = bool(torch.equal(full[:half], full[half:2 * half]))
+        out["init_std"] = float(full.float().std())
+    offload = parallel.offload_context(L.ac, device.type)
+    for step in range(2):
+        loss, gn, _ = train_step(model, opt, sched, scaler, data, step, L.grad_accum, 1.0, offload, device)
+        t = loss.detach().clone()
+        dist.all_reduce(t)
+        out["losses"].append(float(t) / dist.get_world_size())
+        out["grad_norms"].append(gn)
+    return out
+
+
+def main():
+    out_path, configs = sys.argv[1], json.loads(sys.argv[2])
+    device = distributed.init()
+    results = {}
+    for name, cfg in configs.items():
+        try:
+            results[name] = run_one(cfg, device)
+        except Exception as e:  # recorded, so that one failing layout does not hide the others
+            results[name] = {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
+        dist.barrier()
+    if dist.get_rank() == 0:
+        with open(out_path, "w") as f:
+            json.dump(results, f, indent=1)
+    distributed.shutdown()
+
+
+if __name__ == "__main__":
+    main()

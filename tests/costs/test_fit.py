@@ -1,0 +1,96 @@
+"""fits / headroom / max_micro_batch / max_seq_len (costs/fit.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from trainplan.costs.fit import fits, headroom, max_micro_batch, max_seq_len
+from trainplan.costs.memory import memory_breakdown
+from trainplan.hardware import Cluster, find_node
+from trainplan.job import Job, Workload
+from trainplan.layout import Layout, check_layout
+from trainplan.models import resolve
+from trainplan.units import GiB
+
+
+def job(model="llama-3.1-8b", instance="ml.p5.48xlarge", nodes=1, seq=8192, gb=8):
+    return Job(resolve(model), Cluster(find_node(instance), nodes), Workload(seq_len=seq, global_batch=gb))
+
+
+def test_fits_and_headroom_agree_with_the_breakdown():
+    j, L = job(), Layout(dp_shard=8, ac="full")
+    check_layout(j, L)
+    b = memory_breakdown(j, L)
+    cap = j.cluster.gpu.memory_bytes
+    assert headroom(j, L) == pytest.approx(cap - b.total)
+    assert fits(j, L) is (b.total <= cap)
+    assert fits(j, L, capacity_bytes=b.total) and not fits(j, L, capacity_bytes=b.total - 1)
+
+
+def brute_force_mb(j, L, cap):
+    n = 0
+    while memory_breakdown(j, L.with_(micro_batch=n + 1)).total <= cap:
+        n += 1
+    return n
+
+
+@pytest.mark.parametrize("ac,cap_gib", [("full", 80), ("selective", 80), ("none", 140), ("full", 30)])
+def test_max_micro_batch_is_the_brute_force_answer(ac, cap_gib):
+    j, L = job(), Layout(dp_shard=8, ac=ac)
+    cap = cap_gib * GiB
+    got = max_micro_batch(j, L, cap)
+    assert got == brute_force_mb(j, L, cap)
+    if got:
+        assert memory_breakdown(j, L.with_(micro_batch=got)).total <= cap
+    assert memory_breakdown(j, L.with_(micro_batch=got + 1)).total > cap
+
+
+def test_nothing_fits_gives_zero():
+    j = job(model="llama-3.1-70b")
+    L = Layout(sharding="none", dp_replicate=8)  # 18 bytes x 70B on one 80 GB GPU
+    assert max_micro_batch(j, L) == 0 and max_seq_len(j, L) == 0 and not fits(j, L)
+
+
+def test_max_seq_len_is_the_boundary():
+    j, L = job(), Layout(dp_shard=8, ac="full")
+    cap = j.cluster.gpu.memory_bytes
+    s = max_seq_len(j, L)
+    assert s > 8192
+
+    def total(seq):
+        return memory_breakdown(replace(j, workload=replace(j.workload, seq_len=seq)), L).total
+
+    assert total(s) <= cap < total(s + 1)
+
+
+def test_max_seq_len_stays_a_multiple_of_2cp():
+    j = job(nodes=2, seq=65536, gb=4)
+    L = Layout(dp_shard=4, cp=4, ac="full")
+    check_layout(j, L)
+    s = max_seq_len(j, L)
+    assert s > 0 and s % 8 == 0
+    nxt = replace(j, workload=replace(j.workload, seq_len=s + 8))
+    assert memory_breakdown(nxt, L).total > j.cluster.gpu.memory_bytes
+
+
+def test_more_memory_never_fits_less():
+    j, L = job(), Layout(dp_shard=8, ac="selective")
+    small, big = max_micro_batch(j, L, 40 * GiB), max_micro_batch(j, L, 120 * GiB)
+    assert big > small
+    assert max_seq_len(j, L, 40 * GiB) < max_seq_len(j, L, 120 * GiB)
+
+
+def test_fast_enough_for_the_search():
+    """Bisection, not enumeration: a max_seq_len call costs tens of breakdowns, not thousands."""
+    import trainplan.costs.fit as fit_mod
+
+    calls = []
+    real = fit_mod.memory_breakdown
+    fit_mod.memory_breakdown = lambda j, L: calls.append(1) or real(j, L)
+    try:
+        max_seq_len(job(), Layout(dp_shard=8, ac="full"))
+    finally:
+        fit_mod.memory_breakdown = real
+    assert len(calls) < 60

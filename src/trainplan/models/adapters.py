@@ -27,7 +27,7 @@ _PLAIN_ACT = {
 
 
 def _base(c: ConfigReader, *, kv_default: int | None, max_pos_default: int) -> dict:
-    """Sizes every decoder config has (LlamaConfig names); kv_default None: = heads."""
+    """Sizes every decoder config has (LlamaConfig names); kv_default None means = heads."""
     heads = c.integer("num_attention_heads")
     return {
         "model_type": c.model_type,

@@ -1,0 +1,40 @@
+"""The torchrun command line every target runs: `torchrun <rdzv args> -m trainplan.runtime --plan P`.
+
+torchrun flags as documented in https://pytorch.org/docs/stable/elastic/run.html (the dashed
+spellings are accepted since PyTorch 2.0). Multi-node runs use the c10d rendezvous: the TCP store
+lives on the node whose address is the endpoint, and every node joins with the same --rdzv-id.
+"""
+
+from __future__ import annotations
+
+from trainplan.launch.base import RUNTIME_MODULE
+
+
+def runtime_args(plan_path: str, *, steps: int | None, out_dir: str, checkpoint_dir: str) -> list[str]:
+    """The trainer's own arguments (trainplan.runtime's documented entry point)."""
+    args = ["--plan", plan_path]
+    if steps is not None:
+        args += ["--steps", str(steps)]
+    if out_dir:
+        args += ["--out", out_dir]
+    if checkpoint_dir:
+        args += ["--checkpoint-dir", checkpoint_dir]
+    return args
+
+
+def standalone(nproc_per_node: int) -> list[str]:
+    """One node: torchrun starts its own local rendezvous on a free port."""
+    return ["torchrun", "--standalone", "--nnodes", "1", "--nproc-per-node", str(nproc_per_node)]
+
+
+def c10d(nnodes: int, nproc_per_node: int, endpoint: str, rdzv_id: str,
+         node_rank: str | int | None = None) -> list[str]:
+    """Several nodes meeting at `endpoint` (host:port of the first node)."""
+    argv = ["torchrun", "--nnodes", str(nnodes), "--nproc-per-node", str(nproc_per_node)]
+    if node_rank is not None:
+        argv += ["--node-rank", str(node_rank)]
+    return argv + ["--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", rdzv_id]
+
+
+def module() -> list[str]:
+    return ["-m", RUNTIME_MODULE]

@@ -1,0 +1,71 @@
+"""`trainplan report plan.json [--html FILE]`: a saved plan as a terminal summary or an HTML page.
+
+Also reads the `--json` output of `plan`, `compare` and `validate` (told apart by their keys), so
+that `trainplan plan --json > p.json; trainplan report p.json --html p.html` works after the fact.
+"""
+
+from __future__ import annotations
+
+NAME = "report"
+HELP = "show a plan.json (or plan/compare/validate --json output) as a table or an HTML report"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("file", help="plan.json, or JSON saved from `trainplan plan|compare|validate --json`")
+    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report with plots")
+    p.add_argument("--dataset", metavar="FILE",
+                   help="for validate output: the trainplan-validation/1 file it was run on "
+                        "(fills in GPU and measured values when the output lacks them)")
+
+
+def kind_of(data) -> str:
+    """'plan', 'compare' or 'validate' from the keys of a JSON document; one-line error otherwise."""
+    from trainplan.errors import TrainplanError
+
+    if isinstance(data, dict):
+        if "records" in data:
+            return "validate"
+        if any(isinstance(data.get(k), list) for k in ("instances", "rows", "results")):
+            return "compare"
+        if ("layout" in data and "model" in data) or isinstance(data.get("plan"), dict):
+            return "plan"
+    raise TrainplanError(
+        "cannot tell what this JSON is: expected a plan.json (schema trainplan-plan/1) or the "
+        "--json output of `trainplan plan`, `compare` or `validate`")
+
+
+def run(args) -> int:
+    from trainplan.parsing import read_json
+
+    data = read_json(args.file, "report input")
+    kind = kind_of(data)
+    if kind == "plan" and data.get("schema"):
+        from trainplan.plan import plan_from_dict
+
+        plan_from_dict(data, where=str(args.file))  # refuse an impossible plan before drawing it
+    dataset = read_json(args.dataset, "dataset") if args.dataset else None
+    if args.html:
+        _check_plotly()
+        from trainplan.report import pages
+
+        if kind == "plan":
+            pages.write_plan_report(args.html, data)
+        elif kind == "compare":
+            pages.write_compare_report(args.html, data)
+        else:
+            pages.write_validate_report(args.html, data, dataset)
+        print(f"wrote {args.html}")
+        return 0
+    from trainplan.report.summary import print_summary
+
+    print_summary(kind, data, dataset)
+    return 0
+
+
+def _check_plotly() -> None:
+    from trainplan.errors import TrainplanError
+
+    try:
+        import plotly  # noqa: F401
+    except ImportError:
+        raise TrainplanError("HTML reports need plotly: pip install 'trainplan[report]'") from None

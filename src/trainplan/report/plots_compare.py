@@ -1,0 +1,43 @@
+"""Plot for `trainplan compare`: instance types side by side (input shape: report.records)."""
+
+from __future__ import annotations
+
+from plotly.subplots import make_subplots
+
+from trainplan.report.plots import PALETTE, Plot, _style
+from trainplan.report.records import compare_rows
+
+
+def compare_plots(result: dict) -> list[Plot]:
+    rows = compare_rows(result)
+    names = [r.instance.removeprefix("ml.") for r in rows]
+    gpus = list(dict.fromkeys(r.gpu for r in rows))
+    colors = [PALETTE[gpus.index(r.gpu) % len(PALETTE)] for r in rows]
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09, subplot_titles=(
+        "throughput (tokens/s, higher is better)", "$ per billion tokens (lower is better)",
+        "days to the token budget (lower is better)"))
+    panels = (("tokens_per_s", "tokens/s", "{:,.0f}"), ("usd_per_billion_tokens", "USD", "${:,.0f}"),
+              ("days", "days", "{:.1f}"))
+    for col, (attr, unit, fmt) in enumerate(panels, start=1):
+        ys = [getattr(r, attr) for r in rows]
+        text = [("no plan" if y is None else fmt.format(y)) +
+                (f"<br>{r.nodes} node{'s' if r.nodes != 1 else ''}" if r.nodes else "")
+                for r, y in zip(rows, ys)]
+        fig.add_bar(x=names, y=[y or 0 for y in ys], marker_color=colors, text=text,
+                    textposition="outside", cliponaxis=False, showlegend=False,
+                    customdata=[r.gpu for r in rows],
+                    hovertemplate=f"%{{x}} (%{{customdata}}): %{{y:,.4g}} {unit}<extra></extra>",
+                    row=1, col=col)
+        fig.update_yaxes(title_text=unit, row=1, col=col, rangemode="tozero")
+        top = max([y for y in ys if y] or [1])
+        fig.update_yaxes(range=[0, top * 1.25], row=1, col=col)
+    fig.update_xaxes(tickangle=-30)
+    caption = (
+        "The best plan the search finds on each instance type, side by side, with the nodes it "
+        "uses under each bar. Left: tokens per second for the whole cluster. Middle: dollars per "
+        "billion training tokens at the catalog price. Right: days to train the token budget. Bars "
+        "are coloured by GPU, so a Blackwell vs Hopper vs Ampere difference reads at a glance; "
+        "'no plan' means the model does not fit within the node limit.")
+    if not result.get("tokens"):
+        caption += " No token budget was given, so days are empty."
+    return [Plot("compare", "Instance types side by side", _style(fig, 480), caption)]

@@ -1,0 +1,151 @@
+"""The rows of `trainplan compare --json` and the points of `trainplan validate --json`, as flat
+views for tables and plots. No plotly here: the terminal summaries use these too.
+
+compare output is read as
+
+    {"model": name, "tokens": N,
+     "instances": [{"instance", "gpu"?, "nodes", "tokens_per_s", "usd_per_billion_tokens",
+                    "days_to_budget", "max_micro_batch"?, "max_seq_len"?,
+                    "reason"? (why no plan)}, ...]}
+
+(`rows`/`results` may stand for `instances`; a row may instead carry an `estimate` dict, then
+tokens_per_s, usd_per_million_tokens and hours_to_tokens come from it).
+
+validate output (issue 4) is read as
+
+    {"records": [{"id", "predicted": {"peak_mem_gib", "step_time_s", "tokens_per_s_per_gpu",
+                  "mfu"}, "measured"?: {same keys}, "gpu"?, "source_key"?, "error": {...},
+                  "skipped_reason": str | null}], "summary": {...}}
+
+The validate error drawn is always predicted / measured - 1, recomputed from the two values.
+Where a record has no `measured`, it is taken from `dataset` (the trainplan-validation/1 file) by
+id; where neither has it, from `error` read as that same ratio.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def _num(x):
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def quantile(vals, q: float) -> float:
+    """Quantile by linear interpolation between order statistics (numpy's default)."""
+    s = sorted(vals)
+    pos = (len(s) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    instance: str
+    gpu: str
+    nodes: int | None
+    tokens_per_s: float | None
+    usd_per_billion_tokens: float | None
+    days: float | None
+    note: str
+
+
+def _gpu_of(instance: str) -> str:
+    from trainplan.errors import TrainplanError
+    from trainplan.hardware import find_node
+
+    try:
+        return find_node(instance).gpu.name
+    except TrainplanError:
+        return "?"
+
+
+def compare_rows(result: dict) -> list[CompareRow]:
+    from trainplan.errors import TrainplanError
+
+    raw = None
+    if isinstance(result, dict):
+        raw = next((result[k] for k in ("instances", "rows", "results") if isinstance(result.get(k), list)), None)
+    if raw is None:
+        raise TrainplanError("compare report: expected `trainplan compare --json` output with an "
+                             "'instances' list")
+    out = []
+    for r in raw:
+        est = r.get("estimate") or {}
+        tps = _num(r.get("tokens_per_s", est.get("tokens_per_s")))
+        usd_b = _num(r.get("usd_per_billion_tokens"))
+        if usd_b is None and _num(r.get("usd_per_million_tokens", est.get("usd_per_million_tokens"))) is not None:
+            usd_b = 1000 * _num(r.get("usd_per_million_tokens", est.get("usd_per_million_tokens")))
+        days = _num(r.get("days_to_budget", r.get("days")))
+        hours = _num(r.get("hours_to_tokens", est.get("hours_to_tokens")))
+        if days is None and hours is not None:
+            days = hours / 24
+        inst = str(r.get("instance", "?"))
+        out.append(CompareRow(
+            instance=inst, gpu=str(r.get("gpu") or _gpu_of(inst)),
+            nodes=r.get("nodes") if isinstance(r.get("nodes"), int) else None,
+            tokens_per_s=tps, usd_per_billion_tokens=usd_b, days=days,
+            note=str(r.get("reason") or r.get("skipped_reason") or r.get("error") or "")))
+    return out
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    unit: str
+    log: bool
+
+
+METRICS = (
+    Metric("tokens_per_s_per_gpu", "tokens/s per GPU", "tokens/s", True),
+    Metric("step_time_s", "step time", "s", True),
+    Metric("peak_mem_gib", "peak memory per GPU", "GiB", False),
+    Metric("mfu", "MFU", "fraction of dense peak", False),
+)
+
+
+@dataclass(frozen=True)
+class Point:
+    record: str
+    metric: str
+    predicted: float
+    measured: float
+    gpu: str
+    source: str
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1
+
+
+def validate_points(result: dict, dataset: dict | None = None) -> tuple[list[Point], list[list[str]]]:
+    """The drawable (record, metric) pairs, and [id, reason] for records that were not predicted."""
+    from trainplan.errors import TrainplanError
+
+    if not isinstance(result, dict) or not isinstance(result.get("records"), list):
+        raise TrainplanError("validate report: expected `trainplan validate --json` output with a "
+                             "'records' list")
+    by_id = {r.get("id"): r for r in (dataset or {}).get("records", []) if isinstance(r, dict)}
+    pts: list[Point] = []
+    skipped: list[list[str]] = []
+    for rec in result["records"]:
+        rid = str(rec.get("id", "?"))
+        if rec.get("skipped_reason") or not isinstance(rec.get("predicted"), dict):
+            skipped.append([rid, str(rec.get("skipped_reason") or "no prediction")])
+            continue
+        ds = by_id.get(rec.get("id"), {})
+        gpu = str(rec.get("gpu") or (rec.get("hardware") or {}).get("gpu")
+                  or (ds.get("hardware") or {}).get("gpu") or "?")
+        source = str(rec.get("source_key") or ds.get("source_key") or "")
+        measured = rec.get("measured") if isinstance(rec.get("measured"), dict) else ds.get("measured") or {}
+        errors = rec.get("error") if isinstance(rec.get("error"), dict) else {}
+        for m in METRICS:
+            pred = _num(rec["predicted"].get(m.key))
+            meas = _num(measured.get(m.key))
+            if meas is None and pred is not None and _num(errors.get(m.key)) is not None:
+                meas = pred / (1 + errors[m.key]) if errors[m.key] != -1 else None
+            if pred is not None and meas is not None and pred > 0 and meas > 0:
+                pts.append(Point(rid, m.key, pred, meas, gpu, source))
+    return pts, skipped

@@ -1,0 +1,87 @@
+"""Each HTML report opened in headless Chromium: plots drawn, no console errors, no network.
+
+Chromium comes from Debian's `chromium` package; CI installs it with
+tests/report/ensure_chromium.sh before the tests. Without it these tests skip and say so.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import report_samples as S
+from browser import find_chromium, ink, png_size, render, screenshot
+from trainplan.report import write_compare_report, write_plan_report, write_validate_report
+
+CHROMIUM = find_chromium()
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="chromium is not installed; run tests/report/ensure_chromium.sh (CI does)")
+
+REPORTS = {
+    "plan": (write_plan_report, S.plan_result, 4),  # memory, Pareto, step time, comm ledger
+    "compare": (write_compare_report, S.compare_result, 1),
+    "validate": (write_validate_report, S.validate_result, 1),
+}
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reports")
+    done = {}
+    for kind, (write, sample, _) in REPORTS.items():
+        path = out / f"{kind}.html"
+        write(path, sample())
+        done[kind] = (path, render(CHROMIUM, path))
+    return done
+
+
+@pytest.mark.parametrize("kind", list(REPORTS))
+def test_every_plot_draws_with_no_console_message(pages, kind):
+    _, page = pages[kind]
+    assert page.console == []
+    expected = REPORTS[kind][2]
+    assert page.attr("data-plots-expected") == str(expected)
+    assert page.attr("data-plots-rendered") == str(expected)
+    assert '<div id="report-errors"></div>' in page.dom
+    # plotly drew SVG with traces into every plot div
+    assert len(re.findall(r'<div id="plot-[a-z_]+"', page.dom)) == expected
+    assert page.dom.count('class="main-svg"') >= expected
+    assert len(re.findall(r'class="[^"]*\btrace\b', page.dom)) >= expected
+
+
+@pytest.mark.parametrize("kind", list(REPORTS))
+def test_screenshot_shows_the_plots(pages, kind, tmp_path):
+    path, page = pages[kind]
+    height = int(page.attr("data-page-height") or 2000)
+    png = tmp_path / f"{kind}.png"
+    screenshot(CHROMIUM, path, png, height)
+    assert png_size(png) == (1280, height)
+    pytest.importorskip("PIL", reason="pillow (torch extra) reads the screenshot pixels")
+    inked, colours = ink(png)
+    assert inked > 0.03, f"{kind}: the screenshot is nearly blank ({inked:.1%} ink)"
+    assert colours > 30, f"{kind}: only {colours} colours; plots did not draw"
+
+
+def test_a_script_error_is_caught(tmp_path):
+    """The checks above can fail: a page with a broken script shows it in the console and the box."""
+    path = tmp_path / "broken.html"
+    write_compare_report(path, S.compare_result())
+    path.write_text(path.read_text().replace("</body>", "<script>notDefined()</script></body>"))
+    page = render(CHROMIUM, path)
+    assert any("notDefined" in m for m in page.console)
+    assert "Error: Uncaught ReferenceError: notDefined is not defined" in page.dom
+
+
+def test_a_page_without_plotly_reports_no_plots_drawn(tmp_path):
+    path = tmp_path / "noplotly.html"
+    write_compare_report(path, S.compare_result())
+    text = path.read_text()
+    start = text.index('<script type="text/javascript">')
+    end = text.index("</script>", start)
+    path.write_text(text[:start] + text[end + len("</script>"):])
+    page = render(CHROMIUM, path)
+    assert page.attr("data-plots-expected") == "1"
+    assert page.attr("data-plots-rendered") == "0"
+    assert any("Plotly is not defined" in m for m in page.console)

@@ -303,3 +303,17 @@ def feasible(pool: list[Candidate], q: Query) -> tuple[list[Candidate], int]:
         raise TrainplanError("--budget needs --tokens: the budget is for training that many tokens")
     within = [c for c in pool if c.usd_for(q.tokens) is not None and c.usd_for(q.tokens) <= q.budget_usd]
     return within, len(pool) - len(within)
+
+
+def longest_seq(ev: Counting, job: Job, layout: Layout) -> int:
+    """Longest multiple of SEQ_GRANULE (and of 2*cp) that fits `layout` at micro-batch 1; 0 if none."""
+    from dataclasses import replace
+
+    gran = max(SEQ_GRANULE, 2 * layout.cp)
+    lay = replace(layout, micro_batch=1, grad_accum=1)
+    gb = lay.dp
+
+    def ok(s: int) -> bool:
+        return ev.fits(Job(job.model, job.cluster, Workload(s, gb, job.workload.tokens)), lay)
+
+    return largest(list(range(gran, MAX_SEQ_LEN + 1, gran)), ok) or 0

@@ -93,13 +93,14 @@ class Query:
     allow_risk: bool = False
     top: int = 5  # runners-up to report
     hf_config: dict | None = None
+    fewest_nodes: bool = False  # with max_nodes: stop at the first node count that fits
 
     def node_range(self) -> tuple[int, int, bool]:
         """(first, last, stop_at_first_fit)."""
         if self.nodes is not None:
             return self.nodes, self.nodes, False
         if self.max_nodes is not None:
-            return 1, self.max_nodes, False
+            return 1, self.max_nodes, self.fewest_nodes
         return 1, DEFAULT_MAX_NODES, True
 
 

@@ -1,0 +1,105 @@
+"""`trainplan compare --model M --instances a,b,c [--tokens N]`: what each instance type gives.
+
+Per instance type: the fewest nodes that fit, the throughput plan on those nodes (largest
+micro-batch, tokens/s), the longest sequence that plan's layout holds at micro-batch 1, dollars
+per billion tokens and days to the token budget. This is how a team sees what Blackwell changes
+against Hopper and Ampere.
+"""
+
+from __future__ import annotations
+
+NAME = "compare"
+HELP = "compare instance types for one model: nodes needed, batch, sequence, tokens/s, cost"
+
+DEFAULT_INSTANCES = "ml.p6-b200.48xlarge,ml.p5en.48xlarge,ml.p5.48xlarge,ml.p4de.24xlarge"
+
+
+def add_arguments(p) -> None:
+    from trainplan.commands._common import positive_int, tokens
+
+    p.add_argument("--model", default="llama-3.1-70b", help="catalog name or HF config.json path")
+    p.add_argument("--instances", default=DEFAULT_INSTANCES, help="comma list of instance types")
+    p.add_argument("--tokens", type=tokens, default=0, help="token budget, e.g. 15T, 300B")
+    p.add_argument("--seq-len", type=positive_int, default=8192)
+    p.add_argument("--global-batch", default=None, help="sequences per step: N or LO:HI")
+    p.add_argument("--max-nodes", type=positive_int, default=64,
+                   help="give up on an instance type past this many nodes")
+    p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def compare_one(model, node, args, ev) -> dict:
+    from trainplan.errors import TrainplanError
+    from trainplan.search import Counting, Query, parse_batch, search
+    from trainplan.search.engine import longest_seq
+
+    q = Query(model, (node,), max_nodes=args.max_nodes, fewest_nodes=True, seq_len=args.seq_len,
+              batch=parse_batch(args.global_batch), tokens=args.tokens, priority="throughput")
+    row = {"instance": node.name, "gpu": node.gpu.name, "gpus_per_node": node.gpus_per_node}
+    try:
+        r = search(q, ev)
+    except TrainplanError as e:
+        return {**row, "fits": False, "why": str(e)}
+    c = r.chosen
+    counting = ev if isinstance(ev, Counting) else Counting(ev)
+    d = c.to_dict(args.tokens)
+    return {
+        **row,
+        "fits": True,
+        "nodes": c.nodes,
+        "layout": d["layout_short"],
+        "micro_batch": c.layout.micro_batch,
+        # the chosen mesh with full checkpointing: how far the sequence can grow on these nodes
+        "longest_seq_len": longest_seq(counting, c.job, c.layout.with_(ac="full", ac_layers=0)),
+        "tokens_per_s": c.tokens_per_s,
+        "tokens_per_s_per_gpu": c.tokens_per_s_per_gpu,
+        "mfu": c.metrics.mfu,
+        "usd_per_hour": c.usd_per_hour,
+        "usd_per_billion_tokens": d["usd_per_billion_tokens"],
+        "days_to_tokens": d.get("days_to_tokens"),
+        "usd_to_tokens": d.get("usd_to_tokens"),
+    }
+
+
+def run(args) -> int:
+    from trainplan.commands._common import print_json
+    from trainplan.commands.plan import evaluator
+    from trainplan.hardware import find_node
+    from trainplan.models import resolve
+
+    model = resolve(args.model)
+    nodes = [find_node(n) for n in args.instances.split(",") if n.strip()]
+    ev = evaluator(args.profile)
+    rows = [compare_one(model, n, args, ev) for n in nodes]
+    if args.json:
+        print_json({"model": model.name, "seq_len": args.seq_len, "tokens": args.tokens, "instances": rows})
+        return 0
+    print(render(model.name, args, rows))
+    return 0
+
+
+def _n(x) -> str:
+    if x is None:
+        return "-"
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return f"{x:.3g}"
+
+
+def render(model: str, args, rows: list[dict]) -> str:
+    lines = [f"{model}, sequence {args.seq_len}" + (f", {_n(args.tokens)} tokens" if args.tokens else "")]
+    lines.append(f"{'instance':<22}{'nodes':>5}{'mb':>4}{'max seq':>9}{'tok/s':>8}{'tok/s/GPU':>10}"
+                 f"{'$/B tok':>9}{'days':>8}")
+    for r in rows:
+        name = r["instance"].removeprefix("ml.")[:21]
+        if not r["fits"]:
+            lines.append(f"{name:<22}  does not fit up to {args.max_nodes} nodes")
+            continue
+        usd = "-" if r["usd_per_billion_tokens"] is None else f"{r['usd_per_billion_tokens']:,.0f}"
+        days = "-" if r["days_to_tokens"] is None else f"{r['days_to_tokens']:,.1f}"
+        lines.append(f"{name:<22}{r['nodes']:>5}{r['micro_batch']:>4}{_n(r['longest_seq_len']):>9}"
+                     f"{_n(r['tokens_per_s']):>8}{_n(r['tokens_per_s_per_gpu']):>10}{usd:>9}{days:>8}")
+    lines.append("nodes: the fewest that fit; tokens/s of the fastest plan on them; max seq: its")
+    lines.append("mesh with full checkpointing at micro-batch 1. Prices: `trainplan hardware`.")
+    return "\n".join(lines)

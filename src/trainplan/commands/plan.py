@@ -1,0 +1,238 @@
+"""`trainplan plan`: the main job. Search the layouts of a model on a cluster, rank them by a
+priority, print the chosen plan with its reasons, runners-up and Pareto set, save plan.json.
+
+With no arguments it plans Llama 3.1 70B on one ml.p6-b200.48xlarge (issue 2, item 5).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+NAME = "plan"
+HELP = "search the parallel layouts of a model on a cluster and choose one by priority"
+
+DEFAULT_MODEL = "llama-3.1-70b"
+DEFAULT_INSTANCE = "ml.p6-b200.48xlarge"
+DEFAULT_SEQ_LEN = 8192  # Llama 3.1 pre-training sequence length (arXiv:2407.21783, 3.4.1)
+WIDTH = 80
+
+
+def add_arguments(p) -> None:
+    from trainplan.commands._common import positive_int, tokens
+    from trainplan.search.objectives import OBJECTIVES
+
+    p.add_argument("--model", default=DEFAULT_MODEL, help="catalog name or HF config.json path")
+    p.add_argument("--instance", default=None,
+                   help=f"instance type, or a comma list (default {DEFAULT_INSTANCE}; "
+                        "cost and time: every priced SageMaker instance)")
+    p.add_argument("--nodes", type=positive_int, default=None, help="a fixed number of nodes")
+    p.add_argument("--max-nodes", type=positive_int, default=None,
+                   help="search 1..N nodes (default: the fewest nodes that fit)")
+    p.add_argument("--seq-len", default=str(DEFAULT_SEQ_LEN),
+                   help="tokens per sequence, or 'max' for the longest that fits")
+    p.add_argument("--global-batch", default=None,
+                   help="sequences per step: N or a range LO:HI (default: about 4Mi tokens)")
+    p.add_argument("--precision", default=None, help="fix the precision recipe (default: searched)")
+    p.add_argument("--priority", default="throughput", choices=sorted(OBJECTIVES),
+                   help="what to optimise")
+    p.add_argument("--tolerance", type=float, default=0.05,
+                   help="communication: plans within this fraction of the best tokens/s per GPU")
+    p.add_argument("--tokens", type=tokens, default=0, help="tokens to train, e.g. 15T, 300B")
+    p.add_argument("--budget", type=float, default=None, help="USD cap for training --tokens")
+    p.add_argument("--price", type=float, default=None, help="USD per node-hour (overrides the catalog)")
+    p.add_argument("--allow-risk", action="store_true",
+                   help="admit plans whose memory band crosses the GPU's capacity")
+    p.add_argument("--top", type=positive_int, default=5, help="runners-up to show")
+    p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")
+    p.add_argument("--out", default=None, help="write the chosen plan to this plan.json")
+    p.add_argument("--verify", action="store_true",
+                   help="trace the chosen plan with the real model code (needs the torch extra)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+# ---- flags -> Query ------------------------------------------------------------------------------
+
+def instances(text: str | None, priority: str, price: float | None) -> tuple:
+    from trainplan.hardware import find_node, nodes, with_price
+    from trainplan.search.objectives import objective
+
+    if text:
+        found = [find_node(n) for n in text.split(",") if n.strip()]
+    elif objective(priority).chooses_count:
+        found = [n for n in nodes().values() if n.sagemaker and n.price_per_hour is not None]
+    else:
+        found = [find_node(DEFAULT_INSTANCE)]
+    if price is not None:
+        found = [with_price(n, price) for n in found]
+    return tuple(found)
+
+
+def seq_len(text: str) -> int | None:
+    from trainplan.errors import TrainplanError
+
+    if text.strip().lower() == "max":
+        return None
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v <= 0:
+        raise TrainplanError(f"--seq-len must be a positive integer or 'max', got {text!r}")
+    return v
+
+
+def query(args):
+    from trainplan.errors import TrainplanError
+    from trainplan.models import hf_config, resolve
+    from trainplan.precision import check_supported, recipe
+    from trainplan.search import Query, parse_batch
+
+    model = resolve(args.model)
+    nodes = instances(args.instance, args.priority, args.price)
+    if args.precision:
+        for n in nodes:
+            check_supported(recipe(args.precision), n.gpu)
+    if not 0 <= args.tolerance < 1:
+        raise TrainplanError(f"--tolerance must be a fraction in [0, 1), got {args.tolerance}")
+    if args.budget is not None and args.budget <= 0:
+        raise TrainplanError(f"--budget must be a positive number of dollars, got {args.budget}")
+    if args.nodes and args.max_nodes:
+        raise TrainplanError("give --nodes (a fixed count) or --max-nodes (a range), not both")
+    if args.priority == "context" and args.seq_len == str(DEFAULT_SEQ_LEN):
+        args.seq_len = "max"  # the context priority searches the sequence unless one is fixed
+    return Query(
+        model=model, instances=nodes, nodes=args.nodes, max_nodes=args.max_nodes,
+        seq_len=seq_len(args.seq_len), batch=parse_batch(args.global_batch), tokens=args.tokens,
+        precision=recipe(args.precision).name if args.precision else None, priority=args.priority,
+        tolerance=args.tolerance, budget_usd=args.budget, allow_risk=args.allow_risk, top=args.top,
+        hf_config=hf_config(args.model),
+    )
+
+
+def evaluator(profile_path: str | None):
+    """The cost model; tests replace this function to run the command on a fake."""
+    from trainplan.search import model_evaluator
+
+    profile = None
+    if profile_path:
+        from trainplan.calibration.profile import load_profile
+
+        profile = load_profile(profile_path)
+    return model_evaluator(profile)
+
+
+def progress_bar():
+    """(callback, close) drawing a bar on stderr when the search runs past a second."""
+    try:
+        from trainplan.report.progress import Progress
+    except ImportError:  # pragma: no cover - the report module is optional here
+        return None, lambda: None
+    bar = Progress(total=None, label="search", unit="count")
+
+    def update(done: int, total: int, note: str) -> None:
+        bar.total = total
+        bar.update(1, note=note)
+
+    return update, bar.close
+
+
+# ---- the command ---------------------------------------------------------------------------------
+
+def run(args) -> int:
+    from trainplan.commands._common import print_json, write_atomic
+    from trainplan.search import search
+
+    q = query(args)
+    ev = evaluator(args.profile)
+    update, close = progress_bar()
+    try:
+        result = search(q, ev, update)
+    finally:
+        close()
+    plan = to_plan(result, ev)
+    verified = verify(result) if args.verify else None
+    if args.out:
+        write_atomic(args.out, plan.to_json())
+    if args.json:
+        d = result.to_dict()
+        d["plan"] = plan.to_dict()
+        if verified is not None:
+            d["verify"] = verified
+        print_json(d)
+    else:
+        print(render(result))
+        if verified is not None:
+            print("verify: " + textwrap.shorten(str(verified), WIDTH - 9))
+        if args.out:
+            print(f"plan written to {args.out}")
+    return 0
+
+
+def to_plan(result, ev):
+    from trainplan.plan import Plan
+
+    c = result.chosen
+    return Plan(job=c.job, layout=c.layout, estimate=ev.detail(c.job, c.layout),
+                reasons=result.reasons, hf_config=result.query.hf_config)
+
+
+def verify(result) -> dict:
+    from trainplan.errors import TrainplanError
+
+    try:
+        from trainplan.trace import verify as trace_verify
+    except ImportError:
+        raise TrainplanError("--verify needs torch: pip install 'trainplan[torch]'") from None
+    try:
+        return trace_verify(result.chosen.job, result.chosen.layout)
+    except ImportError as e:
+        raise TrainplanError(f"--verify needs the torch extra ({e.name} is missing): "
+                             "pip install 'trainplan[torch]'") from None
+
+
+# ---- terminal output (80 columns) ----------------------------------------------------------------
+
+def _n(x: float) -> str:
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return f"{x:.3g}"
+
+
+def _row(c, i: int | str) -> str:
+    lay = textwrap.shorten(c.layout.short(), 43, placeholder="…")
+    return (f"{str(i):>2} {c.nodes:>5} {lay:<43} {_n(c.tokens_per_s):>7} "
+            f"{c.metrics.memory_bytes / 2**30:>6.1f} {_n(c.metrics.inter_node_bytes_per_token):>6}B")[:WIDTH]
+
+
+def render(r) -> str:
+    q, c, m = r.query, r.chosen, r.chosen.metrics
+    gib = 2**30
+    lines = [
+        f"{q.model.name} on {c.nodes} x {c.instance} ({c.gpus}x {c.job.cluster.gpu.name}), "
+        f"priority {q.priority}",
+        f"chosen: {c.layout.short()}",
+        f"  seq {c.seq_len}, global batch {c.global_batch}; tokens/s {_n(m.tokens_per_s)} "
+        f"({_n(c.tokens_per_s_per_gpu)}/GPU), MFU {m.mfu:.0%}, step {m.step_time_s:.2f} s",
+        f"  memory {m.memory_bytes / gib:.1f} of {m.capacity_bytes / gib:.1f} GiB "
+        f"(band to {m.memory_high_bytes / gib:.1f}); network {_n(m.inter_node_bytes_per_token)}B/token",
+    ]
+    if c.usd_per_hour is not None:
+        cost = f"  ${c.usd_per_hour:,.0f}/h, ${c.usd_per_token * 1e9:,.0f} per billion tokens"
+        if q.tokens:
+            cost += f", {c.seconds_for(q.tokens) / 86400:,.1f} days and ${c.usd_for(q.tokens):,.0f} to {_n(q.tokens)} tokens"
+        lines.append(cost)
+    lines.append(f"  binding: {r.binding}")
+    lines.append("why:")
+    for reason in r.reasons:
+        lines += textwrap.wrap(reason, WIDTH - 1, initial_indent="  - ", subsequent_indent="    ")
+    head = f"{'#':>2} {'nodes':>5} {'layout':<43} {'tok/s':>7} {'GiB':>6} {'net/tok':>7}"
+    if r.runners_up:
+        lines += ["runners-up:", head] + [_row(x, i + 2) for i, x in enumerate(r.runners_up)]
+    lines += ["Pareto set (tokens/s, memory headroom, network bytes per token):", head]
+    lines += [_row(x, "*" if x is c else "") for x in r.pareto]
+    s = r.stats
+    lines.append(f"searched {s.counts} node counts, {s.meshes} meshes, {s.fits_calls} memory checks, "
+                 f"{s.evaluate_calls} estimates in {s.seconds:.2f} s")
+    return "\n".join(line[:WIDTH] if len(line) > WIDTH else line for line in lines)
+

@@ -78,6 +78,24 @@ def _nproc(args) -> int:
     return n
 
 
+def _forward_sigterm(torchrun_pid: int) -> None:
+    """SIGTERM to `trainplan train` (a spot interruption, a scheduler's stop) goes to the ranks
+    themselves: each saves a checkpoint at the end of its step and exits 0, so torchrun sees a
+    clean finish. (Signalled itself, torchrun would also stop the ranks, then exit with an error
+    and a traceback.) Falls back to signalling torchrun where /proc is missing."""
+    import os
+
+    try:
+        children = Path(f"/proc/{torchrun_pid}/task/{torchrun_pid}/children").read_text().split()
+    except OSError:
+        children = []
+    for pid in children or [str(torchrun_pid)]:
+        try:
+            os.kill(int(pid), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
 def run(args) -> int:
     nproc = _nproc(args)
     out = Path(args.out or f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -87,17 +105,17 @@ def run(args) -> int:
         return 0
     (out / "summary.json").unlink(missing_ok=True)
     proc = subprocess.Popen(argv)
-    # SIGTERM to `trainplan train` (a spot interruption, a scheduler's stop) reaches the ranks
-    # through torchrun, which forwards it; the ranks then checkpoint and exit.
-    previous = signal.signal(signal.SIGTERM, lambda s, f: proc.send_signal(signal.SIGTERM))
+    previous = signal.signal(signal.SIGTERM, lambda s, f: _forward_sigterm(proc.pid))
     try:
         code = proc.wait()
     finally:
         signal.signal(signal.SIGTERM, previous)
     summary_file = out / "summary.json"
-    if code != 0 or not summary_file.is_file():
+    summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
+    # torchrun exits non-zero when it was signalled itself, even though the ranks checkpointed and
+    # exited cleanly; their summary says so.
+    if summary is None or (code != 0 and summary.get("stopped_by") != "SIGTERM"):
         raise TrainplanError(f"training exited with code {code}; the ranks' messages are above")
-    summary = json.loads(summary_file.read_text())
     if args.json:
         print_json(summary)
     else:
@@ -107,6 +125,8 @@ def run(args) -> int:
               f"loss {summary['first_loss']:.4f} -> {summary['last_loss']:.4f} in {summary['steps']} steps, "
               f"{summary['tokens_per_s']:,.0f} tokens/s{mfu}{mem}")
         print(f"measurements: {summary['measurements']}")
+        if summary.get("stopped_by"):
+            print(f"stopped by {summary['stopped_by']} after step {summary['steps']}")
         if summary.get("checkpoint"):
             print(f"checkpoint: {summary['checkpoint']}")
     return 0

@@ -8,6 +8,7 @@ from trainplan.layout import Layout
 from trainplan.models.spec import ModelSpec
 from trainplan.plan import Plan, TrainSettings
 from trainplan.runtime.data import BYTE_TOKENIZER_VOCAB
+from trainplan.runtime.fit import node_for_world
 
 DEMO_MODEL = ModelSpec(
     name="demo-llama-tiny", model_type="llama", num_layers=4, hidden_size=128, num_heads=4,
@@ -19,12 +20,12 @@ DEMO_MODEL = ModelSpec(
 def demo_plan(world: int, steps: int = 30, seq_len: int = 128, micro_batch: int = 4, model: ModelSpec = DEMO_MODEL,
               **layout) -> Plan:
     """FSDP over `world` processes (dp_shard = world), bf16 mixed precision, no checkpointing.
-    The cluster is nominal (the planner needs one; the demo runs wherever it is started), so the
-    plan is built directly rather than checked against the cluster's GPU count."""
+    The cluster is nominal: `world` GPUs of an H200 node (the planner needs one; the demo runs
+    wherever it is started)."""
     L = Layout(micro_batch=micro_batch, dp_shard=world, **layout)
     L = L.with_(dp_shard=world // (L.dp_replicate * L.tp))
     return Plan(
-        job=Job(model, Cluster(find_node("ml.p5e.48xlarge"), 1),
+        job=Job(model, Cluster(node_for_world(find_node("ml.p5e.48xlarge"), world), 1),
                 Workload(seq_len=seq_len, global_batch=L.micro_batch * L.grad_accum * L.dp)),
         layout=L,
         train=TrainSettings(steps=steps, lr=3e-3, warmup_steps=3, weight_decay=0.1, checkpoint_every=0),

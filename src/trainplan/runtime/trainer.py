@@ -6,7 +6,7 @@ import json
 import os
 import signal
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -16,6 +16,7 @@ from trainplan.errors import TrainplanError
 from trainplan.runtime import checkpoint, distributed, metrics, parallel
 from trainplan.runtime.build import build_model
 from trainplan.runtime.data import make_batches
+from trainplan.runtime.fit import fit_to_world
 from trainplan.runtime.optim import make_optimizer
 
 
@@ -32,20 +33,6 @@ class RunOptions:
     progress: bool = True
     stop_at_step: int | None = None  # save and stop after this step (tests; a planned interruption)
     model_dir: str | None = None  # write the final model here (SageMaker: SM_MODEL_DIR)
-
-
-def fit_to_world(plan, world: int):
-    """Rescale dp_shard (and with it the global batch) so the layout uses `world` processes:
-    a plan for 8 GPUs runs on 1 GPU or 2 CPU processes with the same per-GPU work."""
-    L = plan.layout
-    other = L.dp_replicate * L.tp * L.pp * L.cp
-    if world % other:
-        raise TrainplanError(f"--fit-world: {world} processes is not a multiple of dp_replicate*tp*pp*cp = {other}")
-    layout = L.with_(dp_shard=world // other)
-    if layout.sharding == "none" and layout.dp_shard > 1:
-        layout = layout.with_(sharding="fsdp")
-    w = replace(plan.job.workload, global_batch=layout.micro_batch * layout.grad_accum * layout.dp)
-    return replace(plan, layout=layout, job=replace(plan.job, workload=w))
 
 
 def peak_flops_for(device: torch.device, plan) -> tuple[float | None, str]:

@@ -1,0 +1,77 @@
+"""`trainplan compare-run RUN_DIR`: the plan's prediction next to what the run measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainplan.commands._common import print_json
+from trainplan.errors import TrainplanError
+
+NAME = "compare-run"
+HELP = "Predicted vs measured (peak memory, step time, tokens/s per GPU, MFU) for a `trainplan train` run."
+
+# (field, label, format): the Measurement fields that the estimate predicts, in the same units.
+FIELDS = (
+    ("peak_mem_gib", "peak memory (GiB)", "{:.2f}"),
+    ("step_time_s", "step time (s)", "{:.4f}"),
+    ("tokens_per_s_per_gpu", "tokens/s per GPU", "{:,.0f}"),
+    ("mfu", "MFU", "{:.1%}"),
+)
+
+
+def add_arguments(p) -> None:
+    p.add_argument("run", help="run directory written by `trainplan train` (summary.json, plan.json)")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+
+
+def predict(plan) -> dict | None:
+    """The estimate of the plan as the run executed it; None when the planner cannot estimate it."""
+    try:
+        from trainplan.estimate import estimate
+    except ImportError:
+        return plan.estimate
+    try:
+        return estimate(plan.job, plan.layout).to_dict()
+    except Exception as e:  # the planner's own failure should not hide the measurements
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def compare(run_dir: str | Path) -> dict:
+    from trainplan.parsing import read_json
+    from trainplan.runtime.fit import plan_from_run
+
+    run = Path(run_dir)
+    summary = read_json(run / "summary.json", "run summary")
+    plan = plan_from_run(read_json(run / "plan.json", "run plan"), summary["world_size"])
+    predicted = predict(plan) or {}
+    rows = []
+    for key, label, _ in FIELDS:
+        p, m = predicted.get(key), summary.get(key)
+        ratio = (m / p) if isinstance(p, (int, float)) and isinstance(m, (int, float)) and p else None
+        rows.append({"field": key, "label": label, "predicted": p, "measured": m, "measured_over_predicted": ratio})
+    return {"run": str(run), "model": summary.get("model"), "layout": summary.get("layout"),
+            "device": summary.get("device"), "gpu": plan.job.cluster.gpu.name,
+            "steps": summary.get("steps"), "rows": rows,
+            "prediction_error": predicted.get("error")}
+
+
+def run(args) -> int:
+    if not Path(args.run).is_dir():
+        raise TrainplanError(f"run directory {args.run!r} does not exist; give the --out of `trainplan train`")
+    result = compare(args.run)
+    if args.json:
+        print_json(result)
+        return 0
+    print(f"{result['model']} [{result['layout']}] on {result['device']} (predicted for {result['gpu']}), "
+          f"{result['steps']} steps")
+    print(f"{'':22} {'predicted':>14} {'measured':>14} {'measured/pred':>14}")
+    for (key, label, fmt), row in zip(FIELDS, result["rows"]):
+        cell = [fmt.format(v) if isinstance(v, (int, float)) else "-" for v in (row["predicted"], row["measured"])]
+        r = row["measured_over_predicted"]
+        print(f"{label:22} {cell[0]:>14} {cell[1]:>14} {(f'{r:.2f}' if r is not None else '-'):>14}")
+    if result["prediction_error"]:
+        print(f"(no prediction: {result['prediction_error']})")
+    if result["device"] == "cpu":
+        print("(a CPU run: the prediction is for the plan's GPU; memory and MFU are not measured on CPU)")
+    return 0
+

@@ -1,40 +1,13 @@
-"""Plans for the launch tests, built in Python and written with Plan.to_json()."""
+"""Fixtures for the launch tests; the plans themselves are in launch_fixtures.py."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from trainplan.hardware import Cluster, find_node
-from trainplan.job import Job, Workload
-from trainplan.layout import Layout
-from trainplan.models.spec import ModelSpec
+from launch_fixtures import make_plan
 from trainplan.plan import Plan
-
-GOLDEN = Path(__file__).parent / "golden"
-
-# Llama-3.1-8B's architecture (https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json),
-# written out by hand so the tests depend on nothing but the spec type.
-LLAMA_8B = ModelSpec(
-    name="llama-3.1-8b", model_type="llama", num_layers=32, hidden_size=4096, num_heads=32,
-    num_kv_heads=8, head_dim=128, ffn_size=14336, vocab_size=128256, max_position_embeddings=131072,
-    source="https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json",
-)
-
-TINY = ModelSpec(
-    name="tiny", model_type="llama", num_layers=2, hidden_size=64, num_heads=4, num_kv_heads=2,
-    head_dim=16, ffn_size=128, vocab_size=256, max_position_embeddings=128,
-)
-
-
-def make_plan(instance: str = "ml.p6-b200.48xlarge", nodes: int = 4, model: ModelSpec = LLAMA_8B,
-              seq_len: int = 8192) -> Plan:
-    gpus = find_node(instance).gpus_per_node * nodes
-    cluster = Cluster(find_node(instance), nodes)
-    layout = Layout(precision="bf16", ac="selective", micro_batch=1, grad_accum=1, dp_shard=gpus)
-    return Plan(Job(model, cluster, Workload(seq_len=seq_len, global_batch=gpus)), layout)
 
 
 @pytest.fixture
@@ -48,13 +21,3 @@ def plan_file(tmp_path, plan4) -> Path:
     p = tmp_path / "plan.json"
     p.write_text(plan4.to_json())
     return p
-
-
-def check_golden(name: str, text: str) -> None:
-    """Compare with tests/launch/golden/<name>; rewrite it only with TRAINPLAN_UPDATE_GOLDEN=1."""
-    path = GOLDEN / name
-    if os.environ.get("TRAINPLAN_UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-        return
-    assert path.exists(), f"no golden file {path}; create it with TRAINPLAN_UPDATE_GOLDEN=1"
-    assert text == path.read_text(), f"{name} differs from its golden file (TRAINPLAN_UPDATE_GOLDEN=1 to accept)"

@@ -60,6 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rdzv-id", default="", help="rendezvous id shared by all nodes (default: the job name)")
     g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="auto: GPUs when nvidia-smi sees some, else CPU with gloo")
+    g.add_argument("--fit-world", action="store_true",
+                   help="the trainer rescales the plan's data-parallel degree to the processes started")
     g = p.add_argument_group("sagemaker")
     g.add_argument("--role", default=os.environ.get("SAGEMAKER_ROLE", ""),
                    help="execution role ARN (default: $SAGEMAKER_ROLE)")
@@ -109,7 +111,7 @@ def options_from_args(args):
         plan_path=plan_path, job_name=args.job_name, steps=args.steps, out_dir=args.out,
         checkpoint_dir=args.checkpoint_dir, nnodes=args.nnodes, node_rank=args.node_rank,
         nproc_per_node=args.nproc_per_node, rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
-        device=_device(args.device) if args.target == "local" else "cuda",
+        device=_device(args.device) if args.target == "local" else "cuda", fit_world=args.fit_world,
         role=args.role, region=args.region, bucket=args.bucket, checkpoint_s3=args.checkpoint_s3,
         output_s3=args.output_s3, image=args.image, max_runtime_s=args.max_runtime, spot=args.spot,
         max_wait_s=args.max_wait, keep_alive_s=args.keep_alive, volume_gib=args.volume_gib,

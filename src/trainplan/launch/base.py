@@ -32,6 +32,7 @@ class LaunchOptions:
     rdzv_endpoint: str = ""  # host:port of the c10d rendezvous; "" = single node (standalone)
     rdzv_id: str = ""
     device: str = "cuda"  # "cuda" | "cpu" (gloo): the command detects it for this machine
+    fit_world: bool = False  # the runtime rescales dp_shard to the processes started (demos)
     # sagemaker
     role: str = ""
     region: str = ""
@@ -93,11 +94,11 @@ def job_name(plan, options: LaunchOptions, max_len: int = 63) -> str:
     return base[:max_len].rstrip("-")
 
 
-def check_dns_name(name: str, what: str, max_len: int) -> str:
+def check_dns_name(name: str, what: str, max_len: int, flag: str = "--job-name") -> str:
     """Names that become cloud resource names must be DNS-like: say so instead of failing remotely."""
     if not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9])*", name) or len(name) > max_len:
         raise TrainplanError(
             f"{what} {name!r} is not valid here: use letters, digits and '-' "
-            f"(no leading or trailing '-'), at most {max_len} characters (--job-name)"
+            f"(no leading or trailing '-'), at most {max_len} characters ({flag})"
         )
     return name

@@ -73,7 +73,7 @@ def render(plan, options: LaunchOptions) -> Rendered:
     specs = {"Master": replica(1)}
     if nodes > 1:
         specs["Worker"] = replica(nodes - 1)
-    namespace = check_dns_name(options.namespace, "--namespace", 63)
+    namespace = check_dns_name(options.namespace, "k8s namespace", 63, "--namespace")
     meta = {"name": name, "namespace": namespace, "labels": labels}
     manifest = {
         "apiVersion": "v1",

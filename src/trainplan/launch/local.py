@@ -37,7 +37,7 @@ def render(plan, options: LaunchOptions) -> Rendered:
         head = torchrun.standalone(nproc)
     argv = head + torchrun.module() + torchrun.runtime_args(
         options.plan_path, steps=options.steps, out_dir=options.out_dir,
-        checkpoint_dir=options.checkpoint_dir)
+        checkpoint_dir=options.checkpoint_dir, fit_world=options.fit_world)
 
     env: dict[str, str] = {}
     why: dict[str, str] = {}
@@ -51,10 +51,11 @@ def render(plan, options: LaunchOptions) -> Rendered:
     elif nnodes > 1:
         env, why = network_env(node)
     world = nnodes * nproc
-    if world != plan.layout.num_gpus:
+    if world != plan.layout.num_gpus and not options.fit_world:
         notes.append(
             f"{nnodes} node(s) x {nproc} process(es) = {world}, but the plan's layout is for "
-            f"{plan.layout.num_gpus} GPUs ({plan.job.cluster.nodes} x {node.name})"
+            f"{plan.layout.num_gpus} GPUs ({plan.job.cluster.nodes} x {node.name}); "
+            "--fit-world rescales its data-parallel degree to the processes started"
         )
     text = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join(argv)]) + "\n"
     return Rendered(target=NAME, argv=tuple(argv), env=env, env_sources=why, text=text,

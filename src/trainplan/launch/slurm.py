@@ -41,7 +41,7 @@ def render(plan, options: LaunchOptions) -> Rendered:
         "nodes": str(nodes),
         "nproc": str(node.gpus_per_node),
         "log_pattern": q(f"{name}-%j.out"),
-        "sbatch_extra": "\n".join(extra),
+        "sbatch_extra": "".join(f"{line}\n" for line in extra),
         "exports": "\n".join(f"export {k}={q(v)}" for k, v in env.items()),
         "plan": q(options.plan_path),
         # The default output directory names the job id: quote everything but that variable.

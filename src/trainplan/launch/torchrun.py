@@ -10,7 +10,8 @@ from __future__ import annotations
 from trainplan.launch.base import RUNTIME_MODULE
 
 
-def runtime_args(plan_path: str, *, steps: int | None, out_dir: str, checkpoint_dir: str) -> list[str]:
+def runtime_args(plan_path: str, *, steps: int | None, out_dir: str, checkpoint_dir: str,
+                 fit_world: bool = False) -> list[str]:
     """The trainer's own arguments (trainplan.runtime's documented entry point)."""
     args = ["--plan", plan_path]
     if steps is not None:
@@ -19,6 +20,8 @@ def runtime_args(plan_path: str, *, steps: int | None, out_dir: str, checkpoint_
         args += ["--out", out_dir]
     if checkpoint_dir:
         args += ["--checkpoint-dir", checkpoint_dir]
+    if fit_world:
+        args.append("--fit-world")
     return args
 
 

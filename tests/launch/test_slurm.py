@@ -1,0 +1,78 @@
+"""Target slurm: the sbatch script, its quoting, and what srun/torchrun receive when it runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from trainplan.launch import LaunchOptions, render
+
+from launch_fixtures import check_golden
+
+WEIRD_NAME = "it's my $(touch pwned) job"
+WEIRD_PATH = 'plans/with space/"q" $(touch pwned)/plan.json'
+
+
+def test_sbatch_golden(plan4):
+    # Checked by hand against the sbatch/srun man pages (one task per node, --exclusive) and
+    # torchrun's c10d rendezvous on the first host of `scontrol show hostnames`.
+    opts = LaunchOptions(plan_path="/fsx/plans/llama.json", partition="p6", account="ml",
+                         time_limit="2-00:00:00", venv="/fsx/venv", steps=100)
+    r = render("slurm", plan4, opts)
+    check_golden("slurm_p6-b200_x4.sbatch", r.text)
+    assert r.files == {"trainplan.sbatch": r.text}
+    assert "#SBATCH --nodes=4" in r.text and "--nproc-per-node 8" in r.text
+    assert "export FI_PROVIDER=efa" in r.text and "export FI_EFA_USE_DEVICE_RDMA=1" in r.text
+
+
+def test_script_is_valid_bash(plan4, tmp_path):
+    r = render("slurm", plan4, LaunchOptions(job_name=WEIRD_NAME, plan_path=WEIRD_PATH, out_dir=WEIRD_PATH,
+                                             checkpoint_dir=WEIRD_PATH + "ckpt", venv="/v e/n"))
+    script = tmp_path / "s.sh"
+    script.write_text(r.text)
+    subprocess.run(["bash", "-n", str(script)], check=True)
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="needs bash")
+def test_running_the_script_hands_torchrun_the_literal_strings(plan4, tmp_path):
+    """Run the script with fake scontrol/srun: spaces, quotes and $() must arrive verbatim and
+    nothing in them may execute."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/sh\nprintf 'node-a\\nnode-b\\nnode-c\\nnode-d\\n'\n")
+    (bin_dir / "srun").write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        "json.dump(sys.argv[1:], open(os.environ['ARGS_OUT'], 'w'))\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    ckpt = "ckpt dir/$(touch pwned)'"
+    r = render("slurm", plan4, LaunchOptions(job_name=WEIRD_NAME, plan_path=WEIRD_PATH, out_dir=WEIRD_PATH,
+                                             checkpoint_dir=ckpt))
+    script = tmp_path / "job.sbatch"
+    script.write_text(r.text)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ARGS_OUT": str(tmp_path / "args.json"),
+           "SLURM_JOB_NODELIST": "node-[a-d]", "SLURM_JOB_ID": "77"}
+    subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, check=True)
+    argv = json.loads((tmp_path / "args.json").read_text())
+    t = argv[argv.index("torchrun"):]
+    assert t[t.index("--rdzv-endpoint") + 1] == "node-a:29500"
+    assert t[t.index("--rdzv-id") + 1] == "77"
+    assert t[t.index("--plan") + 1] == WEIRD_PATH
+    assert t[t.index("--out") + 1] == WEIRD_PATH
+    assert t[t.index("--checkpoint-dir") + 1] == ckpt
+    assert not (tmp_path / "pwned").exists()
+    assert (tmp_path / ckpt).is_dir()  # the script made the directory it was given, literally
+    assert f"#SBATCH --job-name={WEIRD_NAME!r}" not in r.text  # quoted by shlex, not by repr
+    assert "#SBATCH --job-name='it'\"'\"'s my $(touch pwned) job'" in r.text
+
+
+def test_no_efa_environment_off_aws(tmp_path):
+    from launch_fixtures import make_plan
+
+    r = render("slurm", make_plan("dgx-h100", nodes=2), LaunchOptions(plan_path="/p.json"))
+    assert "FI_PROVIDER" not in r.text and "NCCL_SOCKET_IFNAME" in r.text

@@ -1,0 +1,139 @@
+"""Hugging Face config.json handling for the tracer: load, slice to K layers, name layer kinds.
+
+A trace builds only K decoder layers (default 2) and extrapolates to the full depth. Layers are not
+all alike (DeepSeek's first dense layers, Qwen-MoE's mlp_only_layers, Gemma/gpt-oss sliding-window
+layers), so every layer gets a *kind* ("dense", "moe", "moe/sliding_attention", ...), the K-layer
+slice is chosen to contain every kind of the full model where K allows, and the full depth is the
+sum over its layers of the traced bytes of that layer's kind.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from pathlib import Path
+
+from trainplan.errors import TrainplanError
+from trainplan.parsing import read_json
+
+# Keys that name the routed-expert count in the configs transformers knows.
+_EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
+# Keys that hold the number of decoder layers (first one present wins).
+_DEPTH_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+
+
+def load_config(model: str) -> dict:
+    """A config dict from a path (config.json or a folder holding one) or a catalog name."""
+    p = Path(model)
+    if p.is_dir():
+        p = p / "config.json"
+    if p.suffix == ".json" or p.exists():
+        cfg = read_json(p, "model config")
+        if not isinstance(cfg, dict):
+            raise TrainplanError(f"model config {str(p)!r} must hold a JSON object")
+        return cfg
+    try:  # the models helper's catalog, when it exists
+        from trainplan.models import hf_config  # type: ignore[attr-defined]
+    except ImportError:
+        raise TrainplanError(
+            f"model {model!r} is not a config.json path and this trainplan has no model catalog; "
+            "pass the path of a Hugging Face config.json"
+        ) from None
+    return hf_config(model)
+
+
+def depth_key(cfg: dict) -> str:
+    for k in _DEPTH_KEYS:
+        if isinstance(cfg.get(k), int):
+            return k
+    raise TrainplanError(
+        f"model config has no layer count ({' / '.join(_DEPTH_KEYS)}); add num_hidden_layers"
+    )
+
+
+def num_layers(cfg: dict) -> int:
+    return cfg[depth_key(cfg)]
+
+
+def _num_experts(cfg: dict) -> int:
+    for k in _EXPERT_KEYS:
+        v = cfg.get(k)
+        if isinstance(v, int) and v > 0:
+            return v
+    return 0
+
+
+def _is_moe_layer(cfg: dict, i: int) -> bool:
+    if not _num_experts(cfg):
+        return False
+    if "first_k_dense_replace" in cfg:  # DeepSeek V2/V3, Kimi, GLM-4.5 MoE
+        freq = cfg.get("moe_layer_freq") or 1
+        return i >= (cfg.get("first_k_dense_replace") or 0) and i % freq == 0
+    if i in (cfg.get("mlp_only_layers") or ()):  # Qwen2/3-MoE
+        return False
+    step = cfg.get("decoder_sparse_step") or 1
+    return (i + 1) % step == 0
+
+
+def layer_kinds(cfg: dict) -> list[str]:
+    """The kind of every decoder layer: MLP kind, plus the attention kind when layers differ."""
+    types = cfg.get("layer_types")
+    mixed = isinstance(types, list) and len(set(types)) > 1
+    kinds = []
+    for i in range(num_layers(cfg)):
+        k = "moe" if _is_moe_layer(cfg, i) else "dense"
+        if mixed:
+            k += f"/{types[i]}"
+        kinds.append(k)
+    return kinds
+
+
+def slice_config(cfg: dict, k: int) -> dict:
+    """A copy of cfg with k decoder layers that contain as many of the full model's kinds as fit.
+
+    The shapes of every layer are untouched; only which layer is dense/MoE/sliding changes, so a
+    traced layer of a kind has exactly the bytes of a full-model layer of that kind.
+    """
+    out = copy.deepcopy(cfg)
+    out[depth_key(cfg)] = k
+    full = layer_kinds(cfg)
+    if "first_k_dense_replace" in cfg and (cfg.get("first_k_dense_replace") or 0) > 0:
+        has_moe = any(x.startswith("moe") for x in full)
+        out["first_k_dense_replace"] = 1 if (has_moe and k >= 2) else min(k, cfg["first_k_dense_replace"])
+    if cfg.get("mlp_only_layers"):
+        has_moe = any(x.startswith("moe") for x in full)
+        out["mlp_only_layers"] = [0] if (has_moe and k >= 2) else list(range(k))
+    types = cfg.get("layer_types")
+    if isinstance(types, list):
+        distinct = list(dict.fromkeys(types))
+        out["layer_types"] = [distinct[i % len(distinct)] for i in range(k)]
+    if "max_window_layers" in cfg and isinstance(cfg.get("max_window_layers"), int):
+        out["max_window_layers"] = min(cfg["max_window_layers"], k)
+    return out
+
+
+def kind_counts(cfg: dict) -> dict[str, int]:
+    return dict(Counter(layer_kinds(cfg)))
+
+
+def hf_config_object(cfg: dict):
+    """transformers PretrainedConfig from a dict; an unknown model_type is a one-line error."""
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    mt = cfg.get("model_type")
+    if not isinstance(mt, str):
+        raise TrainplanError("model config has no model_type; add the Hugging Face model_type (e.g. \"llama\")")
+    if mt not in CONFIG_MAPPING:
+        import transformers
+
+        raise TrainplanError(
+            f"model_type {mt!r} is not known to transformers {transformers.__version__}; "
+            "upgrade transformers or use a config of a supported architecture"
+        )
+    kw = {k: v for k, v in cfg.items() if k not in ("model_type", "architectures", "transformers_version",
+                                                     "auto_map", "quantization_config")}
+    try:
+        return AutoConfig.for_model(mt, **kw)
+    except (TypeError, ValueError) as e:
+        raise TrainplanError(f"model config for {mt!r} is not accepted by transformers: {e}") from None

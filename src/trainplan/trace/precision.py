@@ -1,0 +1,83 @@
+"""Precision recipes on fake tensors: compute dtype, master weights, fp8 linears.
+
+The model is built directly in the compute dtype (bf16 or fp16), because `model.to(dtype)` fails
+under FakeTensorMode (swap_tensors on a weakref) and because that is what FSDP2's
+MixedPrecisionPolicy(param_dtype=bf16) computes in: activations are bf16 in every recipe.
+
+Mixed recipes (bf16, fp16, fp8_*) keep an fp32 master copy of every parameter; AdamW runs on the
+masters with fp32 gradients (FSDP2 reduce_dtype=fp32), and the updated masters are copied back to
+the compute weights. Pure bf16 runs AdamW on the bf16 weights themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RecipeSetup:
+    compute_dtype: str  # "bfloat16" | "float16"
+    master_weights: bool  # fp32 master copy + fp32 grads + fp32 AdamW states
+    loss_scale: float  # fp16 dynamic loss scaling (a constant on fake tensors)
+    fp8: str | None  # torchao Float8 recipe name, or None
+
+
+SETUPS = {
+    "bf16": RecipeSetup("bfloat16", True, 1.0, None),
+    "fp16": RecipeSetup("float16", True, 65536.0, None),
+    "bf16_pure": RecipeSetup("bfloat16", False, 1.0, None),
+    "fp8_tensorwise": RecipeSetup("bfloat16", True, 1.0, "tensorwise"),
+    "fp8_rowwise": RecipeSetup("bfloat16", True, 1.0, "rowwise"),
+}
+
+
+def convert_fp8(model, recipe: str) -> int:
+    """Swap nn.Linear layers of the decoder for torchao Float8Linear; returns how many were swapped.
+
+    The LM head stays in bf16 (torchtitan and torchao skip it: its shape and the loss are
+    precision-sensitive), and so does the MoE router.
+    """
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+    cfg = Float8LinearConfig.from_recipe_name(recipe)
+    swapped = []
+
+    def keep(mod, fqn: str) -> bool:
+        ok = "lm_head" not in fqn and not fqn.endswith(("gate", "router")) and \
+            mod.in_features % 16 == 0 and mod.out_features % 16 == 0
+        if ok:
+            swapped.append(fqn)
+        return ok
+
+    convert_to_float8_training(model, config=cfg, module_filter_fn=keep)
+    return len(swapped)
+
+
+class MasterWeights:
+    """fp32 masters + AdamW over them; `step()` moves grads to fp32, steps, copies weights back."""
+
+    def __init__(self, params, torch, foreach: bool):
+        self.params = [p for p in params if p.requires_grad]
+        self.masters = [torch.empty_like(p, dtype=torch.float32).requires_grad_(True) for p in self.params]
+        self.opt = torch.optim.AdamW(self.masters, lr=1e-4, foreach=foreach)
+        self.torch = torch
+
+    def step(self, grad_scale: float = 1.0):
+        with self.torch.no_grad():
+            for p, m in zip(self.params, self.masters):
+                if p.grad is not None:
+                    m.grad = p.grad.float()  # fp32 gradient (FSDP2 reduce_dtype=fp32)
+                    if grad_scale != 1.0:
+                        m.grad.mul_(1.0 / grad_scale)  # fp16: unscale
+                    p.grad = None  # the compute-dtype gradient is freed after the cast
+            self.opt.step()
+            for p, m in zip(self.params, self.masters):
+                p.copy_(m)
+
+    def zero_grad(self):
+        self.opt.zero_grad(set_to_none=True)
+        for p in self.params:
+            p.grad = None
+
+    def state_tensors(self):
+        return [t for s in self.opt.state.values() for t in s.values() if hasattr(t, "nbytes")]

@@ -1,0 +1,151 @@
+"""What a trace measured, and its extrapolation from the K traced layers to the full depth.
+
+Each full-model layer takes the traced values of the last traced layer of its kind and
+checkpointing policy (the last, so that a layer whose input is freed by its successor is counted
+in steady state). A kind the slice could not hold falls back to a traced kind of the same policy,
+and the result says so in `notes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trainplan.trace.settings import TraceSettings
+
+FLOP_CLASSES = ("matmul", "attention", "other")
+
+
+@dataclass(frozen=True, slots=True)
+class LayerTrace:
+    index: int
+    kind: str  # "dense", "moe", "dense/sliding_attention", ... (config.layer_kinds)
+    ac: str  # policy applied to this layer: none | selective | full
+    activation_bytes: int  # growth of live bytes across the layer's forward
+    saved_tensor_bytes: int  # unique non-parameter storages packed by saved_tensors_hooks
+    params: int
+    flops: dict  # per FLOP class, forward + backward (+ recompute)
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "kind": self.kind, "ac": self.ac,
+                "activation_bytes": self.activation_bytes,
+                "saved_tensor_bytes": self.saved_tensor_bytes,
+                "params": self.params, "flops": sum(self.flops.values()),
+                "flops_by_class": dict(self.flops)}
+
+
+@dataclass(frozen=True, slots=True)
+class TraceResult:
+    model_type: str
+    settings: TraceSettings
+    full_layers: int
+    full_kinds: tuple[str, ...]
+    layers: tuple[LayerTrace, ...]
+    total_params: int  # of the traced (K-layer) model
+    param_bytes: int  # compute-dtype weights (traced model)
+    master_param_bytes: int  # fp32 masters (mixed recipes), else 0
+    grad_bytes: int
+    optimizer_state_bytes: int
+    activation_bytes: int  # live-bytes growth over the whole forward (traced model)
+    peak_bytes: int  # peak of live bytes over the traced steps (traced model)
+    peak_phase: str
+    peak_breakdown: dict
+    flops: int  # traced model, one step
+    forward_flops: int
+    flops_by_class: dict
+    fp8_linears: int
+    seconds: float
+    notes: list = field(default_factory=list)
+
+    # ---- extrapolation ------------------------------------------------------------------
+    def full_policies(self) -> list[str]:
+        s = self.settings
+        if s.ac == "partial":
+            return ["full" if i < s.ac_layers else "none" for i in range(self.full_layers)]
+        return [s.ac] * self.full_layers
+
+    def _pick(self, kind: str, ac: str) -> LayerTrace:
+        same = [x for x in self.layers if x.kind == kind and x.ac == ac]
+        if same:
+            return same[-1]
+        alt = [x for x in self.layers if x.ac == ac] or [x for x in self.layers if x.kind == kind] or list(self.layers)
+        note = f"no traced layer of kind {kind!r} with ac={ac}; used layer {alt[-1].index} ({alt[-1].kind}, ac={alt[-1].ac})"
+        if note not in self.notes:
+            self.notes.append(note)
+        return alt[-1]
+
+    def full_layer_traces(self) -> list[LayerTrace]:
+        return [self._pick(k, a) for k, a in zip(self.full_kinds, self.full_policies())]
+
+    @property
+    def outside_params(self) -> int:
+        return self.total_params - sum(x.params for x in self.layers)
+
+    @property
+    def outside_activation_bytes(self) -> int:
+        return self.activation_bytes - sum(x.activation_bytes for x in self.layers)
+
+    def outside_flops(self) -> dict:
+        return {c: self.flops_by_class[c] - sum(x.flops[c] for x in self.layers) for c in FLOP_CLASSES}
+
+    def full(self) -> dict:
+        """Full-depth numbers, extrapolated from the traced layers by kind and policy."""
+        per = self.full_layer_traces()
+        params = self.outside_params + sum(x.params for x in per)
+        scale = params / self.total_params
+        act_layers = sum(x.activation_bytes for x in per)
+        flops_cls = {c: self.outside_flops()[c] + sum(x.flops[c] for x in per) for c in FLOP_CLASSES}
+        static = self.param_bytes + self.master_param_bytes + self.optimizer_state_bytes
+        extra_params = params - self.total_params
+        extra_act = act_layers - sum(x.activation_bytes for x in self.layers)
+        if self.peak_phase == "optimizer":
+            extra_peak = extra_params * (static + self.grad_bytes) / self.total_params
+        else:  # forward or backward: every layer's states, plus the activations of the added layers
+            extra_peak = extra_params * static / self.total_params + extra_act
+        by_kind: dict = {}
+        for x in per:
+            by_kind.setdefault(f"{x.kind}|ac={x.ac}", x.activation_bytes)
+        return {
+            "params": params,
+            "param_bytes": round(self.param_bytes * scale),
+            "master_param_bytes": round(self.master_param_bytes * scale),
+            "grad_bytes": round(self.grad_bytes * scale),
+            "optimizer_state_bytes": round(self.optimizer_state_bytes * scale),
+            "activation_bytes_per_layer": round(act_layers / len(per)),
+            "activation_bytes_per_layer_by_kind": by_kind,
+            "activation_bytes_layers": act_layers,
+            "activation_bytes_outside_layers": self.outside_activation_bytes,
+            "activation_bytes": act_layers + self.outside_activation_bytes,
+            "peak_bytes": round(self.peak_bytes + extra_peak),
+            "peak_phase": self.peak_phase,
+            "flops_per_step": sum(flops_cls.values()),
+            "flops_by_class": flops_cls,
+        }
+
+    def to_dict(self) -> dict:
+        k = len(self.layers)
+        full = self.full()
+        return {
+            "model_type": self.model_type,
+            "settings": self.settings.to_dict(),
+            "traced_layers": k,
+            "full_layers": self.full_layers,
+            "extrapolated": k < self.full_layers,
+            "note": (f"{k} of {self.full_layers} decoder layers traced on fake tensors; full-depth values "
+                     "are extrapolated per layer kind" if k < self.full_layers else
+                     f"all {k} decoder layers traced on fake tensors"),
+            "traced": full,
+            "traced_slice": {
+                "params": self.total_params,
+                "activation_bytes": self.activation_bytes,
+                "peak_bytes": self.peak_bytes,
+                "peak_phase": self.peak_phase,
+                "peak_breakdown": self.peak_breakdown,
+                "flops_per_step": self.flops,
+                "forward_flops": self.forward_flops,
+                "flops_by_class": self.flops_by_class,
+                "layers": [x.to_dict() for x in self.layers],
+            },
+            "fp8_linears": self.fp8_linears,
+            "trace_seconds": round(self.seconds, 2),
+            "notes": list(self.notes),
+        }

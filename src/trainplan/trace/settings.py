@@ -1,0 +1,56 @@
+"""What one trace runs: shapes, precision recipe, checkpointing policy, traced depth, FSDP size.
+
+Pure Python (no torch), so the CLI can validate flags before paying for the torch import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from trainplan.errors import TrainplanError
+
+# Precision recipes the tracer can run. fp8 recipes run through torchao's float8 training
+# conversion (see precision.py); mxfp8/nvfp4 need Blackwell kernels and have no CPU meta path.
+PRECISIONS = ("bf16", "fp16", "bf16_pure", "fp8_tensorwise", "fp8_rowwise")
+PRECISION_ALIASES = {"fp8": "fp8_tensorwise", "bf16-mixed": "bf16"}
+# Checkpointing policies, as in layout.AC_MODES (offload is full recompute + a host copy: on the
+# GPU it keeps what "full" keeps minus the layer inputs, which a fake-tensor trace cannot place).
+AC_POLICIES = ("none", "selective", "full", "partial")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSettings:
+    seq_len: int = 2048
+    micro_batch: int = 1
+    precision: str = "bf16"
+    ac: str = "none"
+    ac_layers: int = 1  # with ac="partial": how many layers of the full model are fully recomputed
+    layers: int = 2  # decoder layers actually built and traced; the rest is extrapolated
+    fsdp: int = 1  # FSDP2 world size (fake process group) when > 1
+    steps: int = 2  # training steps run; the second one has optimizer states, as in steady state
+
+    def __post_init__(self):
+        for k in ("seq_len", "micro_batch", "layers", "fsdp", "steps"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise TrainplanError(f"trace: {k} must be a positive integer, got {v!r}")
+        if self.ac_layers < 0:
+            raise TrainplanError(f"trace: ac_layers must be >= 0, got {self.ac_layers}")
+        if self.precision not in PRECISIONS:
+            raise TrainplanError(
+                f"trace: unknown precision {self.precision!r}; the tracer runs: {', '.join(PRECISIONS)}"
+            )
+        if self.ac not in AC_POLICIES:
+            raise TrainplanError(
+                f"trace: unknown checkpointing policy {self.ac!r}; known: {', '.join(AC_POLICIES)}"
+            )
+
+    @classmethod
+    def make(cls, **kw) -> "TraceSettings":
+        p = kw.get("precision")
+        if p is not None:
+            kw["precision"] = PRECISION_ALIASES.get(p, p)
+        return cls(**kw)
+
+    def to_dict(self) -> dict:
+        return asdict(self)

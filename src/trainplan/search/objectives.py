@@ -24,14 +24,17 @@ def rank_throughput(cands: list[Candidate], tokens: int, tolerance: float) -> li
 
 
 def rank_communication(cands: list[Candidate], tokens: int, tolerance: float) -> list[Candidate]:
-    """Fewest network bytes per token, then fewest bytes over any link, among plans within
-    `tolerance` of the best tokens/s per GPU (per GPU, so that adding nodes, which adds network
-    traffic, is never what makes a plan eligible); then fewer nodes."""
-    if not cands:
-        return []
-    best = max(c.tokens_per_s_per_gpu for c in cands)
-    ok = [c for c in cands if c.tokens_per_s_per_gpu >= (1 - tolerance) * best]
-    rest = [c for c in cands if c.tokens_per_s_per_gpu < (1 - tolerance) * best]
+    """Fewest network bytes per token, then fewest bytes over any link, then fewer nodes, among
+    plans within `tolerance` of the best tokens/s on the same hardware (instance and node count).
+
+    The tolerance is taken per node count: a node count is never eligible because it is faster,
+    so the plan that crosses the network least, usually on the fewest nodes that fit, wins."""
+    best: dict[tuple, float] = {}
+    for c in cands:
+        k = (c.instance, c.nodes)
+        best[k] = max(best.get(k, 0.0), c.tokens_per_s)
+    ok = [c for c in cands if c.tokens_per_s >= (1 - tolerance) * best[(c.instance, c.nodes)]]
+    rest = [c for c in cands if c.tokens_per_s < (1 - tolerance) * best[(c.instance, c.nodes)]]
     key = lambda c: (c.metrics.inter_node_bytes_per_token, c.metrics.gpu_bytes_per_token, c.nodes,  # noqa: E731
                      -c.tokens_per_s)
     return sorted(ok, key=key) + sorted(rest, key=_throughput_key)
@@ -75,7 +78,7 @@ OBJECTIVES: dict[str, Objective] = {
         Objective("throughput", "most tokens/s for the cluster (ties: less communication)",
                   rank_throughput, False),
         Objective("communication", "fewest bytes crossing GPUs per token, network first, within "
-                  "--tolerance of the best tokens/s per GPU", rank_communication, False),
+                  "--tolerance of the best tokens/s on the same nodes", rank_communication, False),
         Objective("context", "longest sequence that fits, then most tokens/s", rank_context, False),
         Objective("cost", "least dollars to train --tokens (dollars per token)", rank_cost, True),
         Objective("time", "least wall time to train --tokens", rank_time, True),

@@ -1,0 +1,97 @@
+"""The search logic on a transparent fake cost model (search_fake.py)."""
+
+import pytest
+from search_fake import FakeEvaluator
+
+from trainplan.errors import TrainplanError
+from trainplan.hardware import find_node
+from trainplan.layout import check_layout
+from trainplan.models import resolve
+from trainplan.search import Query, search
+
+B200 = (find_node("ml.p6-b200.48xlarge"),)
+A100 = (find_node("ml.p4d.24xlarge"),)
+
+
+def run(model, inst=B200, **kw):
+    return search(Query(resolve(model), inst, **kw), FakeEvaluator())
+
+
+def test_chosen_plan_is_a_valid_layout_and_fits():
+    r = run("llama-3.1-8b")
+    c = r.chosen
+    check_layout(c.job, c.layout)
+    assert c.metrics.memory_high_bytes <= c.metrics.capacity_bytes
+    assert c.nodes == 1
+    assert r.reasons and all(isinstance(x, str) for x in r.reasons)
+
+
+def test_fp8_is_never_chosen_on_a100():
+    for prio in ("throughput", "communication"):
+        r = run("llama-3.1-8b", inst=A100, priority=prio)
+        assert r.chosen.layout.precision == "bf16"
+        assert all(c.layout.precision == "bf16" for c in r.runners_up)
+
+
+def test_precision_flag_is_respected():
+    r = run("llama-3.1-8b", precision="bf16")
+    assert r.chosen.layout.precision == "bf16"
+    assert r.reasons[1] == "precision bf16: as asked (--precision)"
+
+
+def test_context_reaches_a_longer_sequence_than_throughput():
+    t = run("llama-3.1-8b", nodes=1)
+    c = run("llama-3.1-8b", nodes=1, seq_len=None, priority="context")
+    assert c.chosen.seq_len > t.chosen.seq_len
+    assert c.chosen.layout.cp > 1 or c.chosen.layout.ac in ("full", "offload")
+
+
+def test_fewest_nodes_that_fit_when_no_count_is_given():
+    r = run("llama-3.1-405b")
+    assert r.chosen.nodes > 1
+    assert ("ml.p6-b200.48xlarge", r.chosen.nodes - 1) in r.stats.no_fit_counts
+    assert "no layout fits" in r.reasons[0]
+
+
+def test_communication_keeps_tp_in_the_node_and_uses_no_more_nodes_than_needed():
+    fewest = run("llama-3.1-70b").chosen.nodes
+    r = run("llama-3.1-70b", max_nodes=16, priority="communication")
+    assert r.chosen.layout.tp <= 8
+    assert r.chosen.nodes == fewest
+
+
+def test_throughput_over_a_range_uses_more_nodes():
+    r = run("llama-3.1-70b", max_nodes=8)
+    assert r.chosen.nodes == 8
+
+
+def test_risky_plans_are_set_aside_unless_allowed():
+    safe = run("llama-3.1-70b", nodes=1)
+    risky = run("llama-3.1-70b", nodes=1, allow_risk=True)
+    assert safe.oom_risks > 0
+    assert not safe.chosen.oom_risk
+    assert risky.chosen.tokens_per_s >= safe.chosen.tokens_per_s
+
+
+def test_budget_needs_tokens_and_excludes_plans_over_it():
+    with pytest.raises(TrainplanError) as e:
+        run("llama-3.1-8b", nodes=1, budget_usd=100.0)
+    assert str(e.value) == "--budget needs --tokens: the budget is for training that many tokens"
+    with pytest.raises(TrainplanError) as e:
+        run("llama-3.1-8b", nodes=1, budget_usd=1.0, tokens=10**12, priority="cost")
+    assert str(e.value) == "no plan trains 1e+12 tokens within $1; raise --budget or lower --tokens"
+
+
+def test_a_model_that_cannot_fit_says_what_to_do():
+    with pytest.raises(TrainplanError) as e:
+        run("llama-3.1-405b", nodes=1)
+    assert str(e.value) == (
+        "llama-3.1-405b does not fit at sequence 8192 on 1 x ml.p6-b200.48xlarge with any layout; "
+        "add nodes (--nodes/--max-nodes), shorten --seq-len or use a larger instance")
+
+
+def test_cost_chooses_instance_and_count():
+    inst = (find_node("ml.p6-b200.48xlarge"), find_node("ml.p5.48xlarge"))
+    r = run("llama-3.1-8b", inst=inst, max_nodes=4, priority="cost", tokens=10**12)
+    best = min((c for c in [r.chosen, *r.runners_up]), key=lambda c: c.usd_per_token)
+    assert r.chosen.usd_per_token == best.usd_per_token

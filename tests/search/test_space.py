@@ -1,0 +1,91 @@
+"""The search space: pruning rules, node-count grid, batch arithmetic, bisection helpers."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trainplan.errors import TrainplanError
+from trainplan.hardware import find_node
+from trainplan.models import resolve
+from trainplan.search import BatchSpec, parse_batch
+from trainplan.search import space
+from trainplan.search.engine import largest, smallest
+
+B200 = find_node("ml.p6-b200.48xlarge")
+GB200 = find_node("ml.p6e-gb200.36xlarge")
+
+
+def test_tp_stays_inside_the_node_and_divides_the_heads():
+    m = resolve("llama-3.1-70b")  # 64 heads, 8 kv heads
+    assert space.tp_options(m, B200) == [1, 2, 4, 8]
+    g = resolve("gemma-2-9b")
+    assert all(g.num_heads % t == 0 for t in space.tp_options(g, B200))
+
+
+def test_every_mesh_uses_every_gpu_and_hsdp_shards_inside_a_node():
+    m = resolve("llama-3.1-405b")
+    meshes = list(space.meshes(m, B200, 4, 8192))
+    assert meshes
+    for x in meshes:
+        assert x.dp * x.tp * x.pp * x.cp == 32
+        assert x.tp <= 8
+        if x.dp_replicate > 1:
+            assert x.sharding == "fsdp" and x.dp_shard * x.tp * x.cp == 8
+        if x.dp == 1:
+            assert x.sharding == "none"
+    assert {x.cp for x in meshes} == {1}  # 8192 tokens leave no room for CP at 8192 per rank
+
+
+def test_cp_opens_up_with_long_sequences_and_ep_only_for_moe():
+    m = resolve("llama-3.1-8b")
+    assert space.cp_options(131072) == [1, 2, 4, 8, 16]
+    assert space.cp_options(None)[-1] == space.MAX_CP
+    assert {x.ep for x in space.meshes(m, B200, 1, 8192)} == {1}
+    moe = resolve("qwen3-30b-a3b")
+    assert max(x.ep for x in space.meshes(moe, B200, 1, 8192)) > 1
+
+
+def test_node_count_grid_steps_at_most_25_percent():
+    grid = space.node_counts(128)
+    assert grid[:8] == list(range(1, 9)) and grid[-1] == 128
+    assert all(b / a <= 1.25 + 1e-9 for a, b in zip(grid[8:], grid[9:]))
+    assert space.node_counts(5) == [1, 2, 3, 4, 5]
+    assert space.node_counts(100)[-1] == 100
+
+
+def test_batch_fixed_range_and_default():
+    fixed = BatchSpec(512, 512)
+    assert fixed.micro_batches(8, 8192) == [1, 2, 4, 8, 16, 32, 64]
+    assert fixed.grad_accum(8, 4, 8192) == 16
+    assert fixed.micro_batches(24, 8192) == []  # 24 does not divide 512
+    rng = parse_batch("300:512")
+    assert rng.grad_accum(24, 1, 8192) == 21  # 504 sequences
+    assert rng.grad_accum(24, 16, 8192) == 1  # 384 sequences, inside the range
+    assert parse_batch("400:512").grad_accum(24, 16, 8192) is None  # 384 < 400, 768 > 512
+    default = BatchSpec()
+    assert default.grad_accum(8, 1, 8192) == 64  # 4 Mi tokens / 8192 = 512 sequences
+
+
+def test_batch_range_rejects_a_micro_batch_that_overshoots():
+    rng = parse_batch("300:512")
+    assert rng.grad_accum(24, 32, 8192) is None  # 768 > 512
+
+
+@pytest.mark.parametrize("text, message", [
+    ("0", "--global-batch must be N or LO:HI positive sequences, got '0'"),
+    ("x", "--global-batch must be N or LO:HI sequences, got 'x'"),
+    ("64:32", "--global-batch range '64:32' is empty: 64 > 32"),
+])
+def test_bad_global_batch(text, message):
+    with pytest.raises(TrainplanError) as e:
+        parse_batch(text)
+    assert str(e.value) == message
+
+
+@given(st.lists(st.integers(0, 50), max_size=30), st.integers(0, 60))
+def test_bisection_matches_a_linear_scan(items, cut):
+    items = sorted(set(items))
+    below = [x for x in items if x <= cut]
+    assert largest(items, lambda x: x <= cut) == (below[-1] if below else None)
+    above = [x for x in items if x >= cut]
+    assert smallest(items, lambda x: x >= cut) == (above[0] if above else None)

@@ -166,3 +166,13 @@ def test_1f1b_in_flight(pp):
 def test_interleaved_first_stage_matches_megatron_formula(pp, vp):
     assert microbatches_in_flight(pp, 0, 1000, "interleaved", vp) == pytest.approx(pp * (1 + (pp - 1) / (pp * vp)))
     assert microbatches_in_flight(1, 0, 8, "1f1b", 1) == 1
+
+
+def test_dtensor_sequence_parallel_saves_the_gathered_matmul_inputs():
+    """Megatron re-gathers the SP-sharded norm output in backward; DTensor (torchtitan) keeps it."""
+    m = resolve("llama-3.1-70b")
+    megatron = layer_none(m, False, modern_ctx(tp=8))
+    dtensor = layer_none(m, False, modern_ctx(tp=8, sp_saves_gathered=True))
+    assert megatron.attn_input == megatron.mlp_input == 2 * 8192 / 8
+    assert dtensor.attn_input == dtensor.mlp_input == 2 * 8192
+    assert dtensor.total - megatron.total == 2 * 2 * 8192 * (1 - 1 / 8)

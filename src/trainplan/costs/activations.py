@@ -84,6 +84,10 @@ class ActivationContext:
     dropout: bool = False  # Korthikanti's GPT has attention and hidden dropout; Llama-era models none
     fused_pointwise: bool = False  # torch.compile: silu/mul recomputed in backward (min-cut partitioner)
     norm_stats: bool = True  # count the fp32 per-token norm statistics (Korthikanti neglects them)
+    # With SP, Megatron saves the sequence-sharded norm output and all-gathers it again in backward
+    # (Korthikanti 4.2.2); DTensor sequence parallelism (torchtitan) saves the all-gathered input
+    # of the column-parallel matmuls, which is not divided by tp.
+    sp_saves_gathered: bool = False
 
 
 def _is_moe(m: ModelSpec, index: int) -> bool:
@@ -116,8 +120,9 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActi
     residual = 2 * (e * h + stats) / sp
     if m.norms_per_layer == 4:  # Gemma 2/3 post-norms keep their inputs too
         residual += 2 * (e * h + stats) / sp
-    attn_input = e * h / sp  # paper convention: the SP all-gather is redone in backward
-    mlp_input = e * h / sp
+    gathered = 1 if c.sp_saves_gathered else sp
+    attn_input = e * h / gathered  # the q/k/v (column-parallel) matmul input
+    mlp_input = e * h / gathered
     q_heads = m.num_heads / t
     s_rank = c.seq_len  # each query attends over the full sequence (CP exchanges k/v chunks)
     mla = 0.0

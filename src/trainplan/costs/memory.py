@@ -108,7 +108,8 @@ def _stage(job, L: Layout, i: int, sp: StageParams) -> MemoryBreakdown:
                      optimizer_offload=L.optimizer_offload, fp8_allgather=L.fp8_allgather,
                      fp8_elem_bytes=fp8_elem)
     tokens = L.micro_batch * w.seq_len / L.cp  # tokens of one micro-batch on this GPU
-    ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile)
+    ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile,
+                   L.sharding == "fsdp")
     per_mb, working, grads, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, sp.first_layer, sp.num_layers)
     in_flight = microbatches_in_flight(L.pp, i, L.grad_accum, L.pp_schedule, L.vp)
     activations = per_mb * tokens * in_flight
@@ -138,9 +139,10 @@ def _stage(job, L: Layout, i: int, sp: StageParams) -> MemoryBreakdown:
 
 
 @functools.lru_cache(maxsize=256)
-def _context(seq_len, tp, sequence_parallel, cp, flash, compiled) -> ActivationContext:
+def _context(seq_len, tp, sequence_parallel, cp, flash, compiled, dtensor_sp) -> ActivationContext:
+    # FSDP2 layouts run the torchtitan stack (DTensor TP/SP); the others Megatron's
     return ActivationContext(seq_len=seq_len, tp=tp, sequence_parallel=sequence_parallel, cp=cp,
-                             flash_attention=flash, fused_pointwise=compiled)
+                             flash_attention=flash, fused_pointwise=compiled, sp_saves_gathered=dtensor_sp)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -45,6 +45,10 @@ FRAGMENTATION = 0.10
 # Loss on the full vocabulary, bytes per token per vocabulary entry on the last stage:
 # bf16 logits (2) + their fp32 upcast for the loss (4) + the fp32 log-softmax kept for backward
 # and, in backward, the fp32 logit gradient that replaces the upcast (4).
+# This is eager PyTorch. A compiled loss (torchtitan components/loss.py compiles
+# cross_entropy(pred.float()) with training.compile since mid-2025, not in Dec 2024) fuses the
+# upcast and log-softmax: ~2 + 2 bytes. We keep the eager figure for every layout: it is the
+# conservative one, and the published torchtitan runs with compile on differ by version.
 LOGIT_BYTES = 2 + 4 + 4
 
 

@@ -50,6 +50,8 @@ def test_communication_takes_fewest_network_bytes_within_tolerance_on_the_same_n
     one_slow = cand(4_000, inter=0, total=0, nodes=1)  # outside
     ranked = objective("communication").rank([fast, one_slow, one_fast, one_near], 0, 0.05)
     assert ranked[:3] == [one_near, one_fast, fast]
+    two_quiet = cand(9_900, inter=50, nodes=2)
+    assert objective("communication").rank([fast, two_quiet], 0, 0.05)[0] is two_quiet
 
 
 def test_context_prefers_the_longer_sequence():

@@ -24,18 +24,18 @@ def rank_throughput(cands: list[Candidate], tokens: int, tolerance: float) -> li
 
 
 def rank_communication(cands: list[Candidate], tokens: int, tolerance: float) -> list[Candidate]:
-    """Fewest network bytes per token, then fewest bytes over any link, then fewer nodes, among
-    plans within `tolerance` of the best tokens/s on the same hardware (instance and node count).
-
-    The tolerance is taken per node count: a node count is never eligible because it is faster,
-    so the plan that crosses the network least, usually on the fewest nodes that fit, wins."""
+    """The fewest nodes, then fewest network bytes per token, then fewest bytes over any link,
+    among plans within `tolerance` of the best tokens/s on the same hardware (instance and node
+    count). Nodes come first: each node added puts another network hop into some process group,
+    and a plan on more nodes can show fewer bytes per token only by spreading a pipeline thinly
+    (the issue's check: "does not use more nodes than needed")."""
     best: dict[tuple, float] = {}
     for c in cands:
         k = (c.instance, c.nodes)
         best[k] = max(best.get(k, 0.0), c.tokens_per_s)
     ok = [c for c in cands if c.tokens_per_s >= (1 - tolerance) * best[(c.instance, c.nodes)]]
     rest = [c for c in cands if c.tokens_per_s < (1 - tolerance) * best[(c.instance, c.nodes)]]
-    key = lambda c: (c.metrics.inter_node_bytes_per_token, c.metrics.gpu_bytes_per_token, c.nodes,  # noqa: E731
+    key = lambda c: (c.nodes, c.metrics.inter_node_bytes_per_token, c.metrics.gpu_bytes_per_token,  # noqa: E731
                      -c.tokens_per_s)
     return sorted(ok, key=key) + sorted(rest, key=_throughput_key)
 

@@ -1,0 +1,70 @@
+"""`trainplan plan`: defaults, JSON, plan.json out, 80 columns, one-line errors."""
+
+import json
+
+import pytest
+
+from trainplan.plan import load_plan
+
+
+def test_default_plans_llama_70b_on_one_p6_b200(cli):
+    code, out, err = cli("plan")
+    assert code == 0, err
+    assert out.startswith("llama-3.1-70b on 1 x ml.p6-b200.48xlarge")
+    assert "why:" in out and "Pareto set" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_json_has_plan_reasons_runners_up_and_pareto(cli):
+    code, out, _ = cli("plan", "--json", "--model", "llama-3.1-8b")
+    d = json.loads(out)
+    assert code == 0
+    for k in ("chosen", "binding", "reasons", "runners_up", "pareto", "search", "plan"):
+        assert k in d
+    assert d["plan"]["schema"] == "trainplan-plan/1"
+    assert d["chosen"]["nodes"] == 1
+
+
+def test_out_writes_a_plan_that_loads(cli, tmp_path):
+    out_file = tmp_path / "plan.json"
+    code, out, _ = cli("plan", "--model", "llama-3.1-8b", "--out", str(out_file))
+    assert code == 0 and f"plan written to {out_file}" in out
+    plan = load_plan(out_file)
+    assert plan.job.model.name == "llama-3.1-8b"
+    assert plan.estimate["tokens_per_s"] > 0 and plan.reasons
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seq-len", "long"], "--seq-len must be a positive integer or 'max', got 'long'"),
+    (["--global-batch", "0"], "--global-batch must be N or LO:HI positive sequences, got '0'"),
+    (["--nodes", "2", "--max-nodes", "4"], "give --nodes (a fixed count) or --max-nodes (a range), not both"),
+    (["--model", "llama-3.1-8b", "--budget", "10"],
+     "--budget needs --tokens: the budget is for training that many tokens"),
+    (["--tolerance", "1.5"], "--tolerance must be a fraction in [0, 1), got 1.5"),
+    (["--instance", "ml.p4d.24xlarge", "--precision", "fp8"],
+     "precision 'fp8_tensorwise' needs fp8 tensor cores, which a100-sxm-40gb (ampere) does not have; "
+     "use one of: bf16, bf16_pure, fp16"),
+])
+def test_bad_input_is_one_line_exit_2_nothing_written(cli, tmp_path, argv, message):
+    out_file = tmp_path / "plan.json"
+    code, out, err = cli("plan", *argv, "--out", str(out_file))
+    assert code == 2
+    assert err.strip() == f"trainplan plan: error: {message}"
+    assert not out_file.exists()
+
+
+def test_405b_over_a_node_range_with_each_priority(cli):
+    for prio in ("throughput", "communication", "cost"):
+        code, out, err = cli("plan", "--model", "llama-3.1-405b", "--max-nodes", "8", "--priority", prio,
+                             "--instance", "ml.p6-b200.48xlarge", "--tokens", "1T", "--json")
+        assert code == 0, err
+        assert json.loads(out)["chosen"]["nodes"] > 1
+
+
+def test_verify_without_torch_names_the_extra(cli, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "trainplan.trace", None)
+    code, _, err = cli("plan", "--model", "llama-3.1-8b", "--verify")
+    assert code == 2
+    assert err.strip() == "trainplan plan: error: --verify needs torch: pip install 'trainplan[torch]'"

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from pathlib import Path
-
 from trainplan.errors import TrainplanError
-from trainplan.parsing import read_json
 
 # Keys that name the routed-expert count in the configs transformers knows.
 _EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
@@ -23,22 +20,9 @@ _DEPTH_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 
 
 def load_config(model: str) -> dict:
-    """A config dict from a path (config.json or a folder holding one) or a catalog name."""
-    p = Path(model)
-    if p.is_dir():
-        p = p / "config.json"
-    if p.suffix == ".json" or p.exists():
-        cfg = read_json(p, "model config")
-        if not isinstance(cfg, dict):
-            raise TrainplanError(f"model config {str(p)!r} must hold a JSON object")
-        return cfg
-    try:  # the models helper's catalog, when it exists
-        from trainplan.models import hf_config  # type: ignore[attr-defined]
-    except ImportError:
-        raise TrainplanError(
-            f"model {model!r} is not a config.json path and this trainplan has no model catalog; "
-            "pass the path of a Hugging Face config.json"
-        ) from None
+    """A config dict from a catalog name, a config.json path or a folder holding one."""
+    from trainplan.models import hf_config
+
     return hf_config(model)
 
 

@@ -4,10 +4,10 @@ Each layer's `forward` is replaced by a call through `torch.utils.checkpoint.che
 (non-reentrant, as torchtitan and FSDP2 use it):
 
 - full: keep only the layer input, recompute the whole layer in backward;
-- selective: per-op selective checkpointing (`create_selective_checkpoint_contexts`): keep the
-  outputs of matmuls and attention, recompute element-wise ops, norms and activation functions;
-  this is the memory of torchtitan's op-level SAC without its every-other-matmul trick, and of
-  Megatron's "selective" recompute with flash attention;
+- selective: per-op selective checkpointing (`create_selective_checkpoint_contexts`) with
+  torchtitan's op-level policy (torchtitan/distributed/activation_checkpoint.py): keep the outputs
+  of attention and of every second matmul of the layer (q, v, MLP gate, down: the 1st, 3rd, ...),
+  recompute the other matmuls, element-wise ops, norms and activation functions;
 - partial: full checkpointing on some layers, none on the others (the caller picks which).
 """
 
@@ -33,7 +33,15 @@ def _selective_context():
         if packet is not None:
             save.update(getattr(packet, o) for o in packet.overloads())
 
+    mm = set(torch.ops.aten.mm.overloads() and [torch.ops.aten.mm.default])
+    count = {"forward": 0, "recompute": 0}  # fresh per checkpointed call: context_fn is called each time
+
     def policy(ctx, op, *args, **kwargs):
+        mode = "recompute" if ctx.is_recompute else "forward"
+        if op in mm:
+            count[mode] += 1
+            if count[mode] % 2 == 0:  # every second matmul is recomputed (torchtitan)
+                return CheckpointPolicy.PREFER_RECOMPUTE
         return CheckpointPolicy.MUST_SAVE if op in save else CheckpointPolicy.PREFER_RECOMPUTE
 
     return create_selective_checkpoint_contexts(policy)

@@ -1,0 +1,86 @@
+"""`trainplan trace`: run the real model code on fake tensors (CPU, no weights) for one training
+step and report exact parameter, gradient, optimizer and activation bytes, the peak and its phase,
+and FLOPs per op class, next to the analytic model's numbers and the relative differences.
+
+Needs the torch extra; torch and transformers are imported only inside run().
+"""
+
+from __future__ import annotations
+
+import sys
+
+NAME = "trace"
+HELP = "trace one training step of the real model on fake tensors: exact memory and FLOPs"
+
+
+def add_arguments(p) -> None:
+    from trainplan.commands._common import positive_int
+    from trainplan.trace.settings import AC_POLICIES, PRECISIONS
+
+    p.add_argument("--model", required=True, help="catalog name or HF config.json path")
+    p.add_argument("--seq-len", type=positive_int, default=8192, help="tokens per sequence")
+    p.add_argument("--micro-batch", type=positive_int, default=1, help="sequences per forward/backward")
+    p.add_argument("--precision", default="bf16", help=f"one of: {', '.join(PRECISIONS)} (fp8 = fp8_tensorwise)")
+    p.add_argument("--ac", default="none", help=f"activation checkpointing: {', '.join(AC_POLICIES)}")
+    p.add_argument("--ac-layers", type=int, default=1, help="with --ac partial: layers fully recomputed")
+    p.add_argument("--layers", type=positive_int, default=2,
+                   help="decoder layers to build and trace; the rest is extrapolated (default 2)")
+    p.add_argument("--fsdp", type=positive_int, default=1,
+                   help="FSDP2 world size (only 1 is traced in this version; see the report)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _progress(msg: str) -> None:
+    print(f"trace: {msg}", file=sys.stderr, flush=True)
+
+
+def trace_report(model: str, settings, progress=None) -> dict:
+    """Trace + analytic comparison as one JSON-able dict (also used by verify)."""
+    from trainplan.models import resolve
+    from trainplan.trace import trace_config
+    from trainplan.trace.compare import comparison
+    from trainplan.trace.config import load_config
+
+    cfg = load_config(model)
+    spec = resolve(model)
+    result = trace_config(cfg, settings, progress=progress)
+    out = result.to_dict()
+    out["model"] = model
+    out.update(comparison(spec, result))
+    return out
+
+
+def run(args) -> int:
+    from trainplan.commands._common import print_json
+    from trainplan.errors import TrainplanError
+    from trainplan.trace.settings import TraceSettings
+    from trainplan.units import GiB
+
+    if args.fsdp > 1:
+        raise TrainplanError(
+            "--fsdp > 1 is not traced yet (FSDPMemTracker works on CPU with a fake process group, "
+            "but its wiring into trace is missing); trace with --fsdp 1"
+        )
+    s = TraceSettings.make(seq_len=args.seq_len, micro_batch=args.micro_batch, precision=args.precision,
+                           ac=args.ac, ac_layers=args.ac_layers, layers=args.layers)
+    d = trace_report(args.model, s, progress=None if args.json else _progress)
+    if args.json:
+        print_json(d)
+        return 0
+    t, a, r = d["traced"], d["analytic"], d["relative_difference"]
+
+    def pct(x):
+        return "n/a" if x is None else f"{100 * x:+.2f}%"
+
+    print(f"{args.model}: {d['note']}")
+    print(f"  params               {t['params']:>16,}   analytic {a['params']:,} ({pct(r['params'])})")
+    print(f"  activations / layer  {t['activation_bytes_per_layer'] / GiB:>13.3f} GiB   analytic "
+          f"{a['activation_bytes_per_layer'] / GiB:.3f} GiB ({pct(r['activation_bytes_per_layer'])})")
+    print(f"  activations outside  {t['activation_bytes_outside_layers'] / GiB:>13.3f} GiB   (embedding, final norm, logits, loss)")
+    print(f"  peak                 {t['peak_bytes'] / GiB:>13.3f} GiB   in {t['peak_phase']} (extrapolated)")
+    print(f"  FLOPs / step         {t['flops_per_step']:>16.4e}   analytic {a['flops_per_step']:.4e} ({pct(r['flops_per_step'])})")
+    print(f"  matmul FLOPs / step  {t['flops_by_class']['matmul']:>16.4e}   analytic {a['flops_matmul']:.4e} ({pct(r['flops_matmul'])})")
+    print(f"  traced in {d['trace_seconds']} s")
+    for n in d["notes"]:
+        print(f"  note: {n}")
+    return 0

@@ -1,0 +1,65 @@
+"""Traced vs analytic: the planner's own formulas (costs/activations.py, costs/flops.py) evaluated
+for the same model and settings, and the relative differences.
+
+Like-for-like conventions:
+- activations: bytes kept for backward per decoder layer, averaged over the full model's layers
+  (the analytic per-layer policy follows the trace: partial = first `ac_layers` layers full);
+- FLOPs: torch.utils.flop_counter counts attention without causal skipping and its flash backward
+  at 2.5x the forward, so the matmul FLOPs (projections, MLP, experts, LM head) are compared
+  exactly (`flops_matmul`), and the step total is reported with attention counted non-causal.
+"""
+
+from __future__ import annotations
+
+from trainplan.trace.result import TraceResult
+
+
+def rel(traced: float, analytic: float) -> float | None:
+    """(analytic - traced) / traced: positive when the analytic model over-estimates."""
+    return None if not traced else (analytic - traced) / traced
+
+
+def analytic(spec, r: TraceResult) -> dict:
+    from trainplan.costs.activations import ActivationContext, layer_activations, layer_kinds
+    from trainplan.costs.flops import model_flops
+    from trainplan.models import count_params
+
+    s = r.settings
+    tokens = s.micro_batch * s.seq_len
+    ctx = ActivationContext(seq_len=s.seq_len, elem_bytes=2)
+    policies = r.full_policies()
+    moe = layer_kinds(spec)
+    per_layer = [layer_activations(spec, moe[i], ctx, policies[i]) for i in range(spec.num_layers)]
+    act = [x.total * tokens for x in per_layer]
+    groups: dict = {}
+    for x in per_layer:
+        for g, v in x.to_dict().items():
+            groups[g] = groups.get(g, 0.0) + v * tokens / len(per_layer)
+    mf = model_flops(spec)
+    linear = mf.linear_per_token() * tokens
+    head = mf.head_per_token * tokens
+    attn_fwd = mf.attention_per_token(s.seq_len, causal=False) * tokens
+    recompute_layers = sum(1 for p in policies if p == "full") / len(policies)
+    matmul = 3 * (linear + head) + recompute_layers * linear
+    return {
+        "params": count_params(spec).total,
+        "activation_bytes_per_layer": round(sum(act) / len(act)),
+        "activation_groups_per_layer": {k: round(v) for k, v in groups.items() if v},
+        "flops_matmul": round(matmul),
+        "flops_per_step": round(matmul + (3 + recompute_layers) * attn_fwd),
+    }
+
+
+def comparison(spec, r: TraceResult) -> dict:
+    """{'analytic': ..., 'relative_difference': ...} for a trace; spec is the model's ModelSpec."""
+    a = analytic(spec, r)
+    t = r.full()
+    return {
+        "analytic": a,
+        "relative_difference": {
+            "params": rel(t["params"], a["params"]),
+            "activation_bytes_per_layer": rel(t["activation_bytes_per_layer"], a["activation_bytes_per_layer"]),
+            "flops_matmul": rel(t["flops_by_class"]["matmul"], a["flops_matmul"]),
+            "flops_per_step": rel(t["flops_per_step"], a["flops_per_step"]),
+        },
+    }

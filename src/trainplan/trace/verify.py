@@ -1,0 +1,34 @@
+"""`plan --verify`: trace the chosen plan's model under its layout and compare with the analytic model.
+
+Traces one GPU's share: micro-batch and sequence length from the layout and workload (cp divides the
+sequence), precision and checkpointing from the layout. Tensor, pipeline and expert parallelism are
+not traced; the result says so.
+"""
+
+from __future__ import annotations
+
+from trainplan.trace.settings import PRECISION_ALIASES, PRECISIONS, TraceSettings
+
+
+def verify(job, layout) -> dict:
+    from trainplan.models.spec import spec_to_dict  # noqa: F401  (planner types only)
+    from trainplan.trace.compare import comparison
+    from trainplan.trace.config import load_config
+    from trainplan.trace.run import trace_config
+
+    notes = []
+    prec = PRECISION_ALIASES.get(layout.precision, layout.precision)
+    if prec not in PRECISIONS:
+        notes.append(f"precision {layout.precision} has no CPU trace; traced bf16 instead")
+        prec = "bf16"
+    ac = layout.ac if layout.ac != "offload" else "full"
+    s = TraceSettings.make(seq_len=job.workload.seq_len // layout.cp, micro_batch=layout.micro_batch,
+                           precision=prec, ac=ac, ac_layers=max(layout.ac_layers, 1))
+    for k in ("tp", "pp", "ep", "cp"):
+        if getattr(layout, k) > 1:
+            notes.append(f"{k}={getattr(layout, k)} is not traced: one unsharded GPU's share is traced")
+    cfg = load_config(job.model.name)
+    result = trace_config(cfg, s)
+    out = {"traced": result.full(), **comparison(job.model, result), "settings": s.to_dict(),
+           "notes": notes + list(result.notes)}
+    return out

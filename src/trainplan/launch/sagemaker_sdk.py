@@ -145,20 +145,39 @@ class _StubbedBotoSession:
 
 
 def capture_request(rendered: Rendered) -> dict:
-    """The CreateTrainingJob request the SDK would send for `rendered`, built offline.
+    """The CreateTrainingJob request the SDK would send for `rendered`, built offline and checked
+    against the API schema.
 
-    The request's raw api_params are what botocore serialises: the job name carries the SDK's
-    timestamp suffix, and the code channels point where the SDK would have uploaded them.
+    The job name carries the SDK's timestamp suffix, and the code channels point where the SDK
+    would have uploaded them.
+    """
+    request, _ = capture(rendered)
+    problems = check_against_service_model(request)
+    if problems:
+        raise TrainplanError(f"CreateTrainingJob request does not match the API schema: {problems[0]}")
+    return request
+
+
+def capture(rendered: Rendered) -> tuple[dict, dict[str, dict[str, str]]]:
+    """(CreateTrainingJob api_params, {S3 URI: {file: text}} of what the SDK would upload).
+
+    The uploads hold the SDK's own driver configuration (distributed.json, sourcecode.json,
+    sm_train.sh), so a test can see the torchrun settings the container will read.
     """
     require_sdk()
     t = rendered.request
     fake = _StubbedBotoSession(t["region"])
     session = _session(fake.session, _bucket(rendered))
     session._default_bucket = _bucket(rendered)  # skip the bucket-exists check (an S3 call)
+    uploads: dict[str, dict[str, str]] = {}
 
     def upload_data(path, bucket=None, key_prefix="data", **_):
         # What Session.upload_data returns for a directory, without uploading.
-        return f"s3://{bucket or session.default_bucket()}/{key_prefix}"
+        uri = f"s3://{bucket or session.default_bucket()}/{key_prefix}"
+        root = Path(path)
+        uploads[uri] = {str(f.relative_to(root)): _small_text(f) for f in sorted(root.rglob("*"))
+                        if f.is_file()}
+        return uri
 
     session.upload_data = upload_data
     # The SDK checks the role's IAM permissions when the trainer is built (iam calls); offline
@@ -172,11 +191,14 @@ def capture_request(rendered: Rendered) -> dict:
             raise TrainplanError(f"the SageMaker SDK refused the job: {_one_line(e)}") from None
     if len(fake.captured) != 1:
         raise TrainplanError("the SageMaker SDK did not build a CreateTrainingJob request")
-    request = fake.captured[0]
-    problems = check_against_service_model(request)
-    if problems:
-        raise TrainplanError(f"CreateTrainingJob request does not match the API schema: {problems[0]}")
-    return request
+    return fake.captured[0], uploads
+
+
+def _small_text(path: Path) -> str:
+    """Text of the small config files the SDK writes; a placeholder for everything else."""
+    if path.suffix in (".json", ".sh", ".txt", ".py") and path.stat().st_size < 100_000:
+        return path.read_text()
+    return f"<{path.stat().st_size} bytes>"
 
 
 @contextmanager
@@ -203,7 +225,7 @@ def check_against_service_model(request: dict) -> list[str]:
     model = botocore.session.get_session().get_service_model("sagemaker")
     shape = model.operation_model("CreateTrainingJob").input_shape
     report = ParamValidator().validate(request, shape)
-    problems = [line.strip() for line in report.generate_report().splitlines()[1:] if line.strip()]
+    problems = [line.strip() for line in report.generate_report().splitlines() if line.strip()]
     _limits(shape, request, "CreateTrainingJob", problems)
     return problems
 

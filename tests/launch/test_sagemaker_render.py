@@ -1,0 +1,120 @@
+"""Target sagemaker, the pure half: the ModelTrainer configuration and its refusals (no SDK needed)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+import subprocess
+import sys
+
+import pytest
+
+from trainplan.errors import TrainplanError
+from trainplan.launch import LaunchOptions, render
+
+from launch_fixtures import check_golden, make_plan
+
+ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
+IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313"
+OK = LaunchOptions(role=ROLE, region="us-east-1", bucket="my-bucket", image=IMAGE)
+
+
+def test_model_trainer_config_golden(plan4):
+    # ModelTrainer / Compute / CheckpointConfig / StoppingCondition field names as in
+    # shared/data/HARDWARE_FACTS.md 3.2 (sagemaker 3.27); EFA variables as in launch/env.py.
+    opts = replace(OK, spot=True, keep_alive_s=1800, steps=200, tags=(("team", "pretrain"),))
+    r = render("sagemaker", plan4, opts)
+    check_golden("sagemaker_p6-b200_x4.json", json.dumps(r.to_dict(), indent=2) + "\n")
+
+
+def _with(**changes) -> LaunchOptions:
+    return replace(OK, **changes)
+
+
+def test_instance_count_processes_env_and_checkpoint_come_from_the_plan(plan4):
+    t = render("sagemaker", plan4, OK).request
+    assert t["compute"]["instance_type"] == "ml.p6-b200.48xlarge" and t["compute"]["instance_count"] == 4
+    assert t["distributed"] == {"torchrun": {"process_count_per_node": 8}}
+    assert t["environment"]["FI_PROVIDER"] == "efa" and t["environment"]["FI_EFA_USE_DEVICE_RDMA"] == "1"
+    assert t["checkpoint_config"] == {"s3_uri": "s3://my-bucket/trainplan/trainplan-llama-3-1-8b/checkpoints",
+                                      "local_path": "/opt/ml/checkpoints"}
+    assert t["hyperparameters"]["checkpoint-dir"] == "/opt/ml/checkpoints"
+    assert "NCCL_SOCKET_IFNAME" not in t["environment"]  # the SDK driver sets it in the container
+
+
+def test_spot_waits_twice_the_runtime_by_default(plan4):
+    t = render("sagemaker", plan4, _with(spot=True, max_runtime_s=3600)).request
+    assert t["compute"]["enable_managed_spot_training"] is True
+    assert t["stopping_condition"] == {"max_runtime_in_seconds": 3600, "max_wait_time_in_seconds": 7200}
+
+
+def test_ultraserver_placement(plan4):
+    plan = make_plan("ml.p6e-gb200.36xlarge", nodes=9)
+    t = render("sagemaker", plan, _with(ultraserver=(("us-1", 5), ("us-2", 4)),
+                                        training_plan_arn="arn:aws:sagemaker:us-east-1:123456789012:training-plan/tp")).request
+    assert t["compute"]["instance_placement_config"] == {
+        "enable_multiple_jobs": False,
+        "placement_specifications": [{"ultra_server_id": "us-1", "instance_count": 5},
+                                     {"ultra_server_id": "us-2", "instance_count": 4}]}
+    assert t["distributed"] == {"torchrun": {"process_count_per_node": 4}}
+
+
+GB200 = "ml.p6e-gb200.36xlarge"
+
+
+@pytest.mark.parametrize("instance, opts, msg", [
+    (None, _with(role=""), "launch sagemaker needs an execution role: pass --role ARN or set SAGEMAKER_ROLE"),
+    (None, _with(region=""), "launch sagemaker needs a region: pass --region or set AWS_REGION"),
+    (None, _with(bucket=""), "launch sagemaker needs an S3 bucket for code, checkpoints and output: pass "
+                             "--bucket NAME or set SAGEMAKER_BUCKET"),
+    (None, _with(role="SageMakerRole"), "--role must be an IAM role ARN like arn:aws:iam::123456789012:role/Name, "
+                                        "got 'SageMakerRole'"),
+    (None, _with(bucket="My Bucket"), "--bucket must be an S3 bucket name (3-63 lowercase letters, digits, '.' "
+                                      "and '-'), got 'My Bucket'"),
+    (None, _with(job_name="my job $(x)"), "SageMaker job name 'my job $(x)' is not valid here: use letters, "
+                                          "digits and '-' (no leading or trailing '-'), at most 63 characters (--job-name)"),
+    (None, _with(max_wait_s=10), "--max-wait applies to managed spot only; add --spot or drop it"),
+    (None, _with(spot=True, max_runtime_s=7200, max_wait_s=3600),
+     "--max-wait (3600 s) must be at least --max-runtime (7200 s): with managed spot it bounds waiting plus running"),
+    (None, _with(keep_alive_s=30000), "--keep-alive must be 1..21600 seconds (API limit), got 30000"),
+    (None, _with(max_runtime_s=29 * 86400), "--max-runtime must be 1..2419200 seconds (28 days), got 2505600"),
+    (None, _with(tags=(("team", "a$(b)"),)), "tag team=a$(b) is not a valid SageMaker tag: letters, digits, spaces "
+                                             "and _.:/=+-@ only (key 1-128, value 0-256 characters)"),
+    ("dgx-b200", OK, "dgx-b200 is not a SageMaker training instance type; plan for one of the ml.* instances "
+                     "(see `trainplan hardware`)"),
+    (GB200, OK, "ml.p6e-gb200.36xlarge is sold only inside UltraServers (NVLink domain of 72 GPUs), so the job "
+                "needs an instance placement: pass --ultraserver ID:COUNT for each UltraServer of your training "
+                "plan (and --training-plan ARN)"),
+    (GB200, _with(ultraserver=(("us-1", 1),)), "--ultraserver counts add up to 1 instances but the plan has 2"),
+    (GB200, _with(ultraserver=(("us-1", 2),), spot=True), "ml.p6e-gb200.36xlarge has no Spot capacity; drop --spot"),
+    (GB200, _with(ultraserver=(("us-1", 2),), image=""),
+     "ml.p6e-gb200.36xlarge has arm64 CPUs and the default PyTorch image is x86_64: pass --image with an arm64 "
+     "training image"),
+    (None, _with(ultraserver=(("us-1", 4),)), "--ultraserver applies to UltraServer instances, not ml.p6-b200.48xlarge"),
+])
+def test_refusals(plan4, instance, opts, msg):
+    plan = make_plan(instance, nodes=2) if instance else plan4
+    with pytest.raises(TrainplanError) as e:
+        render("sagemaker", plan, opts)
+    assert str(e.value) == msg
+
+
+def test_trainplan_launch_imports_without_the_sdk(plan_file):
+    """The SDK is an optional extra: importing trainplan.launch must not need it, and the command
+    says which extra to install."""
+    code = f"""
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('sagemaker', 'boto3', 'botocore'):
+            raise ImportError('blocked ' + name)
+sys.meta_path.insert(0, Block())
+import trainplan.launch
+from trainplan.cli import main
+sys.exit(main(['launch', 'sagemaker', '--plan', {str(plan_file)!r}, '--dry-run']))
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr == ("trainplan launch: error: launch sagemaker needs the SageMaker Python SDK v3: "
+                        "pip install 'trainplan[sagemaker]'\n")
+    assert p.stdout == ""

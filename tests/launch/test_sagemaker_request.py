@@ -1,0 +1,122 @@
+"""Target sagemaker, the SDK half: the CreateTrainingJob request the SageMaker SDK v3 builds for a
+plan, captured offline with botocore's Stubber and checked against the API's own schema
+(botocore's sagemaker service-2.json) and against the plan."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+
+import pytest
+
+pytest.importorskip("sagemaker.train")
+
+from trainplan.errors import TrainplanError  # noqa: E402
+from trainplan.launch import LaunchOptions, render  # noqa: E402
+from trainplan.launch.sagemaker_sdk import capture, capture_request, check_against_service_model  # noqa: E402
+
+from launch_fixtures import make_plan  # noqa: E402
+
+ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
+OPTS = LaunchOptions(role=ROLE, region="us-east-1", bucket="my-bucket", steps=200)
+# Credentials in the environment during these tests only: AWS's documented example key pair.
+FAKE_KEY, FAKE_SECRET, FAKE_TOKEN = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "FwoGZXIvYXdzEXAMPLETOKEN"
+
+
+@pytest.fixture(autouse=True)
+def fake_credentials(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", FAKE_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", FAKE_SECRET)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", FAKE_TOKEN)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@pytest.fixture(scope="module")
+def captured():
+    """One capture for the 4-node p6-b200 plan, spot and warm pool on (the SDK is slow to run)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("AWS_ACCESS_KEY_ID", FAKE_KEY)
+    mp.setenv("AWS_SECRET_ACCESS_KEY", FAKE_SECRET)
+    mp.setenv("AWS_SESSION_TOKEN", FAKE_TOKEN)
+    rendered = render("sagemaker", make_plan(), replace(OPTS, spot=True, keep_alive_s=1800,
+                                                        tags=(("team", "pretrain"),)))
+    request, uploads = capture(rendered)
+    mp.undo()
+    return rendered, request, uploads
+
+
+def test_request_matches_the_api_schema(captured):
+    _, request, _ = captured
+    assert check_against_service_model(request) == []
+
+
+def test_schema_check_catches_what_the_api_would_refuse(captured):
+    _, request, _ = captured
+    bad = json.loads(json.dumps(request))
+    del bad["RoleArn"]
+    bad["ResourceConfig"]["InstanceType"] = "ml.p7.96xlarge"
+    bad["ResourceConfig"]["KeepAlivePeriodInSeconds"] = 99999
+    bad["Environment"]["X"] = 3
+    problems = check_against_service_model(bad)
+    assert any("RoleArn" in p for p in problems)
+    assert any("ml.p7.96xlarge" in p for p in problems)
+    assert any("KeepAlivePeriodInSeconds: 99999 is above the maximum 21600" in p for p in problems)
+    assert any("Environment" in p and "type" in p for p in problems)
+
+
+def test_request_matches_the_plan(captured):
+    _, r, _ = captured
+    assert r["ResourceConfig"]["InstanceType"] == "ml.p6-b200.48xlarge"
+    assert r["ResourceConfig"]["InstanceCount"] == 4
+    assert r["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 1800
+    assert r["EnableManagedSpotTraining"] is True
+    assert r["StoppingCondition"] == {"MaxRuntimeInSeconds": 86400, "MaxWaitTimeInSeconds": 172800}
+    assert r["CheckpointConfig"] == {"S3Uri": "s3://my-bucket/trainplan/trainplan-llama-3-1-8b/checkpoints",
+                                     "LocalPath": "/opt/ml/checkpoints"}
+    assert r["OutputDataConfig"]["S3OutputPath"] == "s3://my-bucket/trainplan/trainplan-llama-3-1-8b/output"
+    assert r["Environment"]["FI_PROVIDER"] == "efa" and r["Environment"]["FI_EFA_USE_DEVICE_RDMA"] == "1"
+    assert r["HyperParameters"] == {"plan": "/opt/ml/input/data/code/plan.json", "out": "/opt/ml/model",
+                                    "checkpoint-dir": "/opt/ml/checkpoints", "steps": "200"}
+    assert r["RoleArn"] == ROLE
+    assert re.fullmatch(r"trainplan-llama-3-1-8b-\d{14}", r["TrainingJobName"])
+    assert {"Key": "team", "Value": "pretrain"} in r["Tags"]
+    assert r["AlgorithmSpecification"]["TrainingImage"].endswith("/pytorch-training:2.10.0-gpu-py313")
+    assert {c["ChannelName"] for c in r["InputDataConfig"]} == {"code", "sm_drivers"}
+
+
+def test_the_job_ships_trainplan_the_plan_and_torchrun_with_8_processes(captured):
+    rendered, request, uploads = captured
+    code = next(files for uri, files in uploads.items() if uri.endswith("/input/code"))
+    drivers = next(files for uri, files in uploads.items() if uri.endswith("/input/sm_drivers"))
+    assert code["plan.json"] == rendered.files["plan.json"]
+    assert "trainplan/runtime/__main__.py" in code and "trainplan/hardware/instances.toml" in code
+    assert "runpy.run_module(\"trainplan.runtime\"" in code["trainplan_entry.py"]
+    assert json.loads(drivers["distributed.json"])["process_count_per_node"] == 8
+    source = json.loads(drivers["sourcecode.json"])
+    assert source["entry_script"] == "trainplan_entry.py" and source["requirements"] == "requirements.txt"
+    assert "torchrun_driver.py" in drivers["sm_train.sh"]
+
+
+def test_no_credentials_in_anything_rendered(captured, plan_file, cli, monkeypatch):
+    rendered, request, uploads = captured
+    code, out, err = cli("launch", "sagemaker", "--plan", str(plan_file), "--dry-run", "--json",
+                         "--role", ROLE, "--region", "us-east-1", "--bucket", "my-bucket")
+    assert code == 0, err
+    ours = [json.dumps(rendered.to_dict()), json.dumps(request, default=str), out, err]
+    shipped = [t for files in uploads.values() for t in files.values()]  # incl. the SDK's drivers
+    for t in ours + shipped:
+        assert not re.search(r"AKIA[0-9A-Z]{16}|ASIA[0-9A-Z]{16}", t)
+        assert FAKE_SECRET not in t and FAKE_TOKEN not in t
+    for t in ours:  # the SDK's driver source names these variables; trainplan's artifacts never do
+        assert not re.search(r"aws_secret_access_key|aws_session_token|aws_access_key_id", t, re.IGNORECASE)
+
+
+def test_ultraserver_placement_reaches_the_request():
+    plan = make_plan("ml.p6e-gb200.36xlarge", nodes=2)
+    rendered = render("sagemaker", plan, replace(OPTS, ultraserver=(("us-abc", 2),),
+                                                 image="123456789012.dkr.ecr.us-east-1.amazonaws.com/arm:1"))
+    r = capture_request(rendered)
+    placement = r["ResourceConfig"]["InstancePlacementConfig"]
+    assert placement["PlacementSpecifications"] == [{"UltraServerId": "us-abc", "InstanceCount": 2}]
+    assert placement.get("EnableMultipleJobs", False) is False  # the API default: the job has it alone

@@ -18,7 +18,8 @@ a trace of the real model (issue 3) can check each one:
   dropout_masks  one byte per element for the two hidden-state dropouts (none in modern models)
   moe_routing    router logits / probabilities (fp32) and the chosen expert ids and weights
   moe_dispatch   the token copies sent to experts (tokens * top_k), the experts' intermediates and
-                 their outputs before the weighted combine
+                 their outputs before the weighted combine; routing is assumed balanced (an
+                 expert-parallel rank receives tokens * top_k copies), no capacity-factor padding
   mla_latents    DeepSeek MLA: the compressed q and kv latents and their norms
 
 Reference: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
@@ -79,7 +80,11 @@ class ActivationContext:
     tp: int = 1
     sequence_parallel: bool = True
     cp: int = 1
-    elem_bytes: int = 2  # bf16/fp16 activations (torchao float8 also saves bf16 linear inputs)
+    # bf16/fp16 activations. fp8 recipes keep this: torchao's float8 linear saves its high-precision
+    # input for backward (torchao/float8/float8_linear.py, matmul_with_hp_or_float8_args:
+    # save_for_backward(input_hp, weight_hp_t)). Transformer Engine saves fp8 copies of linear
+    # inputs instead; that saving (~1 byte on 4 of the ~9 tensors of a layer) is not modelled.
+    elem_bytes: int = 2
     flash_attention: bool = True
     dropout: bool = False  # Korthikanti's GPT has attention and hidden dropout; Llama-era models none
     fused_pointwise: bool = False  # torch.compile: silu/mul recomputed in backward (min-cut partitioner)

@@ -17,7 +17,9 @@ Two conventions exist, and `layout.sharding` picks one:
 Pure bf16 keeps weights, gradients and AdamW states in bf16 (2 + 2 + 4 = 8 bytes/param) under
 either convention. Data-parallel sharding runs over dp_shard * cp (torchtitan's fsdp mesh and
 Megatron's data-parallel-with-context-parallel group); routed experts are sharded over ep and then
-over dp_shard * cp / ep. Tensor parallelism divides the attention and MLP matrices and the
+over dp_shard * cp / ep, and divided by tp too (expert tensor parallelism = tp; torchtitan's
+default for MoE with TP, Megatron's --expert-tensor-parallel-size defaults to tp). Tensor
+parallelism divides the attention and MLP matrices and the
 vocabulary-parallel embedding and head; norms and the MoE router are replicated on TP ranks
 (sequence parallelism shards norm activations, not norm weights).
 """

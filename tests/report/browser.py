@@ -22,7 +22,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-dev-shm-usage", "--hide-scrollbars", "--host-resolver-rules=MAP * ~NOTFOUND",
          "--enable-logging=stderr", "--v=0"]
 # Virtual time lets the page's timers and load handlers run without waiting in real time.
-VIRTUAL_TIME_MS = 2000
+VIRTUAL_TIME_MS = 1000
 WIDTH_PX = 1280
 
 
@@ -49,7 +49,7 @@ def _run(chromium: str, extra: list[str], url: str, timeout_s: float = 90) -> su
         return subprocess.run(
             [chromium, *FLAGS, f"--user-data-dir={profile}",
              f"--virtual-time-budget={VIRTUAL_TIME_MS}", *extra, url],
-            capture_output=True, text=True, timeout=timeout_s)
+            capture_output=True, text=True, timeout=timeout_s, check=False)
 
 
 def render(chromium: str, page: Path) -> Rendered:

@@ -118,7 +118,7 @@ def validate_result() -> dict:
         return {"id": rid, "gpu": gpu, "source_key": "src-" + gpu, "predicted": pred, "measured": meas,
                 "error": {k: pred[k] / meas[k] - 1 for k in pred if meas.get(k)}, "skipped_reason": None}
     keys = ("peak_mem_gib", "step_time_s", "tokens_per_s_per_gpu", "mfu")
-    P = lambda *v: dict(zip(keys, v))  # noqa: E731
+    P = lambda *v: dict(zip(keys, v))
     return {"records": [
         rec("M001", "a100-sxm-80gb", P(None, 1.2, 853.3, 0.38), P(None, 1.1, 930.9, 0.415)),
         rec("M002", "h100-sxm-80gb", P(61.0, 2.9, 5650.0, 0.41), P(66.2, 3.1, 5300.0, 0.385)),

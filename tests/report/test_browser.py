@@ -9,15 +9,17 @@ from __future__ import annotations
 import re
 
 import pytest
-
 import report_samples as S
 from browser import find_chromium, ink, png_size, render, screenshot
+
 from trainplan.report import write_compare_report, write_plan_report, write_validate_report
 
 CHROMIUM = find_chromium()
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="chromium is not installed; run tests/report/ensure_chromium.sh (CI does)")
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None,
+                       reason="chromium is not installed; run tests/report/ensure_chromium.sh (CI does)"),
+    pytest.mark.slow,  # a browser start is a few seconds
+]
 
 REPORTS = {
     "plan": (write_plan_report, S.plan_result, 4),  # memory, Pareto, step time, comm ledger
@@ -26,34 +28,20 @@ REPORTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def pages(tmp_path_factory):
-    out = tmp_path_factory.mktemp("reports")
-    done = {}
-    for kind, (write, sample, _) in REPORTS.items():
-        path = out / f"{kind}.html"
-        write(path, sample())
-        done[kind] = (path, render(CHROMIUM, path))
-    return done
-
-
 @pytest.mark.parametrize("kind", list(REPORTS))
-def test_every_plot_draws_with_no_console_message(pages, kind):
-    _, page = pages[kind]
+def test_report_renders_every_plot_with_no_console_message(kind, tmp_path):
+    write, sample, expected = REPORTS[kind]
+    path = write(tmp_path / f"{kind}.html", sample())
+    page = render(CHROMIUM, path)
     assert page.console == []
-    expected = REPORTS[kind][2]
     assert page.attr("data-plots-expected") == str(expected)
     assert page.attr("data-plots-rendered") == str(expected)
     assert '<div id="report-errors"></div>' in page.dom
-    # plotly drew SVG with traces into every plot div
+    # plotly drew an SVG with traces into every plot div
     assert len(re.findall(r'<div id="plot-[a-z_]+"', page.dom)) == expected
     assert page.dom.count('class="main-svg"') >= expected
     assert len(re.findall(r'class="[^"]*\btrace\b', page.dom)) >= expected
 
-
-@pytest.mark.parametrize("kind", list(REPORTS))
-def test_screenshot_shows_the_plots(pages, kind, tmp_path):
-    path, page = pages[kind]
     height = int(page.attr("data-page-height") or 2000)
     png = tmp_path / f"{kind}.png"
     screenshot(CHROMIUM, path, png, height)

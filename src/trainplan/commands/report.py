@@ -40,9 +40,14 @@ def run(args) -> int:
     data = read_json(args.file, "report input")
     kind = kind_of(data)
     if kind == "plan" and data.get("schema"):
+        from trainplan.errors import TrainplanError
         from trainplan.plan import plan_from_dict
 
-        plan_from_dict(data, where=str(args.file))  # refuse an impossible plan before drawing it
+        try:  # refuse an impossible plan before drawing it, naming the file as load_plan does
+            plan_from_dict(data, where=str(args.file))
+        except TrainplanError as e:
+            msg = str(e)
+            raise TrainplanError(msg if msg.startswith(str(args.file)) else f"{args.file}: {msg}") from None
     dataset = read_json(args.dataset, "dataset") if args.dataset else None
     if args.html:
         _check_plotly()
@@ -63,9 +68,9 @@ def run(args) -> int:
 
 
 def _check_plotly() -> None:
+    from importlib.util import find_spec
+
     from trainplan.errors import TrainplanError
 
-    try:
-        import plotly  # noqa: F401
-    except ImportError:
-        raise TrainplanError("HTML reports need plotly: pip install 'trainplan[report]'") from None
+    if find_spec("plotly") is None:
+        raise TrainplanError("HTML reports need plotly: pip install 'trainplan[report]'")

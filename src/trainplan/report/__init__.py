@@ -14,7 +14,7 @@ package (for the terminal helpers) costs nothing.
 
 from __future__ import annotations
 
-__all__ = ["write_plan_report", "write_compare_report", "write_validate_report"]
+__all__ = ["write_compare_report", "write_plan_report", "write_validate_report"]
 
 
 def __getattr__(name: str):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from trainplan import __version__
 
@@ -97,7 +97,7 @@ def page(title: str, subtitle: str, sections: Sequence[str], plots: Sequence) ->
     """The whole document. `sections` are HTML fragments placed before the plots."""
     from plotly.offline import get_plotlyjs
 
-    made = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>{esc(title)}</title><style>{_CSS}</style>",
@@ -107,7 +107,7 @@ def page(title: str, subtitle: str, sections: Sequence[str], plots: Sequence) ->
         "<div id=\"report-errors\"></div>",
         *sections,
         *(figure_html(p) for p in plots),
-        f"<footer>trainplan {esc(__version__)}, {made}. Numbers are predictions of the trainplan "
-        "model unless marked measured.</footer>",
+        (f"<footer>trainplan {esc(__version__)}, {made}. Numbers are predictions of the trainplan "
+         "model unless marked measured.</footer>"),
         f"<script>{_CHECK_JS}</script></body></html>\n",
     ])

@@ -31,9 +31,9 @@ class Plot:
 
 
 def _style(fig: go.Figure, height: int = 420) -> go.Figure:
-    fig.update_layout(template="plotly_white", height=height, margin=dict(l=70, r=30, t=30, b=60),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, traceorder="normal"),
-                      font=dict(family="system-ui, sans-serif", size=13))
+    fig.update_layout(template="plotly_white", height=height, margin={"l": 70, "r": 30, "t": 30, "b": 60},
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0, "traceorder": "normal"},
+                      font={"family": "system-ui, sans-serif", "size": 13})
     return fig
 
 
@@ -89,16 +89,16 @@ def pareto_plot(view: PlanView) -> Plot:
     fig = go.Figure()
     fig.add_scatter(
         name="Pareto set", mode="markers", x=[x_of(c) for c in pts], y=[y_of(c) for c in pts],
-        marker=dict(size=[10 + 30 * v / top for v in inter], color=inter, colorscale="Viridis",
-                    cmin=0, cmax=top, showscale=True, line=dict(width=1, color="#333"),
-                    colorbar=dict(title="inter-node<br>GB/GPU/step")),
+        marker={"size": [10 + 30 * v / top for v in inter], "color": inter, "colorscale": "Viridis",
+                    "cmin": 0, "cmax": top, "showscale": True, "line": {"width": 1, "color": "#333"},
+                    "colorbar": {"title": "inter-node<br>GB/GPU/step"}},
         customdata=[[c.label, c.layout_short, v] for c, v in zip(pts, inter)],
         hovertemplate=("%{customdata[0]}: %{customdata[1]}<br>tokens/s %{y:,.0f}<br>"
                        "inter-node %{customdata[2]:.2f} GB<extra></extra>"))
     ch = view.chosen
     fig.add_scatter(name="chosen", mode="markers", x=[x_of(ch)], y=[y_of(ch)],
-                    marker=dict(symbol="star", size=22, color="#CC3311",
-                                line=dict(width=1, color="#000")),
+                    marker={"symbol": "star", "size": 22, "color": "#CC3311",
+                                "line": {"width": 1, "color": "#000"}},
                     hovertemplate=f"chosen: {ch.layout_short}<br>tokens/s %{{y:,.0f}}<extra></extra>")
     per = "" if ch.tokens_per_s is not None else " per GPU"
     fig.update_layout(
@@ -180,7 +180,7 @@ def comm_plot(view: PlanView) -> Plot | None:
         f"behind compute and the exposed part that adds to the step. Inter-node: {inter:.2f} GB "
         "per GPU per step; inter-node bytes are the expensive ones.")
     fig = _style(fig, 460)
-    fig.update_layout(margin=dict(t=90), legend=dict(y=1.14))
+    fig.update_layout(margin={"t": 90}, legend={"y": 1.14})
     return Plot("comm", "Communication ledger per link tier", fig, caption)
 
 

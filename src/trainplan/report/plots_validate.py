@@ -6,7 +6,8 @@ from __future__ import annotations
 from plotly.subplots import make_subplots
 
 from trainplan.report.plots import PALETTE, Plot, _style
-from trainplan.report.records import METRICS, Point, quantile as _quantile
+from trainplan.report.records import METRICS, Point
+from trainplan.report.records import quantile as _quantile
 
 
 def validate_plots(pts: list[Point]) -> list[Plot]:
@@ -36,10 +37,10 @@ def validate_plots(pts: list[Point]) -> list[Plot]:
             for sign in (1, -1):
                 k = 1 + sign * q
                 fig.add_scatter(x=[lo, hi], y=[lo * k, hi * k], mode="lines", name=name,
-                                line=dict(color="#999", dash=dash, width=1), legendgroup=name,
+                                line={"color": "#999", "dash": dash, "width": 1}, legendgroup=name,
                                 showlegend=(i == 0 and sign == 1), hoverinfo="skip", row=row, col=col)
         fig.add_scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="predicted = measured",
-                        line=dict(color="#333", width=1), legendgroup="ideal",
+                        line={"color": "#333", "width": 1}, legendgroup="ideal",
                         showlegend=(i == 0), hoverinfo="skip", row=row, col=col)
         for g in gpus:
             gp = [p for p in mp if p.gpu == g]
@@ -48,20 +49,20 @@ def validate_plots(pts: list[Point]) -> list[Plot]:
             fig.add_scatter(
                 x=[p.measured for p in gp], y=[p.predicted for p in gp], mode="markers", name=g,
                 legendgroup=g, showlegend=g not in shown,
-                marker=dict(color=color[g], size=9, line=dict(width=0.5, color="#333")),
+                marker={"color": color[g], "size": 9, "line": {"width": 0.5, "color": "#333"}},
                 customdata=[[p.record, p.source, p.error * 100] for p in gp],
                 hovertemplate=(f"%{{customdata[0]}} ({g}, %{{customdata[1]}})<br>measured %{{x:.4g}} "
                                f"{m.unit}<br>predicted %{{y:.4g}} {m.unit}<br>error "
                                "%{customdata[2]:+.1f}%<extra></extra>"),
                 row=row, col=col)
             shown.add(g)
-        axis = dict(type="log" if m.log else "linear")
+        axis = {"type": "log" if m.log else "linear"}
         fig.update_xaxes(title_text=f"measured {m.label} ({m.unit})", row=row, col=col, **axis)
         fig.update_yaxes(title_text=f"predicted ({m.unit})", row=row, col=col, **axis)
     fig.update_annotations(font_size=13)
     fig = _style(fig, 430 * nrows)
-    fig.update_layout(legend=dict(orientation="v", y=1, x=1.02, yanchor="top"),
-                      margin=dict(r=180))
+    fig.update_layout(legend={"orientation": "v", "y": 1, "x": 1.02, "yanchor": "top"},
+                      margin={"r": 180})
     caption = (
         "Each point is one published training run: the measured value across, trainplan's "
         "prediction up, coloured by GPU. On the solid diagonal the prediction is exact; points "

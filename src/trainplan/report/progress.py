@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from typing import Self, TypeVar
 
 from trainplan.report.terminal import WIDTH, fmt_seconds
 
@@ -93,7 +93,7 @@ class Progress:
             self.stream.flush()
             self._last_draw = None
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:

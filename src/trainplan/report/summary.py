@@ -7,8 +7,17 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 
-from trainplan.report.terminal import fmt_count, fmt_pct, fmt_seconds, format_table, paint, use_color
+from trainplan.report.terminal import (
+    WIDTH,
+    fmt_count,
+    fmt_pct,
+    fmt_seconds,
+    format_table,
+    paint,
+    use_color,
+)
 
 
 def plan_lines(result: dict, color: bool = False) -> list[str]:
@@ -18,14 +27,14 @@ def plan_lines(result: dict, color: bool = False) -> list[str]:
     ch = v.chosen
     cap = f" / {v.capacity_gib:.0f}" if v.capacity_gib else ""
     lines = [paint(v.title, "bold", color=color), f"  layout      {ch.layout_short}",
-             f"  throughput  {fmt_count(ch.tokens_per_s)} tokens/s "
-             f"({fmt_count(ch.tokens_per_s_per_gpu)} per GPU), MFU {fmt_pct(ch.mfu)}",
+             (f"  throughput  {fmt_count(ch.tokens_per_s)} tokens/s "
+              f"({fmt_count(ch.tokens_per_s_per_gpu)} per GPU), MFU {fmt_pct(ch.mfu)}"),
              f"  step time   {fmt_seconds(ch.step_time_s)}",
              f"  memory      {ch.peak_mem_gib:.1f}{cap} GiB per GPU"]
     if ch.usd_per_million_tokens is not None:
         lines.append(f"  cost        ${ch.usd_per_million_tokens:.4f} per million tokens")
     for r in v.reasons:
-        lines.append(f"  - {r}")
+        lines += textwrap.wrap(r, WIDTH, initial_indent="  - ", subsequent_indent="    ")
     if v.runners_up:
         lines += ["", format_table(
             ["plan", "layout", "tokens/s", "step", "GiB"],

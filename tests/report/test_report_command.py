@@ -1,0 +1,67 @@
+"""`trainplan report FILE [--html OUT]`: terminal summary or HTML for plan/compare/validate JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import report_samples as S
+
+
+@pytest.fixture
+def files(tmp_path):
+    out = {}
+    for name, data in (("plan.json", S.plan_result()["plan"]), ("plan_out.json", S.plan_result()),
+                       ("compare.json", S.compare_result()), ("validate.json", S.validate_result())):
+        (tmp_path / name).write_text(json.dumps(data))
+        out[name] = str(tmp_path / name)
+    return out
+
+
+def test_plan_json_summary_fits_80_columns(cli, files):
+    code, out, err = cli("report", files["plan_out.json"])
+    assert code == 0, err
+    assert out.splitlines()[0] == "llama-3.1-70b on 2 x ml.p6-b200.48xlarge"
+    assert "  layout      fp8_rowwise ac=selective mb=1 ga=8 dp=2x8(fsdp)" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "\x1b[" not in out  # captured output is not a terminal
+
+
+def test_compare_and_validate_summaries(cli, files):
+    code, out, _ = cli("report", files["compare.json"])
+    assert code == 0 and "does not fit in 4 nodes" in out
+    code, out, _ = cli("report", files["validate.json"])
+    assert code == 0 and out.splitlines()[0].startswith("metric")
+    assert "1 records not predicted" in out
+
+
+@pytest.mark.parametrize("name", ["plan.json", "plan_out.json", "compare.json", "validate.json"])
+def test_html_for_each_kind(cli, files, tmp_path, name):
+    target = tmp_path / "r" / "report.html"
+    code, out, err = cli("report", files[name], "--html", str(target))
+    assert (code, err) == (0, "")
+    assert out == f"wrote {target}\n"
+    assert target.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_unknown_json_is_one_line_error(cli, tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text('{"hello": 1}')
+    code, _, err = cli("report", str(p))
+    assert code == 2
+    assert err == ("trainplan report: error: cannot tell what this JSON is: expected a plan.json "
+                   "(schema trainplan-plan/1) or the --json output of `trainplan plan`, `compare` "
+                   "or `validate`\n")
+
+
+def test_missing_file_and_impossible_plan(cli, tmp_path):
+    code, _, err = cli("report", str(tmp_path / "nope.json"))
+    assert code == 2 and "does not exist or is not a file" in err
+    plan = S.plan_result()["plan"]
+    plan["layout"]["tp"] = 3
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(plan))
+    target = tmp_path / "bad.html"
+    code, _, err = cli("report", str(p), "--html", str(target))
+    assert code == 2 and err.startswith(f"trainplan report: error: {p}: ")
+    assert not target.exists()

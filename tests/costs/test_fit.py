@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trainplan.costs.fit import fits, headroom, max_micro_batch, max_seq_len
 from trainplan.costs.memory import memory_breakdown
@@ -94,3 +96,20 @@ def test_fast_enough_for_the_search():
     finally:
         fit_mod.memory_breakdown = real
     assert len(calls) < 60
+
+
+@settings(max_examples=60, deadline=None)
+@given(model=st.sampled_from(["llama-3.1-8b", "qwen3-30b-a3b", "gemma-2-9b", "deepseek-v3"]),
+       tp=st.sampled_from([1, 2, 4]), pp=st.sampled_from([1, 2, 4]), cp=st.sampled_from([1, 2]),
+       ac=st.sampled_from(["none", "selective", "full", "partial", "offload"]),
+       sharding=st.sampled_from(["fsdp", "zero1", "zero2"]), mb=st.integers(1, 16),
+       seq=st.sampled_from([1024, 4096, 8192]), flash=st.booleans())
+def test_memory_grows_with_micro_batch_and_sequence(model, tp, pp, cp, ac, sharding, mb, seq, flash):
+    """Bisection is exact only if memory is monotone in micro-batch and sequence length."""
+    j = job(model=model, nodes=4, seq=seq, gb=1)
+    L = Layout(tp=tp, pp=pp, cp=cp, dp_shard=32 // (tp * pp * cp), sharding=sharding, ac=ac,
+               ac_layers=1 if ac == "partial" else 0, micro_batch=mb, flash_attention=flash)
+    a = memory_breakdown(j, L).total
+    assert memory_breakdown(j, L.with_(micro_batch=mb + 1)).total > a
+    longer = replace(j, workload=replace(j.workload, seq_len=seq + 2 * cp))
+    assert memory_breakdown(longer, L).total > a

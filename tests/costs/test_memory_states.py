@@ -97,10 +97,10 @@ def test_tp_divides_matrices_not_norms():
 
 
 def test_tp_beyond_kv_heads_replicates_kv():
-    m = resolve("llama-3.1-70b")  # 8 kv heads
-    # qwen-style check on a 4-kv-head model: tp=8 keeps one kv head per rank
     from dataclasses import replace
-    m4 = replace(m, num_kv_heads=4)
+
+    # a 4-kv-head variant of Llama 3.1 70B: tp=8 keeps one kv head per rank
+    m4 = replace(resolve("llama-3.1-70b"), num_kv_heads=4)
     kv = 2 * m4.hidden_size * m4.kv_dim * m4.num_layers
     a = stage_params(m4, 8, 1, 1)[0].dense
     b = stage_params(m4, 4, 1, 1)[0].dense

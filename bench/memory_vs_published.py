@@ -5,8 +5,8 @@
 Records come through trainplan.validation.dataset (the shared record -> Job/Layout converter).
 The measured kind decides what is compared: 'reserved' (torchtitan's max reserved GiB) against
 MemoryBreakdown.total_reserved, 'allocated' against total_allocated, 'unknown' (a 'GB' column)
-against total_reserved too (the nearest of the three; the gap to nvidia-smi's figure is the CUDA
-context and NCCL buffers). Nothing here is fitted: the error is out-of-sample by construction.
+against the device total (with the CUDA context and NCCL buffers), as `trainplan validate` does.
+Nothing here is fitted: the error is out-of-sample by construction.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def rows(path):
             row["skipped"] = c.skipped_reason
         else:
             b = memory_breakdown(c.job, c.layout)
-            pred = b.total_allocated if row["kind"] == "allocated" else b.total_reserved
+            pred = {"reserved": b.total_reserved, "allocated": b.total_allocated}.get(row["kind"], b.total)
             row |= {"predicted_gib": round(pred / GiB, 2), "error": round(pred / GiB / meas - 1, 4),
                     "layout": c.layout.short(), "model": c.job.model.name,
                     "assumptions": list(c.assumptions)}

@@ -115,8 +115,9 @@ class _Count:
         return Candidate(job, layout, self.ev.evaluate(job, layout))
 
     # ---- checkpointing and sizes -------------------------------------------------------------
-    def levels(self, mesh, prec, mb, seq, sched) -> Iterable[tuple[str, int]]:
-        """Checkpointing levels of AC_LADDER that fit at (mb, seq), cheapest first.
+    def levels(self, mesh, prec, mb, seq, sched, coarse: bool = False) -> Iterable[tuple[str, int]]:
+        """Checkpointing levels of AC_LADDER that fit at (mb, seq), cheapest first; `coarse`
+        skips the bisection over partial checkpointing (the screen's rough score).
 
         Full checkpointing is asked first: when it does not fit, only offloading can, and most
         meshes of a large model are ruled out by this one memory check."""
@@ -127,6 +128,8 @@ class _Count:
         per_stage = -(-self.q.model.num_layers // mesh.pp)
         for ac in space.AC_LADDER:
             if ac == "partial":
+                if coarse:
+                    continue
                 ks = list(range(1, per_stage))
                 k = smallest(ks, lambda k: self.fits(mesh, prec, "partial", k, mb, seq, sched))
                 if k is not None:
@@ -142,8 +145,7 @@ class _Count:
         return largest(mbs, lambda mb: self.fits(mesh, prec, ac, k, mb, seq, sched))
 
     def seq_max(self, mesh, prec, ac, k, sched) -> int | None:
-        gran = max(SEQ_GRANULE, mesh.cp * 2)  # cp load balancing splits the sequence in 2*cp chunks
-        seqs = list(range(gran, MAX_SEQ_LEN + 1, gran))
+        seqs = seq_grid(max(SEQ_GRANULE, mesh.cp * 2))  # cp splits the sequence in 2*cp chunks
         return largest(seqs, lambda s: self.fits(mesh, prec, ac, k, 1, s, sched))
 
     def schedules(self, mesh) -> list[tuple[str, int]]:
@@ -164,7 +166,7 @@ class _Count:
                     return self.evaluate(mesh, prec, ac, 0, 1, s, sched)
             return None
         seq = self.q.seq_len
-        first = next(iter(self.levels(mesh, prec, 1, seq, sched)), None)  # lazy: stops at the first
+        first = next(iter(self.levels(mesh, prec, 1, seq, sched, coarse=True)), None)  # lazy
         if first is None:
             return None
         mb = self.mb_max(mesh, prec, *first, seq, sched)
@@ -180,6 +182,21 @@ class _Count:
                         out.append(self.evaluate(mesh, prec, ac, 0, 1, s, sched))
             else:
                 out += self._expand_fixed_seq(mesh, prec, sched)
+        return out
+
+    def expand_like(self, mesh: space.Mesh, prec: str, ref: list[Candidate]) -> list[Candidate]:
+        """Another precision at the points the reference precision's expansion found.
+
+        Precision changes memory by a few percent (fp8 weight copies and scales), so the
+        reference's checkpointing level and micro-batch usually fit again: one memory check
+        each. When one does not, the full expansion runs for this precision."""
+        out = []
+        for c in ref:
+            L = c.layout
+            point = (mesh, prec, L.ac, L.ac_layers, L.micro_batch, c.seq_len, (L.pp_schedule, L.vp))
+            if not self.fits(*point):
+                return self.expand(mesh, prec)
+            out.append(self.evaluate(*point))
         return out
 
     def _expand_fixed_seq(self, mesh: space.Mesh, prec: str, sched) -> list[Candidate]:
@@ -204,25 +221,49 @@ class _Count:
         return out
 
 
+def seq_grid(granule: int) -> list[int]:
+    """Sequence lengths --seq-len max tries: 2^k x {1, 1.25, 1.5, 1.75}, multiples of `granule`,
+    up to MAX_SEQ_LEN. Steps of at most 25% keep the bisection to about six memory checks."""
+    out, p = set(), granule
+    while p <= MAX_SEQ_LEN:
+        out |= {x for x in (p, p * 5 // 4, p * 3 // 2, p * 7 // 4) if x <= MAX_SEQ_LEN and x % granule == 0}
+        p *= 2
+    return sorted(out)
+
+
 def precisions(q: Query, node: NodeType) -> list[str]:
     names = [q.precision] if q.precision else list(space.DEFAULT_PRECISIONS)
     return [p for p in names if node.gpu.supports(recipe(p).gemm_dtype)]
 
 
+def _family(mesh: space.Mesh) -> tuple | None:
+    """Meshes of one family differ only in the degree of a fully sharded dp (FSDP or ZeRO-1):
+    their memory falls as dp (the node count) grows, so a family member that does not fit on n
+    nodes does not fit on fewer either. None for meshes outside such a family."""
+    if mesh.dp_replicate == 1 and mesh.sharding in ("fsdp", "zero1"):
+        return (mesh.tp, mesh.pp, mesh.cp, mesh.ep, mesh.sharding)
+    return None
+
+
 def search_count(q: Query, node: NodeType, nodes: int, ev: Counting, obj: Objective,
-                 stats: Stats) -> list[Candidate]:
-    """All candidates evaluated for one instance type and node count."""
+                 stats: Stats, dead: set | None = None) -> list[Candidate]:
+    """All candidates evaluated for one instance type and node count. `dead` holds mesh
+    families known not to fit here (found on more nodes); families found dead are added."""
     sc = _Count(q, node, nodes, ev, obj)
     precs = precisions(q, node)
     if not precs:
         return []
     ref = q.precision or "bf16"
     screened: list[tuple[space.Mesh, Candidate]] = []
+    dead = set() if dead is None else dead
     for mesh in space.meshes(q.model, node, nodes, q.seq_len):
         stats.meshes += 1
-        c = sc.screen(mesh, ref)
+        fam = _family(mesh)
+        c = None if fam in dead else sc.screen(mesh, ref)
         if c is None:
             stats.screened_out += 1
+            if fam is not None:
+                dead.add(fam)
         else:
             screened.append((mesh, c))
     if not screened:
@@ -234,8 +275,10 @@ def search_count(q: Query, node: NodeType, nodes: int, ev: Counting, obj: Object
     by_obj = sorted(screened, key=lambda mc: order.get(id(mc[1]), len(order)))[:KEEP]
     keep = list({m: None for m, _ in by_tps + by_obj})
     for mesh in keep:
-        for prec in precs:
-            cands += sc.expand(mesh, prec)
+        ref_cands = sc.expand(mesh, precs[0])
+        cands += ref_cands
+        for prec in precs[1:]:
+            cands += sc.expand_like(mesh, prec, ref_cands) if ref_cands else []
     return cands
 
 
@@ -244,6 +287,10 @@ def _counts(q: Query, obj: Objective) -> tuple[list[int], bool]:
     if first == last:
         return [first], False
     grid = [n for n in space.node_counts(last) if n >= first]
+    if q.seq_len is None and not stop_at_fit:
+        # The longest sequence is reached on the most nodes: every sharded or context-parallel
+        # mesh holds less per GPU on more GPUs. Search down from the top, stop at the first fit.
+        return grid[::-1], True
     return grid, stop_at_fit and not obj.chooses_count
 
 
@@ -258,9 +305,12 @@ def run_search(q: Query, ev: Evaluator, progress: Progress | None = None) -> tup
     total = sum(len(c) for _, (c, _) in plan)
     done = 0
     for node, (counts, stop_at_fit) in plan:
-        searched = set()
-        for n in counts:
-            found = search_count(q, node, n, counting, obj, stats)
+        searched: set[int] = set()
+        dead: set[tuple] = set()
+        # Without an early stop, go from the most nodes down: a mesh family that does not fit on
+        # n nodes is skipped on every smaller count (see _family).
+        for n in (counts if stop_at_fit else counts[::-1]):  # (context's list is already reversed)
+            found = search_count(q, node, n, counting, obj, stats, None if stop_at_fit else dead)
             searched.add(n)
             stats.counts += 1
             done += 1
@@ -316,4 +366,4 @@ def longest_seq(ev: Counting, job: Job, layout: Layout) -> int:
     def ok(s: int) -> bool:
         return ev.fits(Job(job.model, job.cluster, Workload(s, gb, job.workload.tokens)), lay)
 
-    return largest(list(range(gran, MAX_SEQ_LEN + 1, gran)), ok) or 0
+    return largest(seq_grid(gran), ok) or 0

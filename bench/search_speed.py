@@ -1,0 +1,75 @@
+"""Search speed (issue 5): the full search for Llama 3.1 405B over 1..128 ml.p6-b200.48xlarge
+nodes, once per priority. Target: at most 1 s each on a 2-core machine. Reports wall time,
+memory checks and estimates (candidates evaluated) per second, and the plan each priority picks.
+
+    .venv/bin/python bench/search_speed.py [--out bench/results/search_speed.json] [--repeat 1]
+
+Not a test: timings depend on the machine and on what else runs (the load average is recorded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+from trainplan.hardware import find_node
+from trainplan.models import resolve
+from trainplan.search import OBJECTIVES, Query, search
+
+MODEL, INSTANCE, MAX_NODES, TOKENS = "llama-3.1-405b", "ml.p6-b200.48xlarge", 128, 15 * 10**12
+
+
+def one(priority: str) -> dict:
+    q = Query(resolve(MODEL), (find_node(INSTANCE),), max_nodes=MAX_NODES, priority=priority,
+              seq_len=None if priority == "context" else 8192, tokens=TOKENS)
+    t0 = time.perf_counter()
+    r = search(q)
+    wall = time.perf_counter() - t0
+    s, c = r.stats, r.chosen
+    return {
+        "priority": priority,
+        "wall_s": wall,
+        "node_counts": s.counts,
+        "meshes": s.meshes,
+        "memory_checks": s.fits_calls,
+        "estimates": s.evaluate_calls,
+        "estimates_per_s": s.evaluate_calls / wall,
+        "memory_checks_per_s": s.fits_calls / wall,
+        "meets_1s_target": wall <= 1.0,
+        "chosen": {"nodes": c.nodes, "seq_len": c.seq_len, "layout": c.layout.short(),
+                   "tokens_per_s": c.tokens_per_s, "mfu": c.metrics.mfu},
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="bench/results/search_speed.json")
+    ap.add_argument("--priority", action="append", choices=sorted(OBJECTIVES))
+    args = ap.parse_args(argv)
+    rows = []
+    for p in args.priority or list(OBJECTIVES):
+        row = one(p)
+        rows.append(row)
+        print(f"{p:<14}{row['wall_s']:>7.2f} s {row['node_counts']:>4} counts {row['meshes']:>5} meshes "
+              f"{row['memory_checks']:>6} mem {row['estimates']:>5} est {row['estimates_per_s']:>7.0f} est/s",
+              file=sys.stderr)
+    result = {
+        "benchmark": "search_speed",
+        "model": MODEL, "instance": INSTANCE, "max_nodes": MAX_NODES, "tokens": TOKENS,
+        "machine": {"cpus": os.cpu_count(), "load_average_1m": os.getloadavg()[0],
+                    "python": platform.python_version(), "platform": platform.platform()},
+        "target_s": 1.0,
+        "runs": rows,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -176,3 +176,11 @@ def test_dtensor_sequence_parallel_saves_the_gathered_matmul_inputs():
     assert megatron.attn_input == megatron.mlp_input == 2 * 8192 / 8
     assert dtensor.attn_input == dtensor.mlp_input == 2 * 8192
     assert dtensor.total - megatron.total == 2 * 2 * 8192 * (1 - 1 / 8)
+
+
+def test_megatron_selective_with_flash_drops_only_the_core():
+    """Megatron's default selective recompute (core_attn) has little to drop under flash attention."""
+    m = resolve("llama-3.1-8b")
+    c = modern_ctx(per_op_selective=False)
+    none, sel = layer_none(m, False, c), layer_activations(m, False, c, "selective")
+    assert sel.attn_core == 0 and none.total - sel.total == none.attn_core == 4 * 32

@@ -134,3 +134,13 @@ def test_every_catalog_model_gives_a_positive_breakdown():
         b = memory_breakdown(j, Layout(dp_shard=32, ac="full"))
         assert b.total > b.total_reserved > b.total_allocated > 0, name
         assert all(v >= 0 for v in b.terms().values()), name
+
+
+def test_state_convention_picks_the_selective_policy():
+    j = job()
+    torchtitan = memory_breakdown(j, Layout(dp_shard=8, ac="selective"))
+    megatron = memory_breakdown(j, Layout(sharding="zero1", dp_shard=8, ac="selective"))
+    none = memory_breakdown(j, Layout(sharding="zero1", dp_shard=8, ac="none"))
+    assert megatron.activations < none.activations
+    assert megatron.activations > 0.99 * none.activations  # only the log-sum-exp is dropped
+    assert torchtitan.activations < 0.5 * megatron.activations

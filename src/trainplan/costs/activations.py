@@ -93,6 +93,10 @@ class ActivationContext:
     # (Korthikanti 4.2.2); DTensor sequence parallelism (torchtitan) saves the all-gathered input
     # of the column-parallel matmuls, which is not divided by tp.
     sp_saves_gathered: bool = False
+    # Which 'selective' policy runs with flash attention: torchtitan's per-op policy (True) or
+    # Megatron's --recompute-granularity selective with its default --recompute-modules core_attn
+    # (False), which with a fused attention kernel has nothing large left to drop.
+    per_op_selective: bool = True
 
 
 def _is_moe(m: ModelSpec, index: int) -> bool:
@@ -186,15 +190,16 @@ def _mlp_hidden(m: ModelSpec, f: float, e: int, fused: bool) -> float:
 def layer_selective(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActivations:
     """Bytes/token saved with selective recomputation.
 
-    Materialised attention: Megatron's attention-core recompute (Korthikanti section 5): everything
-    but the s x s softmax/dropout tensors is kept; Table 2 gives sbh*34/t with TP+SP.
-    Flash attention (the core has nothing large to drop): torchtitan's per-op policy
+    Megatron (and any run with materialised attention): attention-core recompute (Korthikanti
+    section 5): everything but the s x s softmax/dropout tensors is kept; Table 2 gives sbh*34/t
+    with TP+SP. With flash attention that is almost the 'none' memory.
+    Flash attention with c.per_op_selective (the core has nothing large to drop): torchtitan's per-op policy
     (torchtitan/distributed/activation_checkpoint.py `_custom_policy`): keep the layer input, the
     attention output with its log-sum-exp, and the outputs of every second matmul (q, v, MLP gate,
     MLP down); recompute norms, rope, the other matmuls and all element-wise ops.
     """
     full = layer_none(m, moe_layer, c)
-    if not c.flash_attention:
+    if not (c.flash_attention and c.per_op_selective):
         return LayerActivations(**{**full.to_dict(), "attn_core": 0.0})
     e, t = c.elem_bytes, c.tp
     sp = t if (c.sequence_parallel and t > 1) else 1

@@ -139,10 +139,12 @@ def _stage(job, L: Layout, i: int, sp: StageParams) -> MemoryBreakdown:
 
 
 @functools.lru_cache(maxsize=256)
-def _context(seq_len, tp, sequence_parallel, cp, flash, compiled, dtensor_sp) -> ActivationContext:
-    # FSDP2 layouts run the torchtitan stack (DTensor TP/SP); the others Megatron's
+def _context(seq_len, tp, sequence_parallel, cp, flash, compiled, torchtitan) -> ActivationContext:
+    # The state convention names the stack: FSDP2 layouts run torchtitan's (DTensor TP/SP, per-op
+    # selective checkpointing), the others Megatron's (re-gathered SP inputs, attention-core recompute)
     return ActivationContext(seq_len=seq_len, tp=tp, sequence_parallel=sequence_parallel, cp=cp,
-                             flash_attention=flash, fused_pointwise=compiled, sp_saves_gathered=dtensor_sp)
+                             flash_attention=flash, fused_pointwise=compiled, sp_saves_gathered=torchtitan,
+                             per_op_selective=torchtitan)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -6,31 +6,72 @@ to a few outliers; the median error is what the targets ask for). Optimiser: bou
 search on a multiplicative grid that shrinks when a sweep finds nothing better. Pure Python, no
 numpy: it runs where the planner runs. A full fit over the dev file takes seconds; LOSO repeats it
 once per source.
+
+Two kinds of coefficients:
+  * global ones (profile.COEFFICIENTS) and a GEMM factor per GPU architecture relative to Hopper
+    (`arch:ampere`, `arch:blackwell`; Hopper holds most records and anchors gemm_eff);
+  * a step-time factor per framework: the median of predicted / measured step time over the
+    framework's records, kept only when at least MIN_SOURCES different sources show it (one
+    source alone would be memorised, not learned). Global fit and framework factors alternate.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from trainplan.calibration.profile import Profile
 from trainplan.costs.steptime import step_time
 
 BOUNDS = {
     "gemm_eff": (0.3, 1.15),
-    "fp8_gemm_eff": (0.4, 1.3),
+    "fp8_gemm_eff": (0.4, 1.6),
     "attn_eff": (0.1, 0.95),
     "d_half": (8.0, 2048.0),
     "nongemm": (0.2, 6.0),
     "overlap": (0.0, 1.0),
     "tp_overlap": (0.0, 1.0),
+    "arch:ampere": (0.5, 1.5),
+    "arch:blackwell": (0.5, 1.5),
 }
 FITTED = tuple(BOUNDS)
+MIN_SOURCES = 2
+
+
+def _get(prof: Profile, p: str) -> float:
+    if p.startswith("arch:"):
+        return prof.arch_gemm_eff.get(p[5:], 1.0)
+    return getattr(prof, p)
+
+
+def _set(prof: Profile, p: str, v: float) -> Profile:
+    if p.startswith("arch:"):
+        return replace(prof, arch_gemm_eff={**prof.arch_gemm_eff, p[5:]: v})
+    return replace(prof, **{p: v})
 
 
 def predicted_tps(case, prof: Profile) -> float:
     job = case.job
-    return job.workload.tokens_per_step / step_time(job, case.layout, prof).time.total / job.cluster.num_gpus
+    t = step_time(job, case.layout, prof.for_framework(case.framework)).time.total
+    return job.workload.tokens_per_step / t / job.cluster.num_gpus
+
+
+def framework_factors(cases: Sequence, prof: Profile) -> dict[str, float]:
+    """Median predicted/measured step time per framework seen in >= MIN_SOURCES sources."""
+    base = replace(prof, framework_time={})
+    by_fw: dict[str, list] = {}
+    for c in cases:
+        by_fw.setdefault(c.framework, []).append(c)
+    out = {}
+    for fw, cs in sorted(by_fw.items()):
+        if len({c.source_key for c in cs}) < MIN_SOURCES:
+            continue
+        logs = sorted(math.log(predicted_tps(c, base) / c.measured["tokens_per_s_per_gpu"]) for c in cs)
+        mid = len(logs) // 2
+        med = logs[mid] if len(logs) % 2 else (logs[mid - 1] + logs[mid]) / 2
+        out[fw] = round(math.exp(med), 4)
+    return out
 
 
 def objective(cases: Sequence, prof: Profile) -> float:
@@ -41,21 +82,31 @@ def objective(cases: Sequence, prof: Profile) -> float:
 
 
 def fit(cases: Sequence, start: Profile | None = None, sweeps: int = 8,
-        params: Sequence[str] = FITTED, progress: Callable[[str], None] | None = None) -> Profile:
-    """Coordinate search from `start` (default: the priors) minimising `objective`."""
-    prof = start or Profile()
+        params: Sequence[str] = FITTED, progress: Callable[[str], None] | None = None,
+        frameworks: bool = True) -> Profile:
+    """Global coefficients, then framework factors, then the global ones again with the factors."""
+    prof = _search(cases, start or Profile(), sweeps, params, progress)
+    if not frameworks:
+        return prof
+    prof = replace(prof, framework_time=framework_factors(cases, prof))
+    prof = _search(cases, prof, sweeps, params, progress)
+    return replace(prof, framework_time=framework_factors(cases, prof))
+
+
+def _search(cases, prof: Profile, sweeps, params, progress) -> Profile:
+    """Coordinate search from `prof` minimising `objective`."""
     best = objective(cases, prof)
     steps = [0.6, 0.8, 0.9, 1.1, 1.25, 1.6]
     for sweep in range(sweeps):
         improved = False
         for p in params:
             lo, hi = BOUNDS[p]
-            cur = getattr(prof, p)
+            cur = _get(prof, p)
             cands = {min(hi, max(lo, cur * f)) for f in steps}
             if p in ("overlap", "tp_overlap"):  # fractions: additive steps too
                 cands |= {min(hi, max(lo, cur + d)) for d in (-0.3, -0.1, -0.03, 0.03, 0.1, 0.3)}
             for v in sorted(cands):
-                trial = prof.with_coefficients({p: v})
+                trial = _set(prof, p, v)
                 o = objective(cases, trial)
                 if o < best - 1e-9:
                     best, prof, improved = o, trial, True

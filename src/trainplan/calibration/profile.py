@@ -44,15 +44,25 @@ class Profile:
     tp_overlap: float = 0.0
     # Fixed per-step overhead in seconds (data loading, logging, optimizer launch). Prior 0.
     step_overhead_s: float = 0.0
+    # Per GPU architecture factor on the GEMM rate (ampere / hopper / blackwell): how far a
+    # generation's training kernels are from its MAMF beyond gemm_eff. Prior: none (1.0).
+    arch_gemm_eff: dict = field(default_factory=dict, compare=False, hash=False)
+    # Per framework factor on the whole step time (measured / predicted, median over the sources of
+    # that framework; only fitted where at least two sources show it). `framework` picks one.
+    framework_time: dict = field(default_factory=dict, compare=False, hash=False)
+    framework: str = ""
     name: str = "prior"
     cv_error: dict = field(default_factory=dict, compare=False, hash=False)
     folds: dict = field(default_factory=dict, compare=False, hash=False)
     source: str = "priors in calibration/profile.py"
 
-    def coefficients(self) -> dict[str, float]:
-        return {k: getattr(self, k) for k in COEFFICIENTS}
+    def coefficients(self) -> dict:
+        out = {k: getattr(self, k) for k in COEFFICIENTS}
+        out["arch_gemm_eff"] = dict(self.arch_gemm_eff)
+        out["framework_time"] = dict(self.framework_time)
+        return out
 
-    def with_coefficients(self, values: dict[str, float]) -> "Profile":
+    def with_coefficients(self, values: dict) -> "Profile":
         return replace(self, **values)
 
     def fold(self, source_key: str) -> "Profile":
@@ -61,6 +71,14 @@ class Profile:
             return replace(self, **self.folds[source_key], name=f"{self.name} (without {source_key})")
         return self
 
+    def for_framework(self, framework: str) -> "Profile":
+        """The same coefficients with the step-time factor of `framework` (1.0 if none was fitted)."""
+        return replace(self, framework=framework)
+
+    @property
+    def time_factor(self) -> float:
+        return self.framework_time.get(self.framework, 1.0)
+
     def to_dict(self) -> dict:
         return {"schema": SCHEMA, "name": self.name, "source": self.source,
                 "coefficients": self.coefficients(), "cv_error": self.cv_error, "folds": self.folds}
@@ -68,6 +86,7 @@ class Profile:
 
 COEFFICIENTS = ("gemm_eff", "fp8_gemm_eff", "attn_eff", "d_half", "nongemm", "overlap",
                 "tp_overlap", "step_overhead_s")
+TABLES = ("arch_gemm_eff", "framework_time")
 
 
 def profile_from_dict(d: dict, where: str) -> Profile:
@@ -75,11 +94,15 @@ def profile_from_dict(d: dict, where: str) -> Profile:
                required={"schema", "coefficients"})
     if d["schema"] != SCHEMA:
         raise TrainplanError(f"{where}: unknown schema {d['schema']!r}; expected {SCHEMA!r}")
-    check_keys(d["coefficients"], set(COEFFICIENTS), f"{where}: coefficients")
-    for k, v in d["coefficients"].items():
+    co = d["coefficients"]
+    check_keys(co, set(COEFFICIENTS) | set(TABLES), f"{where}: coefficients")
+    flat = {k: v for k, v in co.items() if k in COEFFICIENTS}
+    flat |= {f"{t}.{k}": v for t in TABLES for k, v in (co.get(t) or {}).items()}
+    for k, v in flat.items():
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
             raise TrainplanError(f"{where}: coefficient {k} must be a non-negative number, got {v!r}")
-    return Profile(**{k: float(v) for k, v in d["coefficients"].items()},
+    return Profile(**{k: float(v) for k, v in co.items() if k in COEFFICIENTS},
+                   **{t: {k: float(v) for k, v in (co.get(t) or {}).items()} for t in TABLES},
                    name=d.get("name", "custom"), source=d.get("source", where),
                    cv_error=d.get("cv_error", {}), folds=d.get("folds", {}))
 

@@ -51,7 +51,7 @@ def gemm_rate(gpu: GPUSpec, dtype: str, prof: Profile) -> float:
     """Achieved large-GEMM rate (FLOP/s) before the shape factor."""
     key = {"mxfp8": "fp8", "nvfp4": "fp8", "fp4": "fp8"}.get(dtype, dtype)
     ceiling = gpu.matmul_ceiling.get(key, gpu.matmul_ceiling.get("bf16", 0.75))
-    rate = gpu.peak(dtype) * ceiling * prof.gemm_eff
+    rate = gpu.peak(dtype) * ceiling * prof.gemm_eff * prof.arch_gemm_eff.get(gpu.arch, 1.0)
     return rate * (prof.fp8_gemm_eff if dtype not in ("bf16", "fp16") else 1.0)
 
 
@@ -92,8 +92,10 @@ def microbatch_compute(
                 f = 2.0 * tokens * c * k * n / tp
             gemm_fwd += count * f / (rate * shape_eff(mm, kk, nn, d))
             flops_fwd += count * f
-            if fp8:  # quantise the input (K) and, in backward, the output gradient (N): 3 B each
-                ng_fwd_bytes += count * tokens * c * (kk + nn) * 3 / 2
+            if fp8:  # cast the weight to fp8 (and its transpose for backward): read 2 B, write 2 x 1 B
+                # per weight and micro-batch; activation casts are fused into the producing
+                # kernels (Transformer Engine norms, torch.compile) and not counted
+                ng_fwd_bytes += count * c * kk * nn * 4 / 3
         af = count * tokens * kind.attn_pair_flops * keys_per_query(seq_len, kind.window) / tp
         attn_fwd += af / (gpu.peak("bf16") * prof.attn_eff)
         flops_fwd += af

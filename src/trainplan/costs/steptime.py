@@ -135,9 +135,13 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     # --- expert parallel: dispatch and combine all-to-alls per MoE layer --------------------------
     ep_exp = 0.0
     if L.ep > 1 and m.moe is not None:
-        sp_ep = span(L.ep, L.tp, node)
+        # Megatron-Core "parallel folding" (and torchtitan with etp=1) forms expert groups from
+        # contiguous ranks, so an EP group of up to a node's size stays on NVLink.
+        sp_ep = span(L.ep, 1, node)
         moe_layers = m.num_moe_layers * layers_stage / m.num_layers
-        a2a = tokens * m.moe.experts_per_token * m.hidden_size * 2
+        # each routed copy of a token (top-k) travels out and back in bf16; with sequence parallel
+        # the tokens of a micro-batch are split over the tp ranks before dispatch
+        a2a = tokens * m.moe.experts_per_token * m.hidden_size * 2 / (L.tp if L.sequence_parallel else 1)
         calls = 2 * moe_layers * (2 + r) * n_mb
         ep_exp += add("all_to_all", "ep", a2a, sp_ep, calls, gemm_window * n_mb, prof.tp_overlap)
 
@@ -186,10 +190,14 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     bubble = (L.pp - 1) / L.vp * (mb.total + per_mb_exposed) if L.pp > 1 else 0.0
     compute = (mb.gemm + mb.attention + mb.nongemm) * n_mb
     recompute = mb.recompute * n_mb
+    # A framework's kernels run slower or faster than the model's rates (calibration/profile.py):
+    # the factor scales the compute-side terms; the communication ledger stays as computed.
+    f = prof.time_factor
+    compute, recompute, bubble, optimizer = compute * f, recompute * f, bubble * f, optimizer * f
     total = compute + recompute + dp_exp + tp_exp + pp_exp + cp_exp + ep_exp + bubble + optimizer \
         + prof.step_overhead_s
     t = StepTime(compute, recompute, dp_exp, tp_exp, pp_exp, cp_exp, ep_exp, bubble, optimizer,
-                 mb.nongemm * n_mb, prof.step_overhead_s, total)
+                 mb.nongemm * n_mb * f, prof.step_overhead_s, total)
     tokens_step = w.tokens_per_step
     model = tokens_step * mf.model_per_token(s)
     hw = model * mb.hardware_flops / mb.model_flops if mb.model_flops else model

@@ -1,0 +1,58 @@
+"""estimate(job, layout): the interface the search and the report build on."""
+
+import json
+
+import pytest
+
+from trainplan.calibration.profile import Profile
+from trainplan.estimate import Estimate, estimate
+from trainplan.hardware import Cluster, find_node
+from trainplan.job import Job, Workload
+from trainplan.layout import Layout
+from trainplan.models import resolve
+
+
+def _job(model="llama-3.1-8b", instance="ml.p6-b200.48xlarge", nodes=1, gb=8, tokens=10**12):
+    return Job(resolve(model), Cluster(find_node(instance), nodes), Workload(8192, gb, tokens))
+
+
+def test_fields_units_and_identities():
+    j = _job()
+    e = estimate(j, Layout(dp_shard=8, ac="full"))
+    assert isinstance(e, Estimate)
+    assert e.tokens_per_s == pytest.approx(8 * 8192 / e.step_time_s)
+    assert e.tokens_per_s_per_gpu == pytest.approx(e.tokens_per_s / 8)
+    peak = 8 * j.cluster.gpu.peak("bf16")
+    assert e.mfu == pytest.approx(e.flops_per_step / e.step_time_s / peak)
+    assert e.hfu > e.mfu  # full recompute adds hardware FLOPs
+    assert e.mfu_noncausal > e.mfu  # full-attention convention counts more FLOPs
+    assert e.hours_to_tokens == pytest.approx(1e12 / e.tokens_per_s / 3600)
+    assert e.band[0] < e.tokens_per_s_per_gpu < e.band[1]
+    assert e.binding in ("compute", "communication", "bubble")
+    d = e.to_dict()
+    for k in ("peak_mem_gib", "step_time_s", "tokens_per_s_per_gpu", "mfu", "time_s", "comm", "memory",
+              "cost_per_hour", "usd_to_tokens", "hours_to_tokens", "binding"):
+        assert k in d
+    json.dumps(d)
+
+
+def test_fp8_is_faster_than_bf16_on_blackwell_and_binding_memory_when_it_does_not_fit():
+    j = _job()
+    bf16 = estimate(j, Layout(dp_shard=8))
+    fp8 = estimate(j, Layout(dp_shard=8, precision="fp8_rowwise"))
+    assert fp8.tokens_per_s > bf16.tokens_per_s
+    big = _job("llama-3.1-405b", nodes=1)
+    assert estimate(big, Layout(dp_shard=8)).binding == "memory"
+
+
+def test_a_profile_changes_the_prediction():
+    j, L = _job(), Layout(dp_shard=8)
+    slow = estimate(j, L, Profile(gemm_eff=0.4))
+    fast = estimate(j, L, Profile(gemm_eff=0.9))
+    assert fast.tokens_per_s > slow.tokens_per_s
+
+
+def test_more_nodes_add_network_traffic():
+    e = estimate(_job(nodes=2, gb=16), Layout(dp_shard=16))
+    assert any(c.tier == "efa" for c in e.comm)
+    assert e.cost_per_hour == pytest.approx(2 * find_node("ml.p6-b200.48xlarge").price_per_hour)

@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 pytest.importorskip("sagemaker.train")
+pytestmark = pytest.mark.slow  # the SDK takes seconds to build one request (config schema checks)
 
 from trainplan.errors import TrainplanError  # noqa: E402
 from trainplan.launch import LaunchOptions, render  # noqa: E402

@@ -146,7 +146,13 @@ class _Count:
 
     def seq_max(self, mesh, prec, ac, k, sched) -> int | None:
         seqs = seq_grid(max(SEQ_GRANULE, mesh.cp * 2))  # cp splits the sequence in 2*cp chunks
-        return largest(seqs, lambda s: self.fits(mesh, prec, ac, k, 1, s, sched))
+        ok = lambda s: self.fits(mesh, prec, ac, k, 1, s, sched)  # noqa: E731
+        # The ends first: on many meshes the cap fits, or not even the shortest sequence does.
+        if ok(seqs[-1]):
+            return seqs[-1]
+        if not ok(seqs[0]):
+            return None
+        return largest(seqs, ok)
 
     def schedules(self, mesh) -> list[tuple[str, int]]:
         if mesh.pp == 1:
@@ -319,7 +325,7 @@ def run_search(q: Query, ev: Evaluator, progress: Progress | None = None) -> tup
             pool += found
             if stop_at_fit and found:
                 break
-        if obj.chooses_count and len(counts) > 1:
+        if obj.refine_counts and len(counts) > 1:
             pool += _refine(q, node, counts, searched, pool, counting, obj, stats)
     stats.seconds = time.perf_counter() - t0
     stats.fits_calls, stats.evaluate_calls = counting.memory_calls, counting.evaluate_calls

@@ -70,6 +70,9 @@ class Objective:
     description: str
     rank: Callable[[list[Candidate], int, float], list[Candidate]]
     chooses_count: bool  # picks the node count (and instance) itself
+    # search every count between the grid neighbours of the best one: only where the best count
+    # can lie inside the grid (cost); the most tokens/s lies at the top of the range
+    refine_counts: bool = False
 
 
 OBJECTIVES: dict[str, Objective] = {
@@ -80,7 +83,7 @@ OBJECTIVES: dict[str, Objective] = {
         Objective("communication", "fewest bytes crossing GPUs per token, network first, within "
                   "--tolerance of the best tokens/s on the same nodes", rank_communication, False),
         Objective("context", "longest sequence that fits, then most tokens/s", rank_context, False),
-        Objective("cost", "least dollars to train --tokens (dollars per token)", rank_cost, True),
+        Objective("cost", "least dollars to train --tokens (dollars per token)", rank_cost, True, True),
         Objective("time", "least wall time to train --tokens", rank_time, True),
     )
 }

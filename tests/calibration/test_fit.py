@@ -1,0 +1,77 @@
+"""Calibration: the fit recovers known coefficients; profiles load, refuse bad keys, and fold."""
+
+import json
+from dataclasses import dataclass, replace
+
+import pytest
+
+from trainplan.calibration.fit import fit, framework_factors, loso, predicted_tps
+from trainplan.calibration.profile import Profile, default_profile, load_profile
+from trainplan.errors import TrainplanError
+from trainplan.hardware import Cluster, find_node
+from trainplan.job import Job, Workload
+from trainplan.layout import Layout
+from trainplan.models import resolve
+
+
+@dataclass
+class FakeCase:
+    job: Job
+    layout: Layout
+    source_key: str
+    framework: str
+    measured: dict
+
+
+def _cases(truth: Profile):
+    out = []
+    for i, (model, seq, L) in enumerate([
+        ("llama-3.1-8b", 8192, Layout(dp_shard=8)),
+        ("llama-3.1-8b", 2048, Layout(dp_shard=8, micro_batch=4)),
+        ("llama-3.1-70b", 4096, Layout(dp_shard=8, ac="full")),
+        ("qwen3-8b", 4096, Layout(dp_shard=8, micro_batch=2)),
+    ]):
+        j = Job(resolve(model), Cluster(find_node("ml.p5.48xlarge"), 1), Workload(seq, L.micro_batch * 8))
+        c = FakeCase(j, L, f"s{i % 2}", "fw", {})
+        c.measured["tokens_per_s_per_gpu"] = predicted_tps(c, truth)
+        out.append(c)
+    return out
+
+
+def test_fit_recovers_a_known_gemm_efficiency():
+    truth = Profile(gemm_eff=0.62)
+    cases = _cases(truth)
+    got = fit(cases, Profile(), params=("gemm_eff",), frameworks=False)
+    assert got.gemm_eff == pytest.approx(0.62, rel=0.03)
+
+
+def test_framework_factor_needs_two_sources_and_loso_has_one_fold_per_source():
+    cases = _cases(Profile(gemm_eff=0.7))
+    assert set(framework_factors(cases, Profile(gemm_eff=0.7))) == {"fw"}
+    assert framework_factors(cases[::2], Profile()) == {}  # one source only: nothing learned
+    folds = loso(cases, Profile(), params=("gemm_eff",), frameworks=False, sweeps=2)
+    assert set(folds) == {"s0", "s1"}
+
+
+def test_profile_round_trip_and_folds(tmp_path):
+    p = replace(Profile(gemm_eff=0.7, arch_gemm_eff={"ampere": 1.1}, framework_time={"nemo": 0.9}),
+                folds={"src": {"gemm_eff": 0.5}})
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(p.to_dict()))
+    q = load_profile(f)
+    assert q.gemm_eff == 0.7 and q.arch_gemm_eff == {"ampere": 1.1}
+    assert q.fold("src").gemm_eff == 0.5 and q.fold("other").gemm_eff == 0.7
+    assert q.for_framework("nemo").time_factor == 0.9 and q.for_framework("x").time_factor == 1.0
+
+
+def test_profile_rejects_unknown_coefficients(tmp_path):
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"schema": "trainplan-profile/1", "coefficients": {"gemm_efff": 1}}))
+    with pytest.raises(TrainplanError, match="unknown key 'gemm_efff'"):
+        load_profile(f)
+
+
+def test_packaged_profile_carries_its_cross_validated_error():
+    p = default_profile()
+    assert p.folds and p.cv_error["tokens_per_s_per_gpu"]["quality=full"]["count"] > 40
+    assert "records" in p.cv_error

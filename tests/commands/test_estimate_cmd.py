@@ -1,0 +1,41 @@
+"""`trainplan estimate`: dense and MoE models on every catalog instance; output; errors."""
+
+import json
+
+import pytest
+
+from trainplan.hardware import nodes
+
+INSTANCES = sorted(n for n, x in nodes().items() if x.price_per_hour is not None or x.sagemaker)
+
+
+@pytest.mark.parametrize("instance", INSTANCES)
+@pytest.mark.parametrize("model,extra", [("llama-3.1-8b", ()), ("qwen3-30b-a3b", ("--ep", "2"))])
+def test_dense_and_moe_on_every_instance(cli, instance, model, extra):
+    code, out, err = cli("estimate", "--model", model, "--instance", instance, "--nodes", "2",
+                         "--seq-len", "4096", "--tokens", "1B", "--json", *extra)
+    assert code == 0, err
+    e = json.loads(out)["estimate"]
+    assert e["step_time_s"] > 0 and 0 < e["mfu"] < 1
+    assert e["tokens_per_s_per_gpu"] * nodes()[instance].gpus_per_node * 2 == pytest.approx(e["tokens_per_s"])
+    assert e["comm"], "two nodes always communicate"
+
+
+def test_text_output_has_every_section(cli):
+    code, out, _ = cli("estimate", "--model", "llama-3.1-70b", "--nodes", "2", "--tp", "8", "--pp", "2",
+                       "--global-batch", "16", "--tokens", "15T", "--price", "100")
+    assert code == 0
+    for s in ("step time breakdown", "communication per step", "exposed tp comm", "bubble", "MFU",
+              "cost: 200.00 USD/h (user override)", "to 15,000,000,000,000 tokens", "memory per GPU"):
+        assert s in out
+
+
+@pytest.mark.parametrize("args,msg", [
+    (("--tp", "3"), "tp*pp*cp*dp_replicate = 3 does not divide the 8 GPUs"),
+    (("--global-batch", "12"), "global batch 12 is not a multiple of micro_batch*dp = 1*8"),
+    (("--precision", "fp8_rowwise", "--instance", "ml.p4d.24xlarge"), "needs fp8 tensor cores"),
+    (("--ep", "2",), "ep=2 but llama-3.1-70b has no experts"),
+])
+def test_bad_layouts_are_one_line_errors(cli, args, msg):
+    code, out, err = cli("estimate", *args)
+    assert code == 2 and msg in err and "Traceback" not in err and out == ""

@@ -1,0 +1,55 @@
+"""`trainplan validate`: the dev file end to end, JSON shape, errors."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+DEV = Path(__file__).resolve().parents[3] / "shared" / "validation" / "published_dev.json"
+needs_dev = pytest.mark.skipif(not DEV.exists(), reason="published_dev.json not available")
+
+
+@needs_dev
+def test_json_shape_and_every_record_listed(cli):
+    code, out, err = cli("validate", "--dataset", str(DEV), "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert len(d["records"]) == 114
+    for r in d["records"]:
+        assert {"id", "predicted", "error", "skipped_reason"} <= set(r)
+        if r["skipped_reason"] is None:
+            assert set(r["predicted"]) == {"peak_mem_gib", "step_time_s", "tokens_per_s_per_gpu", "mfu"}
+            assert r["predicted"]["tokens_per_s_per_gpu"] > 0
+    s = d["summary"]
+    assert s["cross_validated"] is True
+    assert s["skipped"] == sum(1 for r in d["records"] if r["skipped_reason"])
+    full = s["tokens_per_s_per_gpu"]["by_quality"]["full"]
+    assert full["count"] >= 50
+    assert {"count", "median_abs", "p90_abs", "max_abs", "mean_signed"} == set(full)
+    assert set(s["tokens_per_s_per_gpu"]) == {"all", "by_quality", "by_gpu", "by_precision", "by_framework"}
+
+
+@needs_dev
+def test_mfu_error_uses_the_records_convention(cli):
+    d = json.loads(cli("validate", "--dataset", str(DEV), "--json")[1])
+    both = [r for r in d["records"] if r["error"] and r["error"]["mfu"] is not None
+            and r["error"]["tokens_per_s_per_gpu"] is not None]
+    assert both and all(r["error"]["mfu"] == pytest.approx(r["error"]["tokens_per_s_per_gpu"]) for r in both)
+
+
+@needs_dev
+def test_text_report_has_the_summary(cli):
+    code, out, _ = cli("validate", "--dataset", str(DEV))
+    assert code == 0
+    assert "cross-validated (leave one source out)" in out
+    assert "skipped: GPU not identified" in out
+    assert "tokens_per_s_per_gpu  quality=full" in out
+
+
+def test_missing_and_wrong_files(cli, tmp_path):
+    code, _, err = cli("validate", "--dataset", str(tmp_path / "nope.json"))
+    assert code == 2 and "does not exist" in err and "Traceback" not in err
+    p = tmp_path / "x.json"
+    p.write_text("[]")
+    code, _, err = cli("validate", "--dataset", str(p))
+    assert code == 2 and "not a trainplan-validation/1 file" in err

@@ -1,0 +1,78 @@
+"""Reading trainplan-validation/1 records into jobs and layouts (validation/dataset.py)."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from trainplan.errors import TrainplanError
+from trainplan.validation.dataset import inter_node_gbps, load_dataset, to_case
+
+# ../shared/validation/published_dev.json, next to the repository (as CI runs `trainplan validate`)
+DEV = Path(__file__).resolve().parents[3] / "shared" / "validation" / "published_dev.json"
+pytestmark = pytest.mark.skipif(not DEV.exists(), reason="published_dev.json not available")
+
+
+@pytest.fixture(scope="module")
+def records():
+    return {r["id"]: r for r in json.loads(DEV.read_text())["records"]}
+
+
+@pytest.mark.parametrize("text,gpn,gbps", [("8x200Gb/s HDR IB", 8, 1600), ("400Gb/s/GPU RDMA", 8, 3200),
+                                           ("1600Gb/s/node RoCE", 8, 1600), ("3.2Tb/s/node RoCE", 8, 3200),
+                                           ("800Gb/s inter-node", 8, 800), ("InfiniBand", 8, None), (None, 8, None)])
+def test_inter_node_text(text, gpn, gbps):
+    assert inter_node_gbps(text, gpn) == gbps
+
+
+def test_megatron_record_maps_to_layout(records):
+    c = to_case(records["M001"])  # Korthikanti 22B, TP8, selective, 16-bit precision unstated
+    assert c.skipped_reason is None
+    L = c.layout
+    assert (L.tp, L.pp, L.micro_batch, L.grad_accum, L.sharding, L.ac, L.precision) == \
+        (8, 1, 4, 1, "none", "selective", "bf16")
+    assert any("precision None -> bf16" in a for a in c.assumptions)
+    assert c.job.model.position_embedding == "learned"
+    assert c.job.cluster.node.inter_node_bandwidth == pytest.approx(1600e9 / 8)
+
+
+def test_distributed_optimizer_is_zero1_over_dp_and_unknown_ac_is_assumed(records):
+    c = to_case(records["M181"])  # DeepSeek-V3 (MLA, MoE) on GB200 NVL72, ep=64, vp=4
+    L = c.layout
+    assert (L.sharding, L.dp_shard, L.ep, L.pp_schedule, L.vp) == ("zero1", 64, 64, "interleaved", 4)
+    assert c.job.model.mla is not None and c.job.model.moe.first_dense_layers == 3
+    assert c.job.cluster.node.nvlink_domain_gpus == 72
+    assert "activation checkpointing: selective (not stated)" in c.assumptions
+
+
+def test_hsdp_and_small_runs(records):
+    L = to_case(records["M112"]).layout
+    assert (L.dp_replicate, L.dp_shard, L.sharding) == (12, 8, "fsdp")
+    one = to_case(records["M097"])  # one H200: a node of one GPU
+    assert one.job.cluster.num_gpus == 1 and one.layout.num_gpus == 1
+
+
+def test_unrepresentable_records_keep_a_reason(records):
+    assert to_case(records["M096"]).skipped_reason == "GPU not identified"
+    assert to_case(records["M226"]).skipped_reason == "global batch not published"
+    bad = copy.deepcopy(records["M001"])
+    bad["train"]["global_batch"] = 6
+    assert "not a multiple of micro_batch*dp" in to_case(bad).skipped_reason
+    bad = copy.deepcopy(records["M001"])
+    bad["train"]["tp"] = 3
+    assert "tp=3" in to_case(bad).skipped_reason
+
+
+def test_every_record_is_read_or_explained():
+    _, cases = load_dataset(DEV)
+    assert len(cases) == 114
+    assert all(c.skipped_reason or c.layout is not None for c in cases)
+    assert sum(1 for c in cases if c.skipped_reason) <= 6
+
+
+def test_not_a_validation_file(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text('{"schema": "other"}')
+    with pytest.raises(TrainplanError, match="not a trainplan-validation/1 file"):
+        load_dataset(p)

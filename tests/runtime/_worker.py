@@ -31,6 +31,8 @@ def run_one(cfg: dict, device) -> dict:
     layout = dict(cfg.get("layout", {}))
     mb = layout.pop("micro_batch", 2)
     plan = demo_plan(dist.get_world_size(), steps=2, seq_len=64, micro_batch=mb, model=spec, **layout)
+    if "hf" in cfg:
+        plan = replace(plan, hf_config=cfg["hf"])
     L = plan.layout
     mesh = parallel.build_mesh(L, dist.get_world_size(), device.type)
     dp_rank = mesh["dp_replicate"].get_local_rank() * L.dp_shard + mesh["dp_shard"].get_local_rank()

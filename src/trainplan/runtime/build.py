@@ -43,7 +43,8 @@ class HFCausalLM(nn.Module):
                 fill(p, name, seed, kind, std)
             # Rotary tables are buffers computed in __init__; to_empty() left them uninitialised.
             if hasattr(mod, "inv_freq") and hasattr(mod, "config"):
-                fresh = type(mod)(config=mod.config, device=mod.inv_freq.device)
+                with torch.device("cpu"):
+                    fresh = type(mod)(mod.config)
                 for bname, buf in fresh.named_buffers(recurse=False):
                     getattr(mod, bname).copy_(buf)
 

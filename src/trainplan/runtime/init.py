@@ -25,7 +25,7 @@ def canonical_name(name: str) -> str:
 
 @torch.no_grad()
 def fill(param: torch.Tensor, name: str, seed: int, kind: str, std: float = 0.02) -> None:
-    """kind: 'ones', 'zeros' or 'normal' (truncated at 3 std, as torchtitan's Llama)."""
+    """kind: "ones", "zeros" or "normal" (clipped to +-3 std, the support of torchtitan's truncated normal)."""
     from torch.distributed.tensor import DTensor, distribute_tensor
 
     shape, device = param.shape, param.device

@@ -1,0 +1,5 @@
+"""Runtime tests need torch (the `torch` extra)."""
+
+import pytest
+
+pytest.importorskip("torch")

@@ -1,0 +1,67 @@
+"""Data: the built-in corpus, user files, the byte tokenizer, and deterministic rank sharding."""
+
+import json
+
+import numpy as np
+import pytest
+
+from trainplan.errors import TrainplanError
+from trainplan.runtime.data import (BYTE_TOKENIZER_VOCAB, Batches, ByteTokenizer, data_files, load_tokens,
+                                    make_batches, stdlib_files)
+
+
+def test_stdlib_corpus_is_sorted_python_source_without_tests():
+    files = stdlib_files()
+    assert len(files) > 100
+    assert files == sorted(files)
+    assert all(f.suffix == ".py" and "site-packages" not in f.parts and "test" not in f.parts for f in files)
+
+
+def test_byte_tokenizer_round_trips_utf8():
+    ids = ByteTokenizer().encode("héllo")
+    assert ids == list("héllo".encode()) and max(ids) < 256
+
+
+def test_ranks_get_disjoint_consecutive_windows_and_shifted_labels():
+    stream = np.arange(10_000, dtype=np.int64)
+    r0 = Batches(stream, seq_len=8, micro_batch=2, grad_accum=2, dp=2, dp_rank=0)
+    r1 = Batches(stream, seq_len=8, micro_batch=2, grad_accum=2, dp=2, dp_rank=1)
+    seen = []
+    for micro in range(2):
+        for r in (r0, r1):
+            x, y = r.micro(step=3, micro=micro)
+            assert x.shape == (2, 8) and np.array_equal(y.numpy(), x.numpy() + 1)
+            seen += [int(row[0]) // 8 for row in x]
+    # step 3 of a global batch of 8 windows: windows 24..31, each exactly once
+    assert sorted(seen) == list(range(24, 32))
+    assert np.array_equal(r0.micro(3, 1)[0].numpy(), r0.micro(3, 1)[0].numpy())
+
+
+def test_default_corpus_batches(tmp_path):
+    b = make_batches("", None, BYTE_TOKENIZER_VOCAB, 32, 2, 1, 1, 0, steps=2)
+    x, y = b.micro(0, 0)
+    assert x.shape == (2, 32) and int(x.max()) < BYTE_TOKENIZER_VOCAB
+
+
+def test_user_files_text_jsonl_npy_bin(tmp_path):
+    (tmp_path / "a.txt").write_text("abc")
+    (tmp_path / "b.jsonl").write_text(json.dumps({"text": "de"}) + "\n")
+    np.save(tmp_path / "c.npy", np.array([1, 2, 3], dtype=np.int32))
+    np.array([7, 8], dtype=np.uint16).tofile(tmp_path / "d.bin")
+    files = data_files(str(tmp_path))
+    assert [f.name for f in files] == ["a.txt", "b.jsonl", "c.npy", "d.bin"]
+    t = load_tokens(files, ByteTokenizer(), BYTE_TOKENIZER_VOCAB, needed=10**9)
+    eos = ByteTokenizer.eos_id
+    assert t.tolist() == [97, 98, 99, eos, 100, 101, eos, 1, 2, 3, 7, 8]
+
+
+def test_bad_data_is_a_one_line_error(tmp_path):
+    with pytest.raises(TrainplanError, match="data 'nope' does not exist"):
+        data_files("nope")
+    bad = tmp_path / "x.jsonl"
+    bad.write_text('{"txt": 1}\n')
+    with pytest.raises(TrainplanError, match=r"x.jsonl:1: expected a JSON object with a \"text\" field"):
+        load_tokens([bad], ByteTokenizer(), 300, 10)
+    np.save(tmp_path / "big.npy", np.array([5, 999]))
+    with pytest.raises(TrainplanError, match="token id 999 but the model's vocabulary has 300 entries"):
+        load_tokens([tmp_path / "big.npy"], ByteTokenizer(), 300, 10)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from launch_fixtures import make_plan
+
 from trainplan.plan import Plan
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from launch_fixtures import check_golden, make_plan
 
 from trainplan.errors import TrainplanError
 from trainplan.launch import LaunchOptions, render
 from trainplan.plan import plan_from_dict
-
-from launch_fixtures import check_golden, make_plan
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainplan:0.1.0"
 
@@ -53,11 +52,11 @@ def test_dollar_in_paths_is_not_expanded_by_kubernetes(plan4):
 @pytest.mark.parametrize("opts, msg", [
     (LaunchOptions(), "launch k8s needs --image: a container image with trainplan and its torch extra installed"),
     (LaunchOptions(image=IMAGE, job_name="my job $(x)"),
-     "k8s job name 'my job $(x)' is not valid here: use letters, digits and '-' (no leading or trailing '-'), "
-     "at most 48 characters (--job-name)"),
+     ("k8s job name 'my job $(x)' is not valid here: use letters, digits and '-' (no leading or trailing '-'), "
+     "at most 48 characters (--job-name)")),
     (LaunchOptions(image=IMAGE, namespace="Team A"),
-     "k8s namespace 'Team A' is not valid here: use letters, digits and '-' (no leading or trailing '-'), "
-     "at most 63 characters (--namespace)"),
+     ("k8s namespace 'Team A' is not valid here: use letters, digits and '-' (no leading or trailing '-'), "
+     "at most 63 characters (--namespace)")),
 ])
 def test_bad_k8s_options(plan4, opts, msg):
     with pytest.raises(TrainplanError) as e:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import shlex
 
 import pytest
+from launch_fixtures import check_golden
 
 from trainplan.errors import TrainplanError
 from trainplan.launch import LaunchOptions, render
-
-from launch_fixtures import check_golden
 
 
 def test_single_node_is_standalone_with_one_process_per_gpu(plan4):

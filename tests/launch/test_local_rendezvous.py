@@ -16,12 +16,12 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("trainplan.runtime.__main__")
 
-from trainplan.hardware import Cluster, find_node  # noqa: E402
-from trainplan.job import Job, Workload  # noqa: E402
-from trainplan.launch import LaunchOptions, render  # noqa: E402
-from trainplan.layout import Layout  # noqa: E402
-from trainplan.models.spec import ModelSpec  # noqa: E402
-from trainplan.plan import Plan, TrainSettings  # noqa: E402
+from trainplan.hardware import Cluster, find_node
+from trainplan.job import Job, Workload
+from trainplan.launch import LaunchOptions, render
+from trainplan.layout import Layout
+from trainplan.models.spec import ModelSpec
+from trainplan.plan import Plan, TrainSettings
 
 # Vocabulary above the runtime's byte tokenizer (256 bytes + 3 specials).
 TINY = ModelSpec(name="tiny", model_type="llama", num_layers=2, hidden_size=64, num_heads=4, num_kv_heads=2,

@@ -13,11 +13,10 @@ import pytest
 pytest.importorskip("sagemaker.train")
 pytestmark = pytest.mark.slow  # the SDK takes seconds to build one request (config schema checks)
 
-from trainplan.errors import TrainplanError  # noqa: E402
-from trainplan.launch import LaunchOptions, render  # noqa: E402
-from trainplan.launch.sagemaker_sdk import capture, capture_request, check_against_service_model  # noqa: E402
+from launch_fixtures import make_plan
 
-from launch_fixtures import make_plan  # noqa: E402
+from trainplan.launch import LaunchOptions, render
+from trainplan.launch.sagemaker_sdk import capture, capture_request, check_against_service_model
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
 OPTS = LaunchOptions(role=ROLE, region="us-east-1", bucket="my-bucket", steps=200)
@@ -87,7 +86,7 @@ def test_request_matches_the_plan(captured):
 
 
 def test_the_job_ships_trainplan_the_plan_and_torchrun_with_8_processes(captured):
-    rendered, request, uploads = captured
+    rendered, _, uploads = captured
     code = next(files for uri, files in uploads.items() if uri.endswith("/input/code"))
     drivers = next(files for uri, files in uploads.items() if uri.endswith("/input/sm_drivers"))
     assert code["plan.json"] == rendered.files["plan.json"]

@@ -9,10 +9,9 @@ import subprocess
 import sys
 
 import pytest
+from launch_fixtures import check_golden
 
 from trainplan.launch import LaunchOptions, render
-
-from launch_fixtures import check_golden
 
 WEIRD_NAME = "it's my $(touch pwned) job"
 WEIRD_PATH = 'plans/with space/"q" $(touch pwned)/plan.json'

@@ -97,7 +97,8 @@ def _device(choice: str) -> str:
     if not shutil.which("nvidia-smi"):
         return "cpu"
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20,
+                             check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return "cpu"
     return "cuda" if out.strip() else "cpu"

@@ -39,10 +39,11 @@ def find_target(name: str) -> Target:
     return TARGETS[name]
 
 
-def render(target: str, plan, options: LaunchOptions = LaunchOptions()) -> Rendered:
+def render(target: str, plan, options: LaunchOptions | None = None) -> Rendered:
     """Pure: the plan as the target will run it. Refuses control characters in any text option,
     which would break out of a script line or a #SBATCH directive."""
     t = find_target(target)
+    options = options or LaunchOptions()
     for f in fields(options):
         values = getattr(options, f.name)
         for v in _texts(values):
@@ -78,4 +79,4 @@ def submit(rendered: Rendered, workdir: str | Path = ".") -> tuple[int, str]:
     raise unknown("launch target", rendered.target, TARGETS)
 
 
-__all__ = ["LaunchOptions", "Rendered", "TARGETS", "Target", "find_target", "render", "submit"]
+__all__ = ["TARGETS", "LaunchOptions", "Rendered", "Target", "find_target", "render", "submit"]

@@ -14,7 +14,13 @@ import subprocess
 
 from trainplan.errors import TrainplanError
 from trainplan.launch import torchrun
-from trainplan.launch.base import DEFAULT_RDZV_PORT, LaunchOptions, Rendered, check_dns_name, job_name
+from trainplan.launch.base import (
+    DEFAULT_RDZV_PORT,
+    LaunchOptions,
+    Rendered,
+    check_dns_name,
+    job_name,
+)
 from trainplan.launch.env import EFA_DEVICES, has_efa, network_env
 
 NAME = "k8s"
@@ -98,6 +104,7 @@ def _k8s_literal(arg: str) -> str:
 
 def submit(rendered: Rendered) -> int:
     try:
-        return subprocess.run(list(rendered.argv), input=rendered.files[MANIFEST], text=True).returncode
+        return subprocess.run(list(rendered.argv), input=rendered.files[MANIFEST], text=True,
+                              check=False).returncode
     except FileNotFoundError:
         raise TrainplanError("kubectl is not on PATH: install it and point it at the cluster") from None

@@ -65,7 +65,7 @@ def render(plan, options: LaunchOptions) -> Rendered:
 def submit(rendered: Rendered) -> int:
     """Run torchrun in the foreground; its exit code is ours."""
     try:
-        return subprocess.run(list(rendered.argv), env={**os.environ, **rendered.env}).returncode
+        return subprocess.run(list(rendered.argv), env={**os.environ, **rendered.env}, check=False).returncode
     except FileNotFoundError:
         raise TrainplanError(
             "torchrun is not on PATH: install the torch extra (pip install 'trainplan[torch]')"

@@ -143,8 +143,8 @@ def render(plan, options: LaunchOptions) -> Rendered:
                  (("trainplan:model", plan.job.model.name), *options.tags)],
     }
     notes = [
-        "the SDK's torchrun driver forces NCCL_PROTO=simple after the job environment is set "
-        "(sagemaker 3.27 torchrun_driver.setup_env); it cannot be overridden from here",
+        ("the SDK's torchrun driver forces NCCL_PROTO=simple after the job environment is set "
+         "(sagemaker 3.27 torchrun_driver.setup_env); it cannot be overridden from here"),
     ]
     files = {"plan.json": plan.to_json(), REQUIREMENTS: requirements(), ENTRY: _ENTRY_SCRIPT}
     return Rendered(target=NAME, argv=(), env=env, env_sources=why, files=files, request=trainer,

@@ -53,9 +53,15 @@ def staged_source(rendered: Rendered):
 
 def build_trainer(rendered: Rendered, source_dir: str, session):
     """The ModelTrainer for a rendered job (SDK objects from plain data)."""
-    from sagemaker.core.training.configs import (
-        CheckpointConfig, Compute, OutputDataConfig, SourceCode, StoppingCondition, Tag)
     from sagemaker.core.shapes import InstancePlacementConfig, PlacementSpecification
+    from sagemaker.core.training.configs import (
+        CheckpointConfig,
+        Compute,
+        OutputDataConfig,
+        SourceCode,
+        StoppingCondition,
+        Tag,
+    )
     from sagemaker.train.distributed import Torchrun
     from sagemaker.train.model_trainer import ModelTrainer
 
@@ -187,7 +193,7 @@ def capture(rendered: Rendered) -> tuple[dict, dict[str, dict[str, str]]]:
         try:
             trainer = build_trainer(rendered, src, session)
             trainer.train(wait=False, logs=False)
-        except Exception as e:  # the SDK raises many kinds; one line for the user
+        except Exception as e:  # noqa: BLE001 (the SDK raises many kinds; one line for the user)
             raise TrainplanError(f"the SageMaker SDK refused the job: {_one_line(e)}") from None
     if len(fake.captured) != 1:
         raise TrainplanError("the SageMaker SDK did not build a CreateTrainingJob request")
@@ -252,9 +258,8 @@ def _limits(shape, value, where: str, problems: list[str]) -> None:
             problems.append(f"{where}: {len(value)} characters, at most {meta['max']}")
         if shape.enum and value not in shape.enum:
             problems.append(f"{where}: {value!r} is not one of the API's values")
-    elif shape.type_name in ("integer", "long") and isinstance(value, int):
-        if "max" in meta and value > meta["max"]:
-            problems.append(f"{where}: {value} is above the maximum {meta['max']}")
+    elif shape.type_name in ("integer", "long") and isinstance(value, int) and value > meta.get("max", value):
+        problems.append(f"{where}: {value} is above the maximum {meta['max']}")
 
 
 def submit(rendered: Rendered) -> str:
@@ -268,7 +273,7 @@ def submit(rendered: Rendered) -> str:
         try:
             trainer = build_trainer(rendered, src, session)
             trainer.train(wait=False, logs=False)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (botocore and SDK errors alike; one line)
             raise TrainplanError(f"SageMaker did not start the job: {_one_line(e)}") from None
     job = trainer._latest_training_job  # the SDK's handle on the job it just created
     return job.training_job_name if job is not None else t["base_job_name"]

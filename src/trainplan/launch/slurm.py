@@ -67,7 +67,7 @@ def submit(rendered: Rendered, directory: str | Path = ".") -> int:
     path = Path(directory) / SCRIPT
     write_atomic(path, rendered.files[SCRIPT])
     try:
-        return subprocess.run(["sbatch", str(path)]).returncode
+        return subprocess.run(["sbatch", str(path)], check=False).returncode
     except FileNotFoundError:
         raise TrainplanError(
             f"sbatch is not on PATH: run this on a Slurm login node (the script is at {path})"

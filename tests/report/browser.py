@@ -53,7 +53,8 @@ def _run(chromium: str, extra: list[str], url: str, timeout_s: float = 90) -> su
 
 
 def render(chromium: str, page: Path) -> Rendered:
-    r = _run(chromium, ["--dump-dom"], page.resolve().as_uri())
+    # the same width as the screenshot, so that the page height it reports is the one shot
+    r = _run(chromium, [f"--window-size={WIDTH_PX},1000", "--dump-dom"], page.resolve().as_uri())
     console = [line.split("] ", 1)[-1] for line in r.stderr.splitlines() if ":CONSOLE" in line]
     return Rendered(dom=r.stdout, console=console)
 

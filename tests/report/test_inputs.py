@@ -114,3 +114,69 @@ def test_quantile_interpolates_like_numpy():
     assert quantile([1, 2, 3, 4], 0.5) == 2.5
     assert quantile([0, 10], 0.9) == 9.0
     assert quantile([7], 0.9) == 7
+
+
+def _search_entry(tokens_per_s_scale: float = 1.0) -> tuple[dict, dict, dict]:
+    """(plan.json, a runner-up entry shaped like search Candidate.to_dict, its real estimate)."""
+    from trainplan.estimate import estimate
+    from trainplan.hardware import Cluster, find_node
+    from trainplan.job import Job, Workload
+    from trainplan.layout import Layout
+
+    plan = S.plan_result()["plan"]
+    layout = Layout(ac="full", micro_batch=1, grad_accum=8, dp_shard=16)
+    job = Job(S.LLAMA_70B, Cluster(find_node("ml.p6-b200.48xlarge"), 2),
+              Workload(seq_len=8192, global_batch=128))
+    est = estimate(job, layout).to_dict()
+    entry = {"instance": "ml.p6-b200.48xlarge", "nodes": 2, "gpus": 16, "seq_len": 8192,
+             "global_batch": 128, "layout": layout.to_dict(), "layout_short": layout.short(),
+             "tokens_per_s": est["tokens_per_s"] * tokens_per_s_scale,
+             "tokens_per_s_per_gpu": est["tokens_per_s_per_gpu"], "step_time_s": est["step_time_s"],
+             "mfu": est["mfu"], "memory_gib": est["peak_mem_gib"], "capacity_gib": 179.0,
+             "headroom_gib": 179.0 - est["peak_mem_gib"], "inter_node_bytes_per_token": 1234.0,
+             "usd_per_billion_tokens": 1500.0}
+    return plan, entry, est
+
+
+def test_a_search_entry_gets_its_breakdown_from_the_cost_model():
+    from trainplan.report.inputs import search_candidate
+
+    plan, entry, est = _search_entry()
+    c = search_candidate(entry, "#2", plan)
+    assert sum(c.memory_gib.values()) == pytest.approx(est["peak_mem_gib"], rel=1e-3)
+    assert sum(c.time_s.values()) == pytest.approx(est["step_time_s"], rel=1e-6)
+    assert c.comm  # the ledger too
+    assert (c.peak_mem_gib, c.tokens_per_s, c.inter_node_bytes_per_token) == (
+        entry["memory_gib"], entry["tokens_per_s"], 1234.0)
+    assert c.usd_per_million_tokens == pytest.approx(1.5)
+    assert c.extra["headroom_gib"] == pytest.approx(179.0 - est["peak_mem_gib"])
+
+
+def test_a_search_entry_the_cost_model_disagrees_with_keeps_totals_only():
+    from trainplan.report.inputs import search_candidate
+
+    plan, entry, _ = _search_entry(tokens_per_s_scale=1.1)  # e.g. planned with another profile
+    c = search_candidate(entry, "#2", plan)
+    assert c.memory_gib == {} and c.time_s == {} and c.comm == ()
+    assert c.peak_mem_gib == entry["memory_gib"] and c.step_time_s == entry["step_time_s"]
+
+
+def test_time_terms_name_exposed_communication_by_dimension_and_drop_zeros():
+    t = {"compute": 117.0, "recompute": 38.2, "dp": 7.2, "tp": 9.4, "pp": 0.0, "bubble": 0.0,
+         "optimizer": 0.03, "overhead": 0.0}
+    assert time_terms_s(t) == {"compute": 117.0, "recompute": 38.2, "exposed comm dp": 7.2,
+                               "exposed comm tp": 9.4, "optimizer": 0.03}
+
+
+def test_non_gemm_inside_compute_is_not_stacked_twice():
+    # costs/steptime.py: compute includes non-GEMM work; total = compute + recompute + comm + ...
+    t = {"compute": 100.0, "recompute": 30.0, "tp": 5.0, "nongemm": 10.0, "total": 135.0}
+    parts = time_terms_s(t)
+    assert parts == {"GEMM + attention": 90.0, "recompute": 30.0, "exposed comm tp": 5.0,
+                     "non-GEMM": 10.0}
+    assert sum(parts.values()) == 135.0
+
+
+def test_a_total_larger_than_its_parts_shows_the_rest():
+    assert time_terms_s({"compute": 1.0, "tp": 0.5, "total": 2.0}) == {
+        "compute": 1.0, "exposed comm tp": 0.5, "other": 0.5}

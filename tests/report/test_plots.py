@@ -8,7 +8,14 @@ import pytest
 import report_samples as S
 
 from trainplan.report.inputs import plan_view
-from trainplan.report.plots import comm_plot, memory_plot, pareto_plot, plan_plots, step_time_plot
+from trainplan.report.plots import (
+    comm_plot,
+    memory_groups,
+    memory_plot,
+    pareto_plot,
+    plan_plots,
+    step_time_plot,
+)
 from trainplan.report.plots_compare import compare_plots
 from trainplan.report.plots_validate import validate_plots
 from trainplan.report.records import validate_points
@@ -41,7 +48,26 @@ def test_memory_bars_stack_to_the_peak_under_the_gpu_capacity_line():
     assert totals == pytest.approx([c.peak_mem_gib for c in (v.chosen, *v.runners_up)])
     (line,) = fig.layout.shapes
     assert line.y0 == line.y1 == pytest.approx(v.capacity_gib)
-    assert [t.name for t in fig.data][:3] == ["parameters", "gradients", "optimizer"]
+    assert [t.name for t in fig.data] == ["parameters", "gradients", "optimizer states",
+                                          "unsharded_in_flight", "activations", "logits and loss",
+                                          "runtime overheads"]
+
+
+def test_memory_groups_of_the_memory_model_terms():
+    # the term names of costs.memory's MemoryBreakdown.to_dict()["gib"]
+    terms = {"params": 1, "grads": 2, "master_params": 0, "optimizer_states": 4, "unsharded_params": 1,
+             "unsharded_grads": 1, "activations": 5, "recompute_working": 1, "activation_grads": 1,
+             "logits": 3, "fp8_weights": 1, "fp8_scales": 0.5, "workspace": 0.1, "fragmentation": 1,
+             "nccl_buffers": 0.2, "cuda_context": 0.7, "moe_dispatch": 2}
+    g = memory_groups(terms)
+    assert g["parameters"] == {"params": 1, "unsharded_params": 1, "fp8_weights": 1, "fp8_scales": 0.5}
+    assert g["gradients"] == {"grads": 2, "unsharded_grads": 1}
+    assert g["activations"] == {"activations": 5, "recompute_working": 1, "activation_grads": 1}
+    assert g["runtime overheads"] == {"workspace": 0.1, "fragmentation": 1, "nccl_buffers": 0.2,
+                                      "cuda_context": 0.7}
+    assert g["optimizer states"] == {"optimizer_states": 4} and g["logits and loss"] == {"logits": 3}
+    assert g["moe_dispatch"] == {"moe_dispatch": 2}  # no rule: its own group, never dropped
+    assert sum(sum(v.values()) for v in g.values()) == pytest.approx(sum(terms.values()))
 
 
 def test_pareto_points_grow_with_inter_node_bytes_and_the_chosen_plan_is_a_star():

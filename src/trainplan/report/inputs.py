@@ -57,10 +57,12 @@ class Candidate:
     tokens_per_s_per_gpu: float | None
     mfu: float | None
     usd_per_million_tokens: float | None
+    inter_node_bytes_per_token: float | None = None  # all GPUs, per trained token
     extra: dict = field(default_factory=dict)
 
     @property
     def inter_node_bytes(self) -> float:
+        """Bytes each GPU sends over inter-node links per step (from the ledger)."""
         return sum(r.bytes for r in self.comm if is_inter_node(r.tier))
 
     @property
@@ -125,22 +127,51 @@ def _memory_total_gib(est: dict, terms: dict[str, float]) -> float:
     return sum(terms.values())
 
 
+# Parallel dimensions: a step-time part named after one is the communication of that dimension
+# that is not hidden behind compute (the step-time helper's StepTime fields).
+_DIMS = ("dp", "fsdp", "hsdp", "tp", "pp", "cp", "ep", "sp")
+_PART_NAMES = {"nongemm": "non-GEMM", "non_gemm": "non-GEMM"}
+
+
 def time_terms_s(t: dict | None) -> dict[str, float]:
-    """Step-time parts in seconds; nested dicts (exposed comm per dimension) become 'name dim'."""
+    """Non-zero step-time parts in seconds. A part named after a parallel dimension, or nested
+    under an 'exposed comm' dict, becomes 'exposed comm <dim>'; the total is not a part."""
     if not isinstance(t, dict):
         return {}
     out: dict[str, float] = {}
     for k, v in t.items():
-        name = k.removesuffix("_s").replace("_", " ")
-        if not _is_term(k):
+        key = k.removesuffix("_s")
+        if not _is_term(key):
             continue
         if isinstance(v, dict):
             for sub, sv in v.items():
-                if _num(sv) is not None and _is_term(sub):
-                    out[f"{name} {sub.removesuffix('_s')}"] = float(sv)
-        elif _num(v) is not None:
+                if _num(sv) and _is_term(sub):
+                    out[f"{key.replace('_', ' ')} {sub.removesuffix('_s')}"] = float(sv)
+        elif _num(v):
+            name = f"exposed comm {key}" if key in _DIMS else _PART_NAMES.get(key, key.replace("_", " "))
             out[name] = float(v)
-    return out
+    return _reconcile(out, _num(_first(t, ("total", "total_s"))))
+
+
+def _reconcile(parts: dict[str, float], total: float | None) -> dict[str, float]:
+    """Make the stacked parts add up to the step's total.
+
+    The step-time model reports non-GEMM time as a part of `compute` (StepTime.nongemm is
+    inside compute, costs/steptime.py); stacked side by side it would count twice, so when the
+    parts exceed the total by exactly that much, compute is shown without it. A total larger
+    than its parts keeps the rest visible as 'other'.
+    """
+    if total is None or not parts:
+        return parts
+    excess = sum(parts.values()) - total
+    tol = 1e-6 * max(total, 1e-9)
+    nongemm = parts.get("non-GEMM", 0.0)
+    if nongemm and "compute" in parts and abs(excess - nongemm) <= tol:
+        rest = {k: v for k, v in parts.items() if k != "compute"}
+        return {"GEMM + attention": parts["compute"] - nongemm, **rest}
+    if excess < -tol:
+        return {**parts, "other": -excess}
+    return parts
 
 
 def _first(d: dict, keys: tuple[str, ...], default=None):
@@ -179,32 +210,92 @@ def layout_short(layout: dict | None) -> str:
     return " ".join(parts)
 
 
-def candidate(d: dict, label: str) -> Candidate:
-    """A candidate (plan.json, or {"layout", "estimate"}) as a flat view."""
+def candidate(d: dict, label: str, gpus: int | None = None, tokens_per_step: int | None = None) -> Candidate:
+    """A candidate with an estimate (a plan.json, or {"layout", "estimate"}) as a flat view.
+    With `gpus` and `tokens_per_step`, inter-node bytes per token come from the ledger."""
     est = d.get("estimate") or {}
     mem = memory_terms_gib(est.get("memory"))
-    tdict = _first(est, ("time", "step_time_breakdown", "step_time"))
+    tdict = _first(est, ("time_s", "time", "step_time_breakdown", "step_time"))
     t = time_terms_s(tdict if isinstance(tdict, dict) else None)
     step = _num(est.get("step_time_s"))
     if step is None and isinstance(tdict, dict):
         step = _num(_first(tdict, ("total", "total_s")))
     if step is None and t:
         step = sum(t.values())
+    comm = comm_rows(_first(est, ("comm", "comm_ledger", "ledger")))
+    inter = _num(est.get("inter_node_bytes_per_token"))
+    if inter is None and gpus and tokens_per_step:
+        inter = sum(r.bytes for r in comm if is_inter_node(r.tier)) * gpus / tokens_per_step
     return Candidate(
         label=label,
-        layout_short=str(d.get("short") or layout_short(d.get("layout"))),
+        layout_short=str(d.get("layout_short") or layout_short(d.get("layout"))),
         memory_gib=mem,
         peak_mem_gib=_memory_total_gib(est, mem),
         time_s=t,
         step_time_s=step,
-        comm=comm_rows(_first(est, ("comm", "comm_ledger", "ledger"))),
+        comm=comm,
         tokens_per_s=_num(est.get("tokens_per_s")),
         tokens_per_s_per_gpu=_num(est.get("tokens_per_s_per_gpu")),
         mfu=_num(est.get("mfu")),
         usd_per_million_tokens=_num(est.get("usd_per_million_tokens")),
+        inter_node_bytes_per_token=inter,
         extra={k: est[k] for k in ("binding", "band", "hours_to_tokens", "usd_to_tokens",
-                                   "cost_per_hour") if k in est},
+                                   "cost_per_hour", "profile") if est.get(k) is not None},
     )
+
+
+def search_candidate(entry: dict, label: str, plan: dict) -> Candidate:
+    """A `trainplan plan --json` runner-up or Pareto entry (flat totals, no breakdown).
+
+    The entry carries totals only; the breakdowns the plots stack are recomputed with
+    `trainplan.estimate.estimate` for the entry's own instance, nodes, sequence and layout. If
+    that is impossible (no estimate module, a profile other than the default) or disagrees with
+    the entry's throughput by more than 1%, the report shows the totals without breakdown rather
+    than a breakdown that does not add up to the number beside it.
+    """
+    if isinstance(entry.get("estimate"), dict):
+        return candidate(entry, label)
+    full = _recompute(entry, plan)
+    tps = _num(entry.get("tokens_per_s"))
+    if full is not None and tps and abs(full.get("tokens_per_s", 0) / tps - 1) > 0.01:
+        full = None
+    gpus = entry.get("gpus")
+    tokens_per_step = (entry.get("seq_len") or 0) * (entry.get("global_batch") or 0)
+    base = candidate({**entry, "estimate": full or {}}, label, gpus, tokens_per_step or None)
+    usd_b = _num(entry.get("usd_per_billion_tokens"))
+    peak = _num(entry.get("memory_gib"))
+    return Candidate(
+        label=label, layout_short=base.layout_short, memory_gib=base.memory_gib,
+        peak_mem_gib=peak if peak is not None else base.peak_mem_gib,
+        time_s=base.time_s, step_time_s=_num(entry.get("step_time_s")) or base.step_time_s,
+        comm=base.comm, tokens_per_s=tps, tokens_per_s_per_gpu=_num(entry.get("tokens_per_s_per_gpu")),
+        mfu=_num(entry.get("mfu")), usd_per_million_tokens=None if usd_b is None else usd_b / 1000,
+        inter_node_bytes_per_token=_num(entry.get("inter_node_bytes_per_token")),
+        extra={k: entry[k] for k in ("binding", "instance", "nodes", "seq_len", "oom_risk",
+                                     "capacity_gib", "headroom_gib") if entry.get(k) is not None},
+    )
+
+
+def _recompute(entry: dict, plan: dict) -> dict | None:
+    from trainplan.errors import TrainplanError
+
+    try:
+        from trainplan.estimate import estimate
+        from trainplan.hardware import Cluster, find_node
+        from trainplan.job import Job, Workload
+        from trainplan.layout import layout_from_dict
+        from trainplan.models.spec import spec_from_dict
+    except ImportError:
+        return None
+    try:
+        wl = plan.get("workload") or {}
+        job = Job(spec_from_dict(plan["model"]),
+                  Cluster(find_node(str(entry["instance"])), int(entry["nodes"])),
+                  Workload(seq_len=int(entry["seq_len"]), global_batch=int(entry["global_batch"]),
+                           tokens=int(wl.get("tokens") or 0)))
+        return estimate(job, layout_from_dict(entry["layout"])).to_dict()
+    except (TrainplanError, KeyError, TypeError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -230,17 +321,30 @@ def plan_view(result: dict) -> PlanView:
         raise TrainplanError(
             "plan report: no plan found; expected a plan.json or `trainplan plan --json` output "
             "with a 'plan' key")
-    runners = [candidate(c, f"#{i + 2}") for i, c in
-               enumerate(_first(result, ("runners_up", "runner_ups", "alternatives"), []) or [])]
-    pareto = [candidate(c, f"P{i + 1}") for i, c in
-              enumerate(_first(result, ("pareto", "pareto_set"), []) or [])]
     cluster = plan.get("cluster") or {}
+    wl = plan.get("workload") or {}
     capacity, gpu_name = _capacity_gib(str(cluster.get("instance", "")))
+    gpus = _gpus(cluster)
+    tokens_per_step = (wl.get("seq_len") or 0) * (wl.get("global_batch") or 0) or None
+    runners = [search_candidate(c, f"#{i + 2}", plan) for i, c in
+               enumerate(_first(result, ("runners_up", "runner_ups", "alternatives"), []) or [])]
+    pareto = [search_candidate(c, f"P{i + 1}", plan) for i, c in
+              enumerate(_first(result, ("pareto", "pareto_set"), []) or [])]
     model = (plan.get("model") or {}).get("name", "model")
     title = f"{model} on {cluster.get('nodes', '?')} x {cluster.get('instance', '?')}"
-    return PlanView(title=title, plan=plan, chosen=candidate(plan, "chosen"),
+    return PlanView(title=title, plan=plan, chosen=candidate(plan, "chosen", gpus, tokens_per_step),
                     runners_up=tuple(runners), pareto=tuple(pareto), capacity_gib=capacity,
                     gpu_name=gpu_name, reasons=tuple(plan.get("reasons") or result.get("reasons") or ()))
+
+
+def _gpus(cluster: dict) -> int | None:
+    from trainplan.errors import TrainplanError
+    from trainplan.hardware import find_node
+
+    try:
+        return find_node(str(cluster.get("instance", ""))).gpus_per_node * int(cluster.get("nodes", 0))
+    except (TrainplanError, TypeError, ValueError):
+        return None
 
 
 def _capacity_gib(instance: str) -> tuple[float | None, str]:

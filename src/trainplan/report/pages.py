@@ -92,12 +92,15 @@ def compare_html(result: dict) -> str:
     from trainplan.report.records import compare_rows
 
     rows = compare_rows(result)
-    table_rows = [[r.instance, r.gpu, r.nodes if r.nodes is not None else "-",
-                   fmt_count(r.tokens_per_s), _money(r.usd_per_billion_tokens, 0),
-                   "-" if r.days is None else f"{r.days:.1f}", r.note] for r in rows]
+    table_rows = [[r.instance, r.gpu, "-" if r.nodes is None else r.nodes, r.layout or r.note,
+                   "-" if r.micro_batch is None else r.micro_batch,
+                   "-" if r.longest_seq_len is None else f"{r.longest_seq_len:,}",
+                   fmt_count(r.tokens_per_s), fmt_pct(r.mfu), _money(r.usd_per_billion_tokens, 0),
+                   "-" if r.days is None else f"{r.days:,.1f}"] for r in rows]
     sections = ["<h2>Instance types</h2>", H.table(
-        ["instance", "GPU", "nodes", "tokens/s", "$ / B tokens", "days", "note"], table_rows,
-        numeric=[False, False, True, True, True, True, False])]
+        ["instance", "GPU", "nodes", "best layout", "micro-batch", "longest sequence", "tokens/s",
+         "MFU", "$ per billion tokens", "days to budget"], table_rows,
+        numeric=[False, False, True, False, True, True, True, True, True, True])]
     model = result.get("model") or "model"
     tokens = result.get("tokens")
     sub = f"token budget {fmt_count(tokens)}" if tokens else "no token budget given"

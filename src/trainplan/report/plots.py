@@ -41,21 +41,60 @@ def _candidates(view: PlanView) -> list[Candidate]:
     return [view.chosen, *view.runners_up]
 
 
+# Memory terms grouped for the stacked bars (first matching rule wins; the order matters:
+# "activation_grads" are activations, not gradients). Hover lists the terms inside each group.
+_MEMORY_GROUPS = (
+    ("optimizer states", ("optimizer",)),
+    ("activations", ("activation", "recompute", "act_")),
+    ("logits and loss", ("logit", "loss")),
+    ("gradients", ("grad",)),
+    ("parameters", ("param", "weight", "master", "fp8_scale", "embedding")),
+    ("runtime overheads", ("workspace", "fragment", "nccl", "cuda", "context", "overhead", "buffer")),
+)
+
+
+def memory_groups(terms: dict[str, float]) -> dict[str, dict[str, float]]:
+    """{group: {term: GiB}} for the non-zero terms; a term no rule matches is its own group."""
+    out: dict[str, dict[str, float]] = {}
+    for term, gib in terms.items():
+        if not gib:
+            continue
+        group = next((g for g, keys in _MEMORY_GROUPS if any(k in term.lower() for k in keys)), term)
+        out.setdefault(group, {})[term] = gib
+    return out
+
+
+def _stack(fig: go.Figure, cands: list[Candidate], parts_of, total_of, horizontal: bool,
+           unit: str, fmt: str) -> None:
+    """Stacked bars, one trace per part; a candidate without a breakdown gets one grey
+    'total (no breakdown)' bar so that it is not drawn empty."""
+    parts_per = [parts_of(c) for c in cands]
+    names: list[str] = []
+    for p in parts_per:
+        names += [n for n in p if n not in names]
+    labels = [c.label for c in cands]
+    for i, name in enumerate(names):
+        vals = [sum(p.get(name, {}).values()) if isinstance(p.get(name), dict) else p.get(name, 0.0)
+                for p in parts_per]
+        detail = ["<br>".join(f"{k}: {v:{fmt}} {unit}" for k, v in p[name].items())
+                  if isinstance(p.get(name), dict) else "" for p in parts_per]
+        xy = {"y": labels, "x": vals} if horizontal else {"x": labels, "y": vals}
+        val = "%{x" if horizontal else "%{y"
+        fig.add_bar(name=name, orientation="h" if horizontal else "v", **xy,
+                    marker_color=PALETTE[i % len(PALETTE)], customdata=detail,
+                    hovertemplate=f"{name}: {val}:{fmt}}} {unit}<br>%{{customdata}}<extra>%{{{'y' if horizontal else 'x'}}}</extra>")
+    bare = [total_of(c) if not p else 0.0 for c, p in zip(cands, parts_per)]
+    if any(bare):
+        xy = {"y": labels, "x": bare} if horizontal else {"x": labels, "y": bare}
+        fig.add_bar(name="total (no breakdown)", orientation="h" if horizontal else "v", **xy,
+                    marker_color="#BBBBBB")
+
+
 def memory_plot(view: PlanView) -> Plot:
     cands = _candidates(view)
-    terms: list[str] = []
-    for c in cands:
-        terms += [t for t in c.memory_gib if t not in terms]
     fig = go.Figure()
-    x = [c.label for c in cands]
-    for i, term in enumerate(terms):
-        fig.add_bar(name=term.replace("_", " "), x=x, y=[c.memory_gib.get(term, 0.0) for c in cands],
-                    marker_color=PALETTE[i % len(PALETTE)],
-                    customdata=[c.layout_short for c in cands],
-                    hovertemplate=f"{term}: %{{y:.2f}} GiB<br>%{{customdata}}<extra>%{{x}}</extra>")
-    if not terms:  # an estimate without a breakdown still has a peak
-        fig.add_bar(name="peak (no breakdown)", x=x, y=[c.peak_mem_gib for c in cands],
-                    marker_color=PALETTE[0])
+    _stack(fig, cands, lambda c: memory_groups(c.memory_gib), lambda c: c.peak_mem_gib,
+           horizontal=False, unit="GiB", fmt=".2f")
     fig.update_layout(barmode="stack", xaxis_title="plan (chosen, then runners-up)",
                       yaxis_title="memory per GPU, worst rank (GiB)")
     cap = view.capacity_gib
@@ -67,67 +106,68 @@ def memory_plot(view: PlanView) -> Plot:
     headroom = f"{cap - view.chosen.peak_mem_gib:.1f} GiB" if cap else "unknown"
     caption = (
         "Memory each GPU needs at its peak (the worst rank), split into what holds it, for the "
-        "chosen plan and the runners-up. The dashed line is the GPU's memory; a bar that reaches "
-        f"it does not fit. The chosen plan leaves {headroom} free. Read which term dominates: "
-        "optimizer states and parameters shrink with sharding (dp_shard, tp, pp); activations "
-        "shrink with checkpointing, micro-batch and cp.")
+        "chosen plan and the runners-up (hover a segment for the terms inside it). The dashed line "
+        "is the GPU's memory; a bar that reaches it does not fit. The chosen plan leaves "
+        f"{headroom} free. Read which part dominates: parameters, gradients and optimizer states "
+        "shrink with sharding (dp_shard, tp, pp); activations shrink with checkpointing, "
+        "micro-batch and cp. Runners-up come from the search with totals only; their breakdown "
+        "is recomputed with the same cost model, or shown grey when it cannot be.")
     return Plot("memory", "Memory per GPU", _style(fig), caption)
+
+
+def _headroom(view: PlanView, c: Candidate) -> float | None:
+    if c.extra.get("headroom_gib") is not None:
+        return float(c.extra["headroom_gib"])
+    cap = c.extra.get("capacity_gib") or view.capacity_gib
+    return cap - c.peak_mem_gib if cap else None
 
 
 def pareto_plot(view: PlanView) -> Plot:
     pts = list(view.pareto) or _candidates(view)
-    cap = view.capacity_gib
+    has_headroom = all(_headroom(view, c) is not None for c in [*pts, view.chosen])
 
     def x_of(c: Candidate) -> float:
-        return (cap - c.peak_mem_gib) if cap else c.peak_mem_gib
+        return _headroom(view, c) if has_headroom else c.peak_mem_gib
 
     def y_of(c: Candidate) -> float | None:
         return c.tokens_per_s if c.tokens_per_s is not None else c.tokens_per_s_per_gpu
 
-    inter = [c.inter_node_bytes / GB for c in pts]
+    inter = [(c.inter_node_bytes_per_token or 0.0) / 1e6 for c in pts]
     top = max(inter) if inter and max(inter) > 0 else 1.0
     fig = go.Figure()
     fig.add_scatter(
         name="Pareto set", mode="markers", x=[x_of(c) for c in pts], y=[y_of(c) for c in pts],
-        marker={"size": [10 + 30 * v / top for v in inter], "color": inter, "colorscale": "Viridis",
-                    "cmin": 0, "cmax": top, "showscale": True, "line": {"width": 1, "color": "#333"},
-                    "colorbar": {"title": "inter-node<br>GB/GPU/step"}},
+        marker={"size": [12 + 28 * v / top for v in inter], "color": inter, "colorscale": "Viridis",
+                "cmin": 0, "cmax": top, "showscale": True, "line": {"width": 1, "color": "#333"},
+                "colorbar": {"title": "inter-node<br>MB per token"}},
         customdata=[[c.label, c.layout_short, v] for c, v in zip(pts, inter)],
-        hovertemplate=("%{customdata[0]}: %{customdata[1]}<br>tokens/s %{y:,.0f}<br>"
-                       "inter-node %{customdata[2]:.2f} GB<extra></extra>"))
+        hovertemplate=("%{customdata[0]}: %{customdata[1]}<br>%{y:,.0f} tokens/s<br>"
+                       "inter-node %{customdata[2]:.3f} MB per token<extra></extra>"))
     ch = view.chosen
     fig.add_scatter(name="chosen", mode="markers", x=[x_of(ch)], y=[y_of(ch)],
                     marker={"symbol": "star", "size": 22, "color": "#CC3311",
-                                "line": {"width": 1, "color": "#000"}},
-                    hovertemplate=f"chosen: {ch.layout_short}<br>tokens/s %{{y:,.0f}}<extra></extra>")
+                            "line": {"width": 1, "color": "#000"}},
+                    hovertemplate=f"chosen: {ch.layout_short}<br>%{{y:,.0f}} tokens/s<extra></extra>")
     per = "" if ch.tokens_per_s is not None else " per GPU"
     fig.update_layout(
-        xaxis_title="memory headroom per GPU (GiB)" if cap else "peak memory per GPU (GiB)",
+        xaxis_title="memory headroom per GPU (GiB)" if has_headroom else "peak memory per GPU (GiB)",
         yaxis_title=f"throughput{per} (tokens/s)")
+    none = " Here no plan sends anything between nodes." if not any(inter) else ""
     caption = (
-        "Each point is a plan no other plan beats on all three of throughput, memory headroom and "
-        "inter-node traffic. Up is faster; right leaves more memory free (safer against OOM and "
+        "Each point is a plan that no other plan beats on all three of throughput, memory headroom "
+        "and inter-node traffic. Up is faster; right leaves more memory free (safer against OOM, "
         "room for longer sequences); larger, brighter points send more bytes over the inter-node "
-        "network (EFA) per GPU per step. The star is the plan chosen for the priority asked.")
+        "network (EFA) per trained token, all GPUs together. The star is the plan chosen for the "
+        f"priority asked.{none}")
     return Plot("pareto", "Pareto set: throughput, memory headroom, inter-node bytes",
                 _style(fig), caption)
 
 
 def step_time_plot(view: PlanView) -> Plot:
-    cands = _candidates(view)
-    parts: list[str] = []
-    for c in cands:
-        parts += [p for p in c.time_s if p not in parts]
+    cands = _candidates(view)[::-1]  # chosen on top
     fig = go.Figure()
-    y = [c.label for c in cands][::-1]  # chosen on top
-    for i, part in enumerate(parts):
-        fig.add_bar(name=part, orientation="h", y=y,
-                    x=[c.time_s.get(part, 0.0) for c in cands][::-1],
-                    marker_color=PALETTE[i % len(PALETTE)],
-                    hovertemplate=f"{part}: %{{x:.3f}} s<extra>%{{y}}</extra>")
-    if not parts:
-        fig.add_bar(name="step (no breakdown)", orientation="h", y=y,
-                    x=[c.step_time_s or 0.0 for c in cands][::-1], marker_color=PALETTE[0])
+    _stack(fig, cands, lambda c: c.time_s, lambda c: c.step_time_s or 0.0, horizontal=True,
+           unit="s", fmt=".3f")
     fig.update_layout(barmode="stack", xaxis_title="time per optimizer step (s)",
                       yaxis_title="plan")
     ch = view.chosen
@@ -135,11 +175,11 @@ def step_time_plot(view: PlanView) -> Plot:
     step = f"{ch.step_time_s:.2f} s" if ch.step_time_s else "?"
     caption = (
         "Where one optimizer step's time goes, per plan: compute, recompute (activation "
-        "checkpointing), communication that is not hidden behind compute (per parallel dimension), "
-        f"pipeline bubble, optimizer. The chosen plan's step takes {step}, most of it '{big}'. "
-        "A long recompute bar says checkpointing costs time; long exposed-communication bars say "
-        "the layout waits on the network.")
-    return Plot("step_time", "Step-time breakdown", _style(fig, 120 + 60 * len(cands)), caption)
+        "checkpointing), communication not hidden behind compute (per parallel dimension), "
+        f"pipeline bubble, optimizer, non-GEMM work. The chosen plan's step takes {step}, most "
+        f"of it '{big}'. A long recompute bar says checkpointing costs time; long exposed-"
+        "communication bars say the layout waits on the network.")
+    return Plot("step_time", "Step-time breakdown", _style(fig, 140 + 60 * len(cands)), caption)
 
 
 def comm_plot(view: PlanView) -> Plot | None:

@@ -40,4 +40,6 @@ def compare_plots(result: dict) -> list[Plot]:
         "'no plan' means the model does not fit within the node limit.")
     if not result.get("tokens"):
         caption += " No token budget was given, so days are empty."
-    return [Plot("compare", "Instance types side by side", _style(fig, 480), caption)]
+    fig = _style(fig, 500)
+    fig.update_layout(margin={"t": 70})  # room for the panel titles above plotly's toolbar
+    return [Plot("compare", "Instance types side by side", fig, caption)]

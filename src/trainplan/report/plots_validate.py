@@ -56,7 +56,8 @@ def validate_plots(pts: list[Point]) -> list[Plot]:
                                "%{customdata[2]:+.1f}%<extra></extra>"),
                 row=row, col=col)
             shown.add(g)
-        axis = {"type": "log" if m.log else "linear"}
+        # log axes: one tick per decade (plotly's default also labels 2 and 5 of each decade)
+        axis = {"type": "log", "dtick": 1} if m.log else {"type": "linear"}
         fig.update_xaxes(title_text=f"measured {m.label} ({m.unit})", row=row, col=col, **axis)
         fig.update_yaxes(title_text=f"predicted ({m.unit})", row=row, col=col, **axis)
     fig.update_annotations(font_size=13)

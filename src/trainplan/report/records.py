@@ -5,8 +5,8 @@ compare output is read as
 
     {"model": name, "tokens": N,
      "instances": [{"instance", "gpu"?, "nodes", "tokens_per_s", "usd_per_billion_tokens",
-                    "days_to_budget", "max_micro_batch"?, "max_seq_len"?,
-                    "reason"? (why no plan)}, ...]}
+                    "days_to_tokens" (or "days_to_budget"), "micro_batch"?, "longest_seq_len"?,
+                    "layout"?, "fits"?, "why"? (why no plan)}, ...]}
 
 (`rows`/`results` may stand for `instances`; a row may instead carry an `estimate` dict, then
 tokens_per_s, usd_per_million_tokens and hours_to_tokens come from it).
@@ -31,6 +31,10 @@ def _num(x):
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
+def _first(d: dict, keys: tuple[str, ...], default=None):
+    return next((d[k] for k in keys if d.get(k) is not None), default)
+
+
 def quantile(vals, q: float) -> float:
     """Quantile by linear interpolation between order statistics (numpy's default)."""
     s = sorted(vals)
@@ -49,6 +53,10 @@ class CompareRow:
     usd_per_billion_tokens: float | None
     days: float | None
     note: str
+    layout: str = ""
+    micro_batch: int | None = None
+    longest_seq_len: int | None = None
+    mfu: float | None = None
 
 
 def _gpu_of(instance: str) -> str:
@@ -77,7 +85,7 @@ def compare_rows(result: dict) -> list[CompareRow]:
         usd_b = _num(r.get("usd_per_billion_tokens"))
         if usd_b is None and _num(r.get("usd_per_million_tokens", est.get("usd_per_million_tokens"))) is not None:
             usd_b = 1000 * _num(r.get("usd_per_million_tokens", est.get("usd_per_million_tokens")))
-        days = _num(r.get("days_to_budget", r.get("days")))
+        days = _num(_first(r, ("days_to_budget", "days_to_tokens", "days")))
         hours = _num(r.get("hours_to_tokens", est.get("hours_to_tokens")))
         if days is None and hours is not None:
             days = hours / 24
@@ -86,7 +94,11 @@ def compare_rows(result: dict) -> list[CompareRow]:
             instance=inst, gpu=str(r.get("gpu") or _gpu_of(inst)),
             nodes=r.get("nodes") if isinstance(r.get("nodes"), int) else None,
             tokens_per_s=tps, usd_per_billion_tokens=usd_b, days=days,
-            note=str(r.get("reason") or r.get("skipped_reason") or r.get("error") or "")))
+            note=str(_first(r, ("why", "reason", "skipped_reason", "error"), "")),
+            layout=str(r.get("layout") if isinstance(r.get("layout"), str) else ""),
+            micro_batch=r.get("micro_batch") if isinstance(r.get("micro_batch"), int) else None,
+            longest_seq_len=_first(r, ("longest_seq_len", "max_seq_len")),
+            mfu=_num(r.get("mfu", est.get("mfu")))))
     return out
 
 

@@ -33,16 +33,23 @@ def test_every_mesh_uses_every_gpu_and_hsdp_shards_inside_a_node():
             assert x.sharding == "fsdp" and x.dp_shard * x.tp * x.cp == 8
         if x.dp == 1:
             assert x.sharding == "none"
-    assert {x.cp for x in meshes} == {1}  # 8192 tokens leave no room for CP at 8192 per rank
+    assert {x.cp for x in meshes} == {1, 2}  # at least 4096 tokens per CP rank
+    assert {x.cp for x in space.meshes(m, B200, 4, 4096)} == {1}
 
 
 def test_cp_opens_up_with_long_sequences_and_ep_only_for_moe():
     m = resolve("llama-3.1-8b")
-    assert space.cp_options(131072) == [1, 2, 4, 8, 16]
+    assert space.cp_options(131072) == [1, 2, 4, 8, 16, 32]
     assert space.cp_options(None)[-1] == space.MAX_CP
     assert {x.ep for x in space.meshes(m, B200, 1, 8192)} == {1}
     moe = resolve("qwen3-30b-a3b")
     assert max(x.ep for x in space.meshes(moe, B200, 1, 8192)) > 1
+
+
+def test_vp_gives_chunks_of_one_two_or_four_layers():
+    assert space.vp_options(96, 8) == [2, 3, 6, 12]  # Nemotron-4 340B: NVIDIA runs vp=12
+    assert space.vp_options(126, 8) == [2]  # uneven stages: only the shallow interleave
+    assert space.vp_options(4, 4) == []
 
 
 def test_node_count_grid_steps_at_most_25_percent():

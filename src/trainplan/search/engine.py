@@ -157,10 +157,7 @@ class _Count:
     def schedules(self, mesh) -> list[tuple[str, int]]:
         if mesh.pp == 1:
             return [("1f1b", 1)]
-        out = [("1f1b", 1)]
-        if self.q.model.num_layers >= mesh.pp * 2:
-            out.append(("interleaved", 2))
-        return out
+        return [("1f1b", 1)] + [("interleaved", v) for v in space.vp_options(self.q.model.num_layers, mesh.pp)]
 
     # ---- the two stages ----------------------------------------------------------------------
     def screen(self, mesh: space.Mesh, prec: str) -> Candidate | None:

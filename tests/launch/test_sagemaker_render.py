@@ -98,6 +98,27 @@ def test_refusals(plan4, instance, opts, msg):
     assert str(e.value) == msg
 
 
+def test_rendering_needs_neither_torch_nor_the_sdk(plan_file):
+    """slurm, k8s, local and sagemaker (with --image) render with torch, the SDK and boto blocked."""
+    code = f"""
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('torch', 'sagemaker', 'boto3', 'botocore'):
+            raise ImportError('blocked ' + name)
+sys.meta_path.insert(0, Block())
+from trainplan.launch import LaunchOptions, render
+from trainplan.plan import load_plan
+plan = load_plan({str(plan_file)!r})
+for target in ('slurm', 'k8s', 'local', 'sagemaker'):
+    render(target, plan, LaunchOptions(image='img:1', rdzv_endpoint='h:1', role={ROLE!r},
+                                       region='us-east-1', bucket='my-bucket'))
+print('ok')
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert (p.returncode, p.stdout) == (0, "ok\n"), p.stderr
+
+
 def test_trainplan_launch_imports_without_the_sdk(plan_file):
     """The SDK is an optional extra: importing trainplan.launch must not need it, and the command
     says which extra to install."""

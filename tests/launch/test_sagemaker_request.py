@@ -120,3 +120,30 @@ def test_ultraserver_placement_reaches_the_request():
     placement = r["ResourceConfig"]["InstancePlacementConfig"]
     assert placement["PlacementSpecifications"] == [{"UltraServerId": "us-abc", "InstanceCount": 2}]
     assert placement.get("EnableMultipleJobs", False) is False  # the API default: the job has it alone
+
+
+def test_submit_creates_the_job_through_the_sdk(monkeypatch):
+    """submit() goes through ModelTrainer.train(): here against a stubbed session, so the request
+    that would reach SageMaker is the one the dry run shows."""
+    from sagemaker.core.helper import session_helper
+
+    from trainplan.launch import sagemaker_sdk
+
+    uploads = []
+
+    def upload_data(self, path, bucket=None, key_prefix="data", **_):
+        uploads.append(key_prefix)
+        return f"s3://{bucket}/{key_prefix}"
+
+    monkeypatch.setattr(session_helper.Session, "upload_data", upload_data)
+    monkeypatch.setattr(session_helper.Session, "default_bucket", lambda self: "my-bucket")
+    monkeypatch.setenv("SAGEMAKER_VALIDATE_ROLE", "false")  # no IAM to ask offline
+    fake = sagemaker_sdk._StubbedBotoSession("us-east-1")
+    rendered = render("sagemaker", make_plan(), OPTS)
+    name = sagemaker_sdk.submit(rendered, boto_session=fake.session)
+    assert name == "captured"  # the job the stubbed DescribeTrainingJob returned
+    (request,) = fake.captured
+    assert request["ResourceConfig"] == {"InstanceType": "ml.p6-b200.48xlarge", "InstanceCount": 4,
+                                         "VolumeSizeInGB": 500}
+    assert check_against_service_model(request) == []
+    assert sorted(u.rsplit("/", 1)[-1] for u in uploads) == ["code", "sm_drivers"]

@@ -39,34 +39,42 @@ def test_script_is_valid_bash(plan4, tmp_path):
 
 @pytest.mark.skipif(not shutil.which("bash"), reason="needs bash")
 def test_running_the_script_hands_torchrun_the_literal_strings(plan4, tmp_path):
-    """Run the script with fake scontrol/srun: spaces, quotes and $() must arrive verbatim and
-    nothing in them may execute."""
+    """Run the script with fake scontrol, srun and torchrun: spaces, quotes and $() must arrive
+    verbatim and nothing in them may execute."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "scontrol").write_text("#!/bin/sh\nprintf 'node-a\\nnode-b\\nnode-c\\nnode-d\\n'\n")
+    # srun: record its own options, then run the step command (everything from 'bash' on).
     (bin_dir / "srun").write_text(
-        f"#!{sys.executable}\nimport json, os, sys\n"
-        "json.dump(sys.argv[1:], open(os.environ['ARGS_OUT'], 'w'))\n")
+        f"#!{sys.executable}\nimport json, os, subprocess, sys\n"
+        "i = sys.argv.index('bash')\n"
+        "json.dump(sys.argv[1:i], open(os.environ['SRUN_OUT'], 'w'))\n"
+        "sys.exit(subprocess.run(sys.argv[i:]).returncode)\n")
+    (bin_dir / "torchrun").write_text(
+        f"#!{sys.executable}\nimport json, os, sys\njson.dump(sys.argv[1:], open(os.environ['ARGS_OUT'], 'w'))\n")
     for f in bin_dir.iterdir():
         f.chmod(0o755)
     ckpt = "ckpt dir/$(touch pwned)'"
     r = render("slurm", plan4, LaunchOptions(job_name=WEIRD_NAME, plan_path=WEIRD_PATH, out_dir=WEIRD_PATH,
-                                             checkpoint_dir=ckpt))
+                                             checkpoint_dir=ckpt, steps=7, auto_resume=True))
     script = tmp_path / "job.sbatch"
     script.write_text(r.text)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ARGS_OUT": str(tmp_path / "args.json"),
-           "SLURM_JOB_NODELIST": "node-[a-d]", "SLURM_JOB_ID": "77"}
+           "SRUN_OUT": str(tmp_path / "srun.json"), "SLURM_JOB_NODELIST": "node-[a-d]", "SLURM_JOB_ID": "77"}
     subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, check=True)
-    argv = json.loads((tmp_path / "args.json").read_text())
-    t = argv[argv.index("torchrun"):]
+    srun = json.loads((tmp_path / "srun.json").read_text())
+    assert srun == ["--auto-resume=1", "--nodes=4", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    t = json.loads((tmp_path / "args.json").read_text())
+    assert t[:4] == ["--nnodes", "4", "--nproc-per-node", "8"]
     assert t[t.index("--rdzv-endpoint") + 1] == "node-a:29500"
     assert t[t.index("--rdzv-id") + 1] == "77"
+    assert t[t.index("-m") + 1] == "trainplan.runtime"
     assert t[t.index("--plan") + 1] == WEIRD_PATH
     assert t[t.index("--out") + 1] == WEIRD_PATH
     assert t[t.index("--checkpoint-dir") + 1] == ckpt
+    assert t[-2:] == ["--steps", "7"]
     assert not (tmp_path / "pwned").exists()
     assert (tmp_path / ckpt).is_dir()  # the script made the directory it was given, literally
-    assert f"#SBATCH --job-name={WEIRD_NAME!r}" not in r.text  # quoted by shlex, not by repr
     assert "#SBATCH --job-name='it'\"'\"'s my $(touch pwned) job'" in r.text
 
 

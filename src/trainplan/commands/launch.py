@@ -86,6 +86,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--account", default="")
     g.add_argument("--time", default="", help="sbatch --time limit, e.g. 2-00:00:00")
     g.add_argument("--venv", default="", help="virtual environment to activate on every node")
+    g.add_argument("--auto-resume", action="store_true",
+                   help="SageMaker HyperPod: replace a faulty node and restart from the last checkpoint")
     g = p.add_argument_group("k8s")
     g.add_argument("--namespace", default="default")
     g.add_argument("--efa-devices", type=positive_int, help="EFA devices per pod (default: the instance's)")
@@ -118,6 +120,7 @@ def options_from_args(args):
         max_wait_s=args.max_wait, keep_alive_s=args.keep_alive, volume_gib=args.volume_gib,
         tags=tuple(args.tag), ultraserver=tuple(args.ultraserver), training_plan_arn=args.training_plan,
         partition=args.partition, account=args.account, time_limit=args.time, venv=args.venv,
+        auto_resume=args.auto_resume,
         namespace=args.namespace, efa_devices=args.efa_devices,
     )
 

@@ -56,6 +56,7 @@ class LaunchOptions:
     namespace: str = "default"
     efa_devices: int | None = None  # k8s: EFA devices per pod; None = the instance's count
     venv: str = ""  # slurm: a virtual environment to activate on every node
+    auto_resume: bool = False  # slurm on SageMaker HyperPod: srun --auto-resume=1
 
 
 @dataclass(frozen=True, slots=True)

@@ -262,13 +262,15 @@ def _limits(shape, value, where: str, problems: list[str]) -> None:
         problems.append(f"{where}: {value} is above the maximum {meta['max']}")
 
 
-def submit(rendered: Rendered) -> str:
-    """Create the training job (uploads the code to S3); returns the job name."""
+def submit(rendered: Rendered, boto_session=None) -> str:
+    """Create the training job (uploads the code to S3); returns the job name. Credentials come
+    from boto3's usual chain (environment, profile, instance role), never from trainplan."""
     require_sdk()
     import boto3
 
     t = rendered.request
-    session = _session(boto3.Session(region_name=t["region"]), _bucket(rendered))
+    boto_session = boto_session or boto3.Session(region_name=t["region"])
+    session = _session(boto_session, _bucket(rendered))
     with staged_source(rendered) as src:
         try:
             trainer = build_trainer(rendered, src, session)

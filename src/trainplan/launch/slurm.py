@@ -1,7 +1,8 @@
 """Target `slurm`: an sbatch script for a Slurm cluster or a SageMaker HyperPod (Slurm) cluster.
 
 srun starts one torchrun per node; they meet at a c10d rendezvous on the first node of the
-allocation (`scontrol show hostnames`). The plan, the output and the checkpoint directory must be
+allocation (`scontrol show hostnames`, looked up by each step). User-supplied strings reach the
+script only as shell-quoted `export` values; the srun step reads them as "$VARIABLES". The plan, the output and the checkpoint directory must be
 on a file system every node sees (FSx for Lustre on HyperPod).
 """
 
@@ -50,6 +51,10 @@ def render(plan, options: LaunchOptions) -> Rendered:
         "activate": f"source {q(str(Path(options.venv) / 'bin' / 'activate'))}\n" if options.venv else "",
         "rdzv_port": str(DEFAULT_RDZV_PORT),
         "steps": f" --steps {options.steps}" if options.steps is not None else "",
+        # HyperPod's auto-resume: on a hardware fault it replaces the node and starts the step
+        # again (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-resiliency-slurm-auto-resume.html);
+        # the trainer resumes from the newest checkpoint in --checkpoint-dir.
+        "srun_extra": " --auto-resume=1" if options.auto_resume else "",
     })
     notes = [f"{options.plan_path}, {out_dir} and {ckpt} must be on a file system every node sees"]
     return Rendered(target=NAME, argv=("sbatch", SCRIPT), env=env, env_sources=why,

@@ -72,7 +72,7 @@ class FakeEvaluator:
             memory_high_bytes=memory * (1 + self.memory_error), capacity_bytes=c.gpu.memory_bytes,
             inter_node_bytes_per_token=inter * per_token,
             gpu_bytes_per_token=(grad_bytes + tp_bytes + p2p) * per_token,
-            mfu=6 * n * w.tokens_per_step / step / (G * c.gpu.peak("bf16")),
+            mfu=6 * n * w.tokens_per_step / step / (G * c.gpu.peak(recipe(L.precision).gemm_dtype)),
             binding="compute" if compute > bubble + exposed else "bubble",
         )
 

@@ -22,7 +22,7 @@ class Metrics:
     capacity_bytes: float  # GPU memory the framework can use
     inter_node_bytes_per_token: float  # bytes sent over the network (EFA/IB) per trained token, all GPUs
     gpu_bytes_per_token: float  # bytes sent between GPUs over any link per trained token, all GPUs
-    mfu: float
+    mfu: float  # model FLOPs / (step time x GPUs x dense peak of the recipe's GEMM dtype)
     binding: str  # what limits the step: "compute", "memory", "efa", "nvlink", "pipeline bubble", ...
     tokens_per_s_low: float = 0.0  # lower end of the throughput band (0 = no band known)
     tokens_per_s_high: float = 0.0

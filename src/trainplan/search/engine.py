@@ -69,6 +69,7 @@ class Stats:
     counts: int = 0  # (instance, node count) pairs searched
     meshes: int = 0
     screened_out: int = 0  # meshes where nothing fits at micro-batch 1 with any checkpointing
+    bounded: int = 0  # node counts skipped: even at MFU 1 they cannot beat the best found
     candidates: int = 0  # layouts evaluated (estimates) by the search
     fits_calls: int = 0
     evaluate_calls: int = 0
@@ -76,7 +77,8 @@ class Stats:
     no_fit_counts: list = field(default_factory=list)  # (instance, nodes) where no mesh fits
 
     def to_dict(self) -> dict:
-        return {"node_counts": self.counts, "meshes": self.meshes, "screened_out": self.screened_out,
+        return {"node_counts": self.counts, "node_counts_bounded": self.bounded,
+                "meshes": self.meshes, "screened_out": self.screened_out,
                 "candidates": self.candidates, "memory_checks": self.fits_calls,
                 "estimates": self.evaluate_calls, "seconds": self.seconds,
                 "candidates_per_s": self.evaluate_calls / self.seconds if self.seconds else None}
@@ -125,20 +127,19 @@ class _Count:
             if self.fits(mesh, prec, "offload", 0, mb, seq, sched):
                 yield "offload", 0
             return
-        per_stage = -(-self.q.model.num_layers // mesh.pp)
-        for ac in space.AC_LADDER:
-            if ac == "partial":
-                if coarse:
-                    continue
-                ks = list(range(1, per_stage))
-                k = smallest(ks, lambda k: self.fits(mesh, prec, "partial", k, mb, seq, sched))
-                if k is not None:
-                    yield "partial", k
-            elif ac == "full":
-                yield "full", 0
-                return
-            elif self.fits(mesh, prec, ac, 0, mb, seq, sched):
-                yield ac, 0
+        # Then selective before none: for large models neither fits, and when selective does
+        # not, none cannot (it keeps strictly more), which saves a check.
+        sel = self.fits(mesh, prec, "selective", 0, mb, seq, sched)
+        if sel and self.fits(mesh, prec, "none", 0, mb, seq, sched):
+            yield "none", 0
+        if sel:
+            yield "selective", 0
+        if not coarse:
+            ks = list(range(1, -(-self.q.model.num_layers // mesh.pp)))
+            k = smallest(ks, lambda k: self.fits(mesh, prec, "partial", k, mb, seq, sched))
+            if k is not None:
+                yield "partial", k
+        yield "full", 0
 
     def mb_max(self, mesh, prec, ac, k, seq, sched) -> int | None:
         mbs = self.q.batch.micro_batches(mesh.dp, seq)
@@ -294,7 +295,20 @@ def _counts(q: Query, obj: Objective) -> tuple[list[int], bool]:
         # The longest sequence is reached on the most nodes: every sharded or context-parallel
         # mesh holds less per GPU on more GPUs. Search down from the top, stop at the first fit.
         return grid[::-1], True
-    return grid, stop_at_fit and not obj.chooses_count
+    return grid, (stop_at_fit and not obj.chooses_count) or obj.fewest_first
+
+
+def _flops_per_token(c: Candidate) -> float:
+    """Model FLOPs per token, recovered from MFU (model FLOPs / (time x GPUs x recipe peak))."""
+    peak = c.job.cluster.gpu.peak(recipe(c.layout.precision).gemm_dtype)
+    return c.metrics.mfu * c.gpus * peak / c.tokens_per_s
+
+
+def _peak_bound(q: Query, node: NodeType, n: int, flops_per_token: float) -> float:
+    """Tokens/s no plan on n nodes can exceed: every GPU at the dense peak of the fastest
+    precision searched (MFU = 1)."""
+    peak = max(node.gpu.peak(recipe(p).gemm_dtype) for p in precisions(q, node))
+    return n * node.gpus_per_node * peak / flops_per_token
 
 
 def run_search(q: Query, ev: Evaluator, progress: Progress | None = None) -> tuple[list[Candidate], Stats, Counting]:
@@ -312,8 +326,15 @@ def run_search(q: Query, ev: Evaluator, progress: Progress | None = None) -> tup
         dead: set[tuple] = set()
         # Without an early stop, go from the most nodes down: a mesh family that does not fit on
         # n nodes is skipped on every smaller count (see _family).
+        best_tps, flops_per_token = 0.0, None
         for n in (counts if stop_at_fit else counts[::-1]):  # (context's list is already reversed)
+            if obj.bound_by_peak and flops_per_token and _peak_bound(q, node, n, flops_per_token) < best_tps:
+                stats.bounded += 1
+                continue
             found = search_count(q, node, n, counting, obj, stats, None if stop_at_fit else dead)
+            if found:
+                best_tps = max(best_tps, max(c.tokens_per_s for c in found))
+                flops_per_token = min(_flops_per_token(c) for c in found)
             searched.add(n)
             stats.counts += 1
             done += 1

@@ -73,18 +73,23 @@ class Objective:
     # search every count between the grid neighbours of the best one: only where the best count
     # can lie inside the grid (cost); the most tokens/s lies at the top of the range
     refine_counts: bool = False
+    # ranks by tokens/s first: a node count whose peak bound is below the best found is skipped
+    bound_by_peak: bool = False
+    # ranks fewer nodes first: the search stops at the first node count that fits
+    fewest_first: bool = False
 
 
 OBJECTIVES: dict[str, Objective] = {
     o.name: o
     for o in (
         Objective("throughput", "most tokens/s for the cluster (ties: less communication)",
-                  rank_throughput, False),
-        Objective("communication", "fewest bytes crossing GPUs per token, network first, within "
-                  "--tolerance of the best tokens/s on the same nodes", rank_communication, False),
+                  rank_throughput, False, bound_by_peak=True),
+        Objective("communication", "fewest nodes, then fewest bytes crossing GPUs per token, network "
+                  "first, within --tolerance of the best tokens/s on the same nodes", rank_communication,
+                  False, fewest_first=True),
         Objective("context", "longest sequence that fits, then most tokens/s", rank_context, False),
         Objective("cost", "least dollars to train --tokens (dollars per token)", rank_cost, True, True),
-        Objective("time", "least wall time to train --tokens", rank_time, True),
+        Objective("time", "least wall time to train --tokens", rank_time, True, bound_by_peak=True),
     )
 }
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from browser import find_chromium, render, screenshot  # noqa: E402
+from browser import find_chromium, render, screenshot
 
 
 def main(argv: list[str]) -> int:

@@ -130,7 +130,8 @@ def validate_html(result: dict, dataset: dict | None = None) -> str:
     sections = ["<h2>Error per metric</h2>", H.table(
         ["metric", "records", "median |error|", "p90 |error|", "max |error|"], summary_rows,
         numeric=[False, True, True, True, True]),
-        "<p>error = predicted / measured - 1, over the records that have both.</p>"]
+        "<p>error = predicted / measured - 1, over the records that have both.</p>",
+        "<h2>Median |error| by GPU</h2>", _by_gpu_table(pts, METRICS)]
     if skipped:
         sections += [f"<h2>Records not predicted ({len(skipped)})</h2>",
                      H.table(["id", "reason"], skipped)]
@@ -138,6 +139,20 @@ def validate_html(result: dict, dataset: dict | None = None) -> str:
     return H.page("trainplan validate: predicted vs measured",
                   f"{n} records predicted, {len(skipped)} not", sections,
                   validate_plots(pts))
+
+
+def _by_gpu_table(pts, metrics) -> str:
+    from trainplan.report.records import quantile
+
+    rows = []
+    for gpu in sorted({p.gpu for p in pts}):
+        row: list[object] = [gpu, len({p.record for p in pts if p.gpu == gpu})]
+        for m in metrics:
+            errs = [abs(p.error) for p in pts if p.gpu == gpu and p.metric == m.key]
+            row.append(f"{fmt_pct(quantile(errs, 0.5))} (n={len(errs)})" if errs else "-")
+        rows.append(row)
+    return H.table(["GPU", "records", *(m.label for m in metrics)], rows,
+                   numeric=[False] + [True] * (len(metrics) + 1))
 
 
 def write_validate_report(path: str | Path, validate_result: dict, dataset: dict | None = None) -> Path:

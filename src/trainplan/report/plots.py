@@ -8,6 +8,7 @@ lazily (the `report` extra).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -134,12 +135,20 @@ def pareto_plot(view: PlanView) -> Plot:
 
     inter = [(c.inter_node_bytes_per_token or 0.0) / 1e6 for c in pts]
     top = max(inter) if inter and max(inter) > 0 else 1.0
+    # Inter-node bytes span decades (a pipeline's activations vs an FSDP all-gather across
+    # nodes): marker area grows with the bytes, colour with their logarithm.
+    floor = max(min([v for v in inter if v > 0] or [top]) / 10, 1e-6)
+    logs = [math.log10(max(v, floor)) for v in inter]
+    lo, hi = min(logs), max(max(logs), min(logs) + 1)
+    ticks = list(range(math.floor(lo), math.ceil(hi) + 1))
     fig = go.Figure()
     fig.add_scatter(
         name="Pareto set", mode="markers", x=[x_of(c) for c in pts], y=[y_of(c) for c in pts],
-        marker={"size": [12 + 28 * v / top for v in inter], "color": inter, "colorscale": "Viridis",
-                "cmin": 0, "cmax": top, "showscale": True, "line": {"width": 1, "color": "#333"},
-                "colorbar": {"title": "inter-node<br>MB per token"}},
+        marker={"size": [10 + 30 * math.sqrt(v / top) for v in inter], "color": logs,
+                "colorscale": "Viridis", "cmin": lo, "cmax": hi, "showscale": True,
+                "line": {"width": 1, "color": "#333"},
+                "colorbar": {"title": "inter-node<br>MB per token", "tickvals": ticks,
+                             "ticktext": [f"{10.0 ** t:g}" for t in ticks]}},
         customdata=[[c.label, c.layout_short, v] for c, v in zip(pts, inter)],
         hovertemplate=("%{customdata[0]}: %{customdata[1]}<br>%{y:,.0f} tokens/s<br>"
                        "inter-node %{customdata[2]:.3f} MB per token<extra></extra>"))

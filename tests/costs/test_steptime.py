@@ -92,3 +92,10 @@ def test_korthikanti_table4_per_layer_time(ac, sp, ms):
                   default_profile().for_framework("megatron"))
     per_layer = (r.time.compute + r.time.recompute + r.time.tp) / m.num_layers
     assert per_layer * 1e3 == pytest.approx(ms, rel=0.10)
+
+
+def test_materialised_attention_is_slower_than_flash():
+    j = job(seq=8192)
+    flash = step_time(j, Layout(dp_shard=8), PRIOR).time
+    eager = step_time(j, Layout(dp_shard=8, flash_attention=False), PRIOR).time
+    assert eager.nongemm > flash.nongemm and eager.total > flash.total

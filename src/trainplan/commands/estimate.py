@@ -34,6 +34,9 @@ def add_arguments(p) -> None:
     p.add_argument("--ep", type=positive_int, default=1)
     p.add_argument("--fp8-allgather", action="store_true")
     p.add_argument("--chunked-loss", action="store_true")
+    p.add_argument("--optimizer-offload", action="store_true", help="optimizer states in host memory")
+    p.add_argument("--no-flash-attention", action="store_true", help="materialised s x s attention scores")
+    p.add_argument("--torch-compile", action="store_true")
     p.add_argument("--tokens", type=tokens, default=0, help="token budget, e.g. 15T, 300B")
     p.add_argument("--price", type=float, default=None, help="USD per node-hour (overrides the catalog)")
     p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")
@@ -74,6 +77,8 @@ def build(args):
         grad_accum=gb // (args.micro_batch * dp), dp_replicate=dp_rep, dp_shard=shard, sharding=sharding,
         tp=args.tp, sequence_parallel=not args.no_sequence_parallel, pp=args.pp, pp_schedule=schedule,
         vp=args.vp, cp=args.cp, ep=args.ep, fp8_allgather=args.fp8_allgather, chunked_loss=args.chunked_loss,
+        optimizer_offload=args.optimizer_offload, flash_attention=not args.no_flash_attention,
+        torch_compile=args.torch_compile,
     )
     job = Job(model, cluster, Workload(seq_len=args.seq_len, global_batch=gb, tokens=args.tokens))
     check_layout(job, layout)

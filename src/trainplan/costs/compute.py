@@ -70,7 +70,7 @@ def _layer_nongemm_elems(m: ModelSpec, gemms, is_moe: bool) -> float:
 def microbatch_compute(
     m: ModelSpec, mf: ModelFlops, gpu: GPUSpec, prof: Profile, *, gemm_dtype: str, tokens: float,
     seq_len: int, tp: int, ep: int, layers_on_stage: float, head_on_stage: bool, recompute_frac: float,
-    selective: bool, fp8: bool,
+    selective: bool, fp8: bool, flash: bool = True,
 ) -> MicrobatchCompute:
     """`tokens` = tokens of the micro-batch on this GPU (micro_batch * seq_len / cp)."""
     scale = layers_on_stage / mf.num_layers
@@ -100,6 +100,9 @@ def microbatch_compute(
         attn_fwd += af / (gpu.peak("bf16") * prof.attn_eff)
         flops_fwd += af
         ng_fwd_bytes += count * tokens * _layer_nongemm_elems(m, kind.gemms, is_moe) * BF16_BYTES / tp
+        if not flash:  # materialised scores: the full s x s is written, soft-maxed (read + write), read
+            heads = m.num_heads / tp
+            ng_fwd_bytes += count * tokens * heads * keys_per_query(seq_len, kind.window, causal=False) * 4 * BF16_BYTES
     layers_fwd = gemm_fwd + attn_fwd  # for recompute (the head is never recomputed)
     layers_flops_fwd = flops_fwd
     if head_on_stage:

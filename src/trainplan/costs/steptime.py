@@ -90,7 +90,7 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     mb = microbatch_compute(
         m, mf, gpu, prof, gemm_dtype=rec.gemm_dtype, tokens=tokens, seq_len=s, tp=L.tp, ep=L.ep,
         layers_on_stage=layers_stage, head_on_stage=True, recompute_frac=r,
-        selective=L.ac == "selective", fp8=rec.fp8,
+        selective=L.ac == "selective", fp8=rec.fp8, flash=L.flash_attention,
     )
     n_mb = L.grad_accum
     fwd, bwd = mb.forward, mb.total - mb.forward

@@ -209,8 +209,7 @@ def render(r) -> str:
     q, c, m = r.query, r.chosen, r.chosen.metrics
     gib = 2**30
     lines = [
-        f"{q.model.name} on {c.nodes} x {c.instance} ({c.gpus}x {c.job.cluster.gpu.name}), "
-        f"priority {q.priority}",
+        f"{q.model.name} on {c.nodes} x {c.instance}, {c.gpus} GPUs, priority {q.priority}",
         f"chosen: {c.layout.short()}",
         f"  seq {c.seq_len}, global batch {c.global_batch}; tokens/s {_n(m.tokens_per_s)} "
         f"({_n(c.tokens_per_s_per_gpu)}/GPU), MFU {m.mfu:.0%}, step {m.step_time_s:.2f} s",
@@ -218,10 +217,10 @@ def render(r) -> str:
         f"(band to {m.memory_high_bytes / gib:.1f}); network {_n(m.inter_node_bytes_per_token)}B/token",
     ]
     if c.usd_per_hour is not None:
-        cost = f"  ${c.usd_per_hour:,.0f}/h, ${c.usd_per_token * 1e9:,.0f} per billion tokens"
+        lines.append(f"  ${c.usd_per_hour:,.0f}/h, ${c.usd_per_token * 1e9:,.0f} per billion tokens")
         if q.tokens:
-            cost += f", {c.seconds_for(q.tokens) / 86400:,.1f} days and ${c.usd_for(q.tokens):,.0f} to {_n(q.tokens)} tokens"
-        lines.append(cost)
+            lines.append(f"  {_n(q.tokens)} tokens: {c.seconds_for(q.tokens) / 86400:,.1f} days, "
+                         f"${c.usd_for(q.tokens):,.0f}")
     lines.append(f"  binding: {r.binding}")
     lines.append("why:")
     for reason in r.reasons:

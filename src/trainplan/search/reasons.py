@@ -13,7 +13,7 @@ from trainplan.precision import recipe
 from trainplan.search import space
 from trainplan.search.candidate import Candidate
 from trainplan.search.evaluator import Counting
-from trainplan.search.query import Query
+from trainplan.search.query import MAX_SEQ_LEN, Query
 
 GIB = 1024**3
 
@@ -26,6 +26,15 @@ def _gemm_rate(gpu, prec: str) -> float:
     dt = recipe(prec).gemm_dtype
     key = {"mxfp8": "fp8", "nvfp4": "fp4"}.get(dt, dt)
     return gpu.peak(dt) * gpu.matmul_ceiling.get(key, gpu.matmul_ceiling.get("bf16", 1.0))
+
+
+def _needs(alt: Candidate, ev: Counting) -> str:
+    """'needs 187.1 of 179.0 GiB', or the band when only the band crosses the capacity."""
+    m = alt.metrics
+    head = f"needs {m.memory_bytes / GIB:.1f} of {m.capacity_bytes / GIB:.1f} GiB"
+    if m.memory_bytes <= m.capacity_bytes:
+        head += f" (+{ev.inner.memory_error:.0%} band crosses it)"
+    return head
 
 
 def _variant(best: Candidate, ev: Counting, **changes) -> tuple[bool, Candidate]:
@@ -64,12 +73,11 @@ def ac_reason(best: Candidate, ev: Counting) -> list[str]:
     L = best.layout
     out = []
     i = space.AC_LADDER.index(L.ac)
-    cap = best.metrics.capacity_bytes / GIB
     if i > 0:
         ok, alt = _variant(best, ev, ac="none", ac_layers=0)
         if not ok:
-            out.append(f"checkpointing {L.ac}: none does not fit at micro-batch {L.micro_batch} "
-                       f"({alt.metrics.memory_bytes / GIB:.1f} of {cap:.1f} GiB)")
+            out.append(f"checkpointing {L.ac}: none does not fit at micro-batch {L.micro_batch}, "
+                       + _needs(alt, ev))
         else:
             out.append(f"checkpointing {L.ac}: none fits but is {_pct(alt.tokens_per_s, best.tokens_per_s)} "
                        "tokens/s at its largest micro-batch")
@@ -91,22 +99,23 @@ def micro_batch_reason(best: Candidate, q: Query, ev: Counting) -> str:
         return head + ": the largest the global batch allows"
     ok, alt = _variant(best, ev, micro_batch=bigger[0])
     if not ok:
-        return head + (f": micro-batch {bigger[0]} needs {alt.metrics.memory_bytes / GIB:.1f} of "
-                       f"{alt.metrics.capacity_bytes / GIB:.1f} GiB")
+        return head + f": micro-batch {bigger[0]} " + _needs(alt, ev)
     return head + f": micro-batch {bigger[0]} fits but is {_pct(alt.tokens_per_s, best.tokens_per_s)} tokens/s"
 
 
 def degree_reasons(best: Candidate, pool: list[Candidate]) -> list[str]:
-    """For tp, pp, cp and sharding: the best plan on the same hardware with another value."""
+    """For tp, pp, cp and sharding: the best plan on the same hardware, sequence and precision
+    with another value (other precisions would mix the precision's gain into the comparison)."""
     same = [c for c in pool if c.instance == best.instance and c.nodes == best.nodes
-            and c.seq_len == best.seq_len]
+            and c.seq_len == best.seq_len and c.layout.precision == best.layout.precision]
     out = []
     for dim in ("tp", "pp", "cp", "sharding"):
         v = getattr(best.layout, dim)
         others = [c for c in same if getattr(c.layout, dim) != v]
         if not others:
             if dim in ("tp", "pp") or v != 1:
-                out.append(f"{dim}={v}: no plan with another {dim} fits")
+                out.append(f"{dim}={v}: no {best.layout.precision} plan with another {dim} fits "
+                           "or came through the screen")
             continue
         alt = max(others, key=lambda c: c.tokens_per_s)
         out.append(f"{dim}={v}: the best plan with {dim}={getattr(alt.layout, dim)} is "
@@ -137,8 +146,12 @@ def reasons(best: Candidate, pool: list[Candidate], q: Query, ev: Counting, no_f
             risky: int) -> list[str]:
     out = [nodes_reason(best, pool, q, no_fit), precision_reason(best, q, ev)]
     out += ac_reason(best, ev)
-    out.append(micro_batch_reason(best, q, ev) if q.seq_len is not None else
-               f"sequence {best.seq_len}: the longest that fits this layout at micro-batch 1")
+    if q.seq_len is not None:
+        out.append(micro_batch_reason(best, q, ev))
+    elif best.seq_len >= MAX_SEQ_LEN:
+        out.append(f"sequence {best.seq_len}: the cap of --seq-len max; longer may fit")
+    else:
+        out.append(f"sequence {best.seq_len}: the longest that fits this layout at micro-batch 1")
     out += degree_reasons(best, pool)
     out.append(f"binding: {best.metrics.binding}")
     if risky:

@@ -102,8 +102,10 @@ def test_torchtitan_per_op_selective_keeps_every_second_matmul():
     m = resolve("llama-3.1-8b")
     g = layer_activations(m, False, modern_ctx(), "selective")
     h, f = 4096, 14336
-    # layer input, wq and wv outputs, attention output + lse, wo output, w1 output, w2 output
-    expect = 2 * (h + 4096 + 1024 + 4096 + h + f + h) + 4 * 32
+    # layer input, wq (1st mm) and wv (3rd) outputs, attention output + lse, w1 (5th) and w2 (7th)
+    # outputs; wk, wo and w3 (2nd, 4th, 6th) are recomputed. `trainplan trace --ac selective` of
+    # Llama 3.1 8B on fake tensors gives the same bytes per layer.
+    expect = 2 * (h + 4096 + 1024 + 4096 + f + h) + 4 * 32
     assert g.total == expect
     assert g.total < layer_activations(m, False, modern_ctx(), "none").total
 
@@ -184,3 +186,12 @@ def test_megatron_selective_with_flash_drops_only_the_core():
     c = modern_ctx(per_op_selective=False)
     none, sel = layer_none(m, False, c), layer_activations(m, False, c, "selective")
     assert sel.attn_core == 0 and none.total - sel.total == none.attn_core == 4 * 32
+
+
+def test_qk_norm_keeps_pre_norm_q_and_k():
+    """Qwen3: q_norm/k_norm keep their bf16 inputs and one fp32 1/rms per head per token."""
+    m = resolve("qwen3-8b")
+    assert m.qk_norm
+    g = layer_none(m, False, modern_ctx())
+    q, kv = m.num_heads, m.num_kv_heads
+    assert g.qkv == 2 * m.head_dim * (q + 2 * kv) + (2 * m.head_dim + 4) * (q + kv)

@@ -5,9 +5,12 @@ by the tokens a GPU holds (micro_batch * seq_len / cp) to get bytes. Tensor grou
 a trace of the real model (issue 3) can check each one:
 
   residual       inputs of the pre-attention and pre-MLP norms (the residual stream; the residual
-                 adds themselves save nothing) + the fp32 1/rms (or mean, 1/std) per token
+                 adds themselves save nothing) + the fp32 1/rms (or mean, 1/std) per token, as a
+                 fused norm kernel keeps them (aten._fused_rms_norm, compiled norms; an eager
+                 decomposed RMSNorm also keeps fp32 copies of its input, ~6 more bytes per element)
   attn_input     the norm output that feeds the q/k/v projections
-  qkv            q, k, v after the projections (GQA: k and v have num_kv_heads heads)
+  qkv            q, k, v after the projections (GQA: k and v have num_kv_heads heads); with
+                 qk-norm also the pre-norm q and k and their fp32 1/rms per head
   attn_core      what the attention kernel keeps beyond q, k, v: flash attention keeps only the
                  fp32 log-sum-exp per head; materialised attention keeps the softmax output
                  (and, with dropout, its mask and the dropped-out probabilities)
@@ -147,6 +150,9 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActi
     else:
         kv_heads = _heads_per_rank(m.num_kv_heads, t)
         qkv = e * m.head_dim * (q_heads + 2 * kv_heads)
+        if m.qk_norm:
+            # per-head RMSNorm on q and k (Qwen3, Gemma 3) keeps its input and an fp32 1/rms per head
+            qkv += (e * m.head_dim + (FP32 if c.norm_stats else 0)) * (q_heads + kv_heads)
         out_dim = q_heads * m.head_dim
     attn_output = e * out_dim
     if c.flash_attention:
@@ -227,7 +233,7 @@ def layer_selective(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> Laye
         residual=(e * h) / sp,  # the layer input (norms recomputed from it)
         qkv=qkv,
         attn_core=full.attn_core,
-        attn_output=full.attn_output + e * h / sp,  # attention output and the wo (4th mm) output
+        attn_output=full.attn_output,  # the attention output; wo (the 4th matmul) is recomputed
         mlp_hidden=mlp_hidden + e * h / sp,  # + the down-projection output
         moe_routing=routing, moe_dispatch=dispatch, mla_latents=mla,
     )

@@ -68,3 +68,15 @@ def test_verify_without_torch_names_the_extra(cli, monkeypatch):
     code, _, err = cli("plan", "--model", "llama-3.1-8b", "--verify")
     assert code == 2
     assert err.strip() == "trainplan plan: error: --verify needs torch: pip install 'trainplan[torch]'"
+
+
+def test_plan_runs_with_torch_made_unimportable():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from trainplan.cli import main\n"
+            "assert main(['plan', '--model', 'llama-3.1-8b', '--json']) == 0\n"
+            "assert main(['compare', '--model', 'llama-3.1-8b', '--instances', 'ml.p5.48xlarge']) == 0\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]

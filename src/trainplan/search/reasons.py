@@ -19,7 +19,8 @@ GIB = 1024**3
 
 
 def _pct(a: float, b: float) -> str:
-    return f"{(a / b - 1) * 100:+.0f}%"
+    x = (a / b - 1) * 100
+    return f"{x:+.1f}%" if abs(x) < 1 else f"{x:+.0f}%"
 
 
 def _gemm_rate(gpu, prec: str) -> float:

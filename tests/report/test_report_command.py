@@ -39,8 +39,8 @@ def test_compare_and_validate_summaries(cli, files):
 def test_html_for_each_kind(cli, files, tmp_path, name):
     target = tmp_path / "r" / "report.html"
     code, out, err = cli("report", files[name], "--html", str(target))
-    assert (code, err) == (0, "")
-    assert out == f"wrote {target}\n"
+    assert (code, out) == (0, "")
+    assert err == f"wrote {target}\n"  # stderr: stdout stays for data
     assert target.read_text().startswith("<!DOCTYPE html>")
 
 
@@ -65,3 +65,35 @@ def test_missing_file_and_impossible_plan(cli, tmp_path):
     code, _, err = cli("report", str(p), "--html", str(target))
     assert code == 2 and err.startswith(f"trainplan report: error: {p}: ")
     assert not target.exists()
+
+
+def test_html_hook_for_other_commands(tmp_path, capsys, monkeypatch):
+    import argparse
+
+    from trainplan.errors import TrainplanError
+    from trainplan.report.cli import add_html_argument, write_html
+
+    p = argparse.ArgumentParser()
+    add_html_argument(p)
+    write_html(p.parse_args([]), "compare", S.compare_result())  # no --html: nothing happens
+    assert capsys.readouterr() == ("", "")
+    target = tmp_path / "c.html"
+    write_html(p.parse_args(["--html", str(target)]), "compare", S.compare_result())
+    assert target.read_text().startswith("<!DOCTYPE html>")
+    assert capsys.readouterr().err == f"wrote {target}\n"
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    with pytest.raises(TrainplanError, match=r"^HTML reports need plotly: pip install 'trainplan\[report\]'$"):
+        write_html(p.parse_args(["--html", str(tmp_path / "x.html")]), "plan", S.plan_result())
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_terminal_helpers_do_not_import_plotly():
+    """The planner commands print through report.terminal/progress/summary: they must start fast."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import trainplan.report, trainplan.report.terminal, trainplan.report.progress, "
+            "trainplan.report.summary, trainplan.report.records, trainplan.report.cli, "
+            "trainplan.commands.report; assert 'plotly' not in sys.modules, 'plotly imported'")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -50,27 +50,12 @@ def run(args) -> int:
             raise TrainplanError(msg if msg.startswith(str(args.file)) else f"{args.file}: {msg}") from None
     dataset = read_json(args.dataset, "dataset") if args.dataset else None
     if args.html:
-        _check_plotly()
-        from trainplan.report import pages
+        from trainplan.report.cli import write_html
 
-        if kind == "plan":
-            pages.write_plan_report(args.html, data)
-        elif kind == "compare":
-            pages.write_compare_report(args.html, data)
-        else:
-            pages.write_validate_report(args.html, data, dataset)
-        print(f"wrote {args.html}")
+        write_html(args, kind, data, dataset)
         return 0
     from trainplan.report.summary import print_summary
 
     print_summary(kind, data, dataset)
     return 0
 
-
-def _check_plotly() -> None:
-    from importlib.util import find_spec
-
-    from trainplan.errors import TrainplanError
-
-    if find_spec("plotly") is None:
-        raise TrainplanError("HTML reports need plotly: pip install 'trainplan[report]'")

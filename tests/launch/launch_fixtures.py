@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from trainplan.hardware import Cluster, find_node
@@ -43,3 +44,16 @@ def check_golden(name: str, text: str) -> None:
         return
     assert path.exists(), f"no golden file {path}; create it with TRAINPLAN_UPDATE_GOLDEN=1"
     assert text == path.read_text(), f"{name} differs from its golden file (TRAINPLAN_UPDATE_GOLDEN=1 to accept)"
+
+
+# Credentials put in the environment by the SageMaker tests only: AWS's documented example pair.
+FAKE_KEY, FAKE_SECRET, FAKE_TOKEN = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "FwoGZXIvYXdzEXAMPLETOKEN"
+
+
+def assert_no_credentials(ours: list[str], shipped: list[str] = ()) -> None:
+    """No access key, secret or token in trainplan's artifacts (`ours`) or in anything shipped."""
+    for t in [*ours, *shipped]:
+        assert not re.search(r"AKIA[0-9A-Z]{16}|ASIA[0-9A-Z]{16}", t)
+        assert FAKE_SECRET not in t and FAKE_TOKEN not in t
+    for t in ours:  # the SDK's driver source names these variables; trainplan's artifacts never do
+        assert not re.search(r"aws_secret_access_key|aws_session_token|aws_access_key_id", t, re.IGNORECASE)

@@ -55,8 +55,14 @@ def test_sagemaker_dry_run_json_shows_trainer_and_request(cli, plan_file, no_sub
     monkeypatch.setenv("SAGEMAKER_ROLE", ROLE)
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     monkeypatch.setenv("SAGEMAKER_BUCKET", "my-bucket")
+    from launch_fixtures import FAKE_KEY, FAKE_SECRET, FAKE_TOKEN, assert_no_credentials
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", FAKE_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", FAKE_SECRET)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", FAKE_TOKEN)
     code, out, err = cli("launch", "sagemaker", "--plan", str(plan_file), "--dry-run", "--json")
     assert code == 0, err
+    assert_no_credentials([out, err])
     d = json.loads(out)
     trainer, request = d["request"], d["create_training_job"]
     assert trainer["compute"]["instance_type"] == request["ResourceConfig"]["InstanceType"] == "ml.p6-b200.48xlarge"

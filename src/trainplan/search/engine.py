@@ -121,11 +121,12 @@ class _Count:
         """Checkpointing levels of AC_LADDER that fit at (mb, seq), cheapest first; `coarse`
         skips the bisection over partial checkpointing (the screen's rough score).
 
-        Full checkpointing is asked first: when it does not fit, only offloading can, and most
-        meshes of a large model are ruled out by this one memory check."""
+        Offloading is asked first: it holds the least, so when it does not fit nothing does, and
+        most meshes of a large model are ruled out by this one memory check."""
+        if not self.fits(mesh, prec, "offload", 0, mb, seq, sched):
+            return  # the least memory any checkpointing level holds: nothing fits
         if not self.fits(mesh, prec, "full", 0, mb, seq, sched):
-            if self.fits(mesh, prec, "offload", 0, mb, seq, sched):
-                yield "offload", 0
+            yield "offload", 0
             return
         # Then selective before none: for large models neither fits, and when selective does
         # not, none cannot (it keeps strictly more), which saves a check.
@@ -161,7 +162,9 @@ class _Count:
         return [("1f1b", 1)] + [("interleaved", v) for v in space.vp_options(self.q.model.num_layers, mesh.pp)]
 
     # ---- the two stages ----------------------------------------------------------------------
-    def screen(self, mesh: space.Mesh, prec: str) -> Candidate | None:
+    def screen(self, mesh: space.Mesh, prec: str, floor: str | None = None) -> Candidate | None:
+        """One rough candidate for the mesh. `floor`: the checkpointing level its family needed
+        on more nodes; on fewer nodes it needs at least that much, so cheaper levels are skipped."""
         sched = ("1f1b", 1)
         if self.context:
             for ac in ("full", "offload"):
@@ -170,7 +173,12 @@ class _Count:
                     return self.evaluate(mesh, prec, ac, 0, 1, s, sched)
             return None
         seq = self.q.seq_len
-        first = next(iter(self.levels(mesh, prec, 1, seq, sched, coarse=True)), None)  # lazy
+        if floor in (None, "none"):
+            first = next(iter(self.levels(mesh, prec, 1, seq, sched, coarse=True)), None)  # lazy
+        else:
+            ladder = ("selective", "full", "offload")
+            first = next(((ac, 0) for ac in ladder[ladder.index(floor):]
+                          if self.fits(mesh, prec, ac, 0, 1, seq, sched)), None)
         if first is None:
             return None
         mb = self.mb_max(mesh, prec, *first, seq, sched)
@@ -241,35 +249,49 @@ def precisions(q: Query, node: NodeType) -> list[str]:
 
 
 def _family(mesh: space.Mesh) -> tuple | None:
-    """Meshes of one family differ only in the degree of a fully sharded dp (FSDP or ZeRO-1):
-    their memory falls as dp (the node count) grows, so a family member that does not fit on n
-    nodes does not fit on fewer either. None for meshes outside such a family."""
-    if mesh.dp_replicate == 1 and mesh.sharding in ("fsdp", "zero1"):
-        return (mesh.tp, mesh.pp, mesh.cp, mesh.ep, mesh.sharding)
-    return None
+    """Meshes of one family differ only in their number of data-parallel replicas or in the
+    degree of a fully sharded dp (FSDP or ZeRO-1). Their memory per GPU does not grow with the
+    node count (shards shrink, replicas add nothing), so a family member that does not fit on n
+    nodes does not fit on fewer either. None for plain data parallelism (dp = 1)."""
+    if mesh.sharding == "none":
+        return None
+    if mesh.dp_replicate > 1:  # HSDP: states sharded over a fixed dp_shard
+        return (mesh.tp, mesh.pp, mesh.cp, mesh.ep, "hsdp", mesh.dp_shard)
+    return (mesh.tp, mesh.pp, mesh.cp, mesh.ep, mesh.sharding)
+
+
+class Memo:
+    """What a search from the most nodes down has learnt per mesh family (see _family): the
+    families that do not fit, and the checkpointing level each needed."""
+
+    def __init__(self):
+        self.dead: set[tuple] = set()
+        self.floor: dict[tuple, str] = {}
 
 
 def search_count(q: Query, node: NodeType, nodes: int, ev: Counting, obj: Objective,
-                 stats: Stats, dead: set | None = None) -> list[Candidate]:
-    """All candidates evaluated for one instance type and node count. `dead` holds mesh
-    families known not to fit here (found on more nodes); families found dead are added."""
+                 stats: Stats, memo: Memo | None = None) -> list[Candidate]:
+    """All candidates evaluated for one instance type and node count. `memo` carries what was
+    learnt on more nodes (only valid when counts are searched from the most nodes down)."""
     sc = _Count(q, node, nodes, ev, obj)
     precs = precisions(q, node)
     if not precs:
         return []
     ref = q.precision or "bf16"
     screened: list[tuple[space.Mesh, Candidate]] = []
-    dead = set() if dead is None else dead
+    memo = Memo() if memo is None else memo
     for mesh in space.meshes(q.model, node, nodes, q.seq_len):
         stats.meshes += 1
         fam = _family(mesh)
-        c = None if fam in dead else sc.screen(mesh, ref)
+        c = None if fam in memo.dead else sc.screen(mesh, ref, memo.floor.get(fam))
         if c is None:
             stats.screened_out += 1
             if fam is not None:
-                dead.add(fam)
+                memo.dead.add(fam)
         else:
             screened.append((mesh, c))
+            if fam is not None and not sc.context:
+                memo.floor[fam] = c.layout.ac
     if not screened:
         stats.no_fit_counts.append((node.name, nodes))
         return []
@@ -323,7 +345,7 @@ def run_search(q: Query, ev: Evaluator, progress: Progress | None = None) -> tup
     done = 0
     for node, (counts, stop_at_fit) in plan:
         searched: set[int] = set()
-        dead: set[tuple] = set()
+        memo = Memo()
         # Without an early stop, go from the most nodes down: a mesh family that does not fit on
         # n nodes is skipped on every smaller count (see _family).
         best_tps, flops_per_token = 0.0, None
@@ -331,7 +353,7 @@ def run_search(q: Query, ev: Evaluator, progress: Progress | None = None) -> tup
             if obj.bound_by_peak and flops_per_token and _peak_bound(q, node, n, flops_per_token) < best_tps:
                 stats.bounded += 1
                 continue
-            found = search_count(q, node, n, counting, obj, stats, None if stop_at_fit else dead)
+            found = search_count(q, node, n, counting, obj, stats, None if stop_at_fit else memo)
             if found:
                 best_tps = max(best_tps, max(c.tokens_per_s for c in found))
                 flops_per_token = min(_flops_per_token(c) for c in found)

@@ -100,6 +100,13 @@ def test_validate_points_error_is_recomputed_and_missing_measured_comes_from_err
     assert not any(p.record == "M001" and p.metric == "peak_mem_gib" for p in pts)  # no measurement
 
 
+def test_a_predicted_record_with_nothing_measured_is_listed_not_dropped():
+    rec = {"id": "M218", "gpu": "b200-180gb", "predicted": {"step_time_s": 34.2, "mfu": None},
+           "measured": {"step_time_s": None}, "error": {"step_time_s": None}, "skipped_reason": None}
+    assert validate_points({"records": [rec]}) == (
+        [], [["M218", "predicted, but no measured value of these metrics to compare with"]])
+
+
 def test_validate_points_take_gpu_and_measured_from_the_dataset():
     result = {"records": [{"id": "X1", "predicted": {"step_time_s": 2.0}, "error": {},
                            "skipped_reason": None}]}

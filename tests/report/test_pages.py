@@ -54,7 +54,7 @@ def test_compare_and_validate_pages():
     c = compare_html(S.compare_result())
     assert "<title>trainplan compare: llama-3.1-70b</title>" in c and "does not fit in 4 nodes" in c
     v = validate_html(S.validate_result())
-    assert "4 records predicted, 1 not" in v
+    assert "4 records compared with their measurements, 1 not (listed below)" in v
     assert "<td>M004</td><td>precision nvfp4 on a GPU without fp4 tensor cores</td>" in v
 
 

@@ -32,7 +32,7 @@ def test_compare_and_validate_summaries(cli, files):
     assert code == 0 and "does not fit in 4 nodes" in out
     code, out, _ = cli("report", files["validate.json"])
     assert code == 0 and out.splitlines()[0].startswith("metric")
-    assert "1 records not predicted" in out
+    assert "1 records not compared" in out
 
 
 @pytest.mark.parametrize("name", ["plan.json", "plan_out.json", "compare.json", "validate.json"])

@@ -133,11 +133,12 @@ def validate_html(result: dict, dataset: dict | None = None) -> str:
         "<p>error = predicted / measured - 1, over the records that have both.</p>",
         "<h2>Median |error| by GPU</h2>", _by_gpu_table(pts, METRICS)]
     if skipped:
-        sections += [f"<h2>Records not predicted ({len(skipped)})</h2>",
+        sections += [f"<h2>Records not compared ({len(skipped)})</h2>",
                      H.table(["id", "reason"], skipped)]
     n = len({p.record for p in pts})
     return H.page("trainplan validate: predicted vs measured",
-                  f"{n} records predicted, {len(skipped)} not", sections,
+                  f"{n} records compared with their measurements, {len(skipped)} not (listed below)",
+                  sections,
                   validate_plots(pts))
 
 

@@ -133,7 +133,8 @@ class Point:
 
 
 def validate_points(result: dict, dataset: dict | None = None) -> tuple[list[Point], list[list[str]]]:
-    """The drawable (record, metric) pairs, and [id, reason] for records that were not predicted."""
+    """The drawable (record, metric) pairs, and [id, reason] for every record with none: not
+    predicted (the command's skipped_reason), or predicted with nothing measured to compare."""
     from trainplan.errors import TrainplanError
 
     if not isinstance(result, dict) or not isinstance(result.get("records"), list):
@@ -153,6 +154,7 @@ def validate_points(result: dict, dataset: dict | None = None) -> tuple[list[Poi
         source = str(rec.get("source_key") or ds.get("source_key") or "")
         measured = rec.get("measured") if isinstance(rec.get("measured"), dict) else ds.get("measured") or {}
         errors = rec.get("error") if isinstance(rec.get("error"), dict) else {}
+        before = len(pts)
         for m in METRICS:
             pred = _num(rec["predicted"].get(m.key))
             meas = _num(measured.get(m.key))
@@ -160,4 +162,6 @@ def validate_points(result: dict, dataset: dict | None = None) -> tuple[list[Poi
                 meas = pred / (1 + errors[m.key]) if errors[m.key] != -1 else None
             if pred is not None and meas is not None and pred > 0 and meas > 0:
                 pts.append(Point(rid, m.key, pred, meas, gpu, source))
+        if len(pts) == before:
+            skipped.append([rid, "predicted, but no measured value of these metrics to compare with"])
     return pts, skipped

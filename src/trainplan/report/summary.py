@@ -71,7 +71,7 @@ def validate_table(result: dict, dataset: dict | None = None, color: bool = Fals
                          fmt_pct(max(errs)), fmt_pct(sum(signed) / len(signed), signed=True)])
     table = format_table(["metric", "n", "median |err|", "p90 |err|", "max |err|", "mean err"],
                          rows, color=color)
-    return table + f"\n{len(skipped)} records not predicted (see the HTML report for reasons)"
+    return table + f"\n{len(skipped)} records not compared (the HTML report lists them with reasons)"
 
 
 def print_summary(kind: str, data: dict, dataset: dict | None = None, stream=None) -> None:

@@ -1,0 +1,62 @@
+"""The reports on the real commands' --json output, so that a change of shape in plan, compare or
+validate shows up here (the hand-built samples in report_samples.py cannot catch that)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainplan.report.inputs import plan_view
+from trainplan.report.pages import compare_html, plan_html, validate_html
+from trainplan.report.records import compare_rows, validate_points
+from trainplan.report.summary import compare_table, plan_lines, validate_table
+
+DEV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_dev.json"
+if not DEV.is_file():  # the shared tree sits next to the checkout, not inside it
+    DEV = Path("/work/shared/validation/published_dev.json")
+
+
+def _json(cli, *argv) -> dict:
+    code, out, err = cli(*argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_plan_output(cli):
+    result = _json(cli, "plan", "--model", "llama-3.1-405b", "--instance", "ml.p6-b200.48xlarge",
+                   "--max-nodes", "8")
+    v = plan_view(result)
+    assert v.runners_up and v.pareto
+    for c in (v.chosen, *v.runners_up):  # every bar has its breakdown, adding up to its total
+        assert c.memory_gib and sum(c.memory_gib.values()) == pytest.approx(c.peak_mem_gib, rel=0.01)
+        assert c.time_s and sum(c.time_s.values()) == pytest.approx(c.step_time_s, rel=0.01)
+    assert v.chosen.tokens_per_s == pytest.approx(result["chosen"]["tokens_per_s"])
+    assert v.chosen.comm
+    page = plan_html(result)
+    assert page.count('class="plot-box"') == 4
+    assert max(len(line) for line in "\n".join(plan_lines(result)).splitlines()) <= 80
+
+
+def test_compare_output(cli):
+    result = _json(cli, "compare", "--model", "llama-3.1-8b", "--instances",
+                   "ml.p6-b200.48xlarge,ml.p5.48xlarge", "--tokens", "100B")
+    rows = compare_rows(result)
+    assert [r.gpu for r in rows] == ["b200-180gb", "h100-sxm-80gb"]
+    assert all(r.tokens_per_s and r.usd_per_billion_tokens and r.days for r in rows)
+    assert max(len(line) for line in compare_table(result).splitlines()) <= 80
+    assert compare_html(result).count('class="plot-box"') == 1
+
+
+@pytest.mark.skipif(not DEV.is_file(), reason=f"no validation dataset at {DEV}")
+def test_validate_output(cli):
+    result = _json(cli, "validate", "--dataset", str(DEV))
+    pts, skipped = validate_points(result)
+    n = len(result["records"])
+    assert len({p.record for p in pts}) + len(skipped) == n  # every record drawn or listed
+    for p in pts:  # the error drawn is the one the command reports
+        err = next(r for r in result["records"] if r["id"] == p.record)["error"][p.metric]
+        assert p.error == pytest.approx(err, rel=1e-6, abs=1e-9)
+    assert max(len(line) for line in validate_table(result).splitlines()) <= 80
+    assert validate_html(result).count('class="plot-box"') == 1

@@ -122,3 +122,18 @@ def test_sagemaker_instance_the_target_does_not_offer(cli, tmp_path, no_submit):
     assert (code, out) == (2, "")
     assert err == ("trainplan launch: error: dgx-b200 is not a SageMaker training instance type; plan for one "
                    "of the ml.* instances (see `trainplan hardware`)\n")
+
+
+def test_a_plan_from_the_planner_launches(cli, tmp_path, no_submit):
+    """The contract end to end: `trainplan plan --out` writes what `launch` reads."""
+    p = tmp_path / "plan.json"
+    code, _, err = cli("plan", "--model", "llama-3.1-8b", "--instance", "ml.p6-b200.48xlarge", "--nodes", "4",
+                       "--seq-len", "8192", "--out", str(p))
+    assert code == 0, err
+    code, out, err = cli("launch", "k8s", "--plan", str(p), "--dry-run", "--image", "trainplan:1")
+    assert code == 0, err
+    job = json.loads(out)["items"][1]
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3
+    code, out, err = cli("launch", "slurm", "--plan", str(p), "--dry-run")
+    assert code == 0, err
+    assert "#SBATCH --nodes=4" in out

@@ -71,3 +71,11 @@ def test_unknown_efa_count_asks_for_it():
     c = _job(render("k8s", plan, LaunchOptions(image=IMAGE, efa_devices=17)))
     assert c["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["resources"]["limits"][
         "vpc.amazonaws.com/efa"] == "17"
+
+
+def test_a_plan_too_large_for_a_configmap_is_refused(plan4):
+    from dataclasses import replace
+
+    big = replace(plan4, reasons=("x" * (1 << 20),))
+    with pytest.raises(TrainplanError, match=r"more than a ConfigMap holds \(1 MiB\)"):
+        render("k8s", big, LaunchOptions(image=IMAGE))

@@ -25,6 +25,8 @@ from trainplan.launch.env import EFA_DEVICES, has_efa, network_env
 
 NAME = "k8s"
 PLAN_MOUNT = "/etc/trainplan"
+# "The data stored in a ConfigMap cannot exceed 1 MiB" (https://kubernetes.io/docs/concepts/configuration/configmap/).
+CONFIGMAP_MAX_BYTES = 1 << 20
 MANIFEST = "pytorchjob.json"
 
 
@@ -45,6 +47,12 @@ def render(plan, options: LaunchOptions) -> Rendered:
                 f"the number of EFA devices of {node.name} is not known: pass --efa-devices N"
             )
         resources["vpc.amazonaws.com/efa"] = efa
+    plan_json = plan.to_json()
+    if len(plan_json.encode()) > CONFIGMAP_MAX_BYTES:
+        raise TrainplanError(
+            f"the plan is {len(plan_json.encode())} bytes, more than a ConfigMap holds (1 MiB); "
+            "drop hf_config or the estimate from it, or build it into --image"
+        )
     env, why = network_env(node)
     ckpt = options.checkpoint_dir or "/checkpoints"
     out = options.out_dir or "/trainplan-out"
@@ -87,7 +95,7 @@ def render(plan, options: LaunchOptions) -> Rendered:
         "items": [
             {"apiVersion": "v1", "kind": "ConfigMap",
              "metadata": {**meta, "name": f"{name}-plan"},
-             "data": {"plan.json": plan.to_json()}},
+             "data": {"plan.json": plan_json}},
             {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta,
              "spec": {"nprocPerNode": str(node.gpus_per_node), "pytorchReplicaSpecs": specs}},
         ],

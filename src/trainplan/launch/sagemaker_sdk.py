@@ -8,8 +8,9 @@ is wrapped in botocore's Stubber: nothing can reach the network, the SDK builds 
 CreateTrainingJob request exactly as it would for a real submit, botocore validates it against
 the service model while the call is made, and the stub hands back a fake job. The SDK's S3 upload
 of the code is replaced by the URI it would return, and its telemetry is switched off through the
-SDK config (TelemetryOptOut); the same config is used for the real submit, so the dry run and the
-submit see the same defaults (none from a local SageMaker config file).
+SDK config (TelemetryOptOut). The real submit runs the same code with the same config, so the dry
+run and the submit build the same request; they differ only in the SDK's IAM role check, which
+needs IAM and runs at submit.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from trainplan.errors import TrainplanError
 from trainplan.launch.base import Rendered
 from trainplan.launch.sagemaker import SDK_EXTRA
 
-# An explicit SDK config: telemetry off, and no defaults read from ~/.config/sagemaker.
+# An explicit SDK config for the Session (instead of one loaded from ~/.config/sagemaker): telemetry off.
 SDK_CONFIG = {"SchemaVersion": "1.0", "SageMaker": {"PythonSDK": {"Modules": {"TelemetryOptOut": True}}}}
 _FAKE_ARN = "arn:aws:sagemaker:{region}:000000000000:training-job/{name}"
 

@@ -46,8 +46,10 @@ def test_comm_rows_accept_alternative_key_names():
 def test_layout_short_matches_layout_short():
     from trainplan.layout import Layout
 
-    lay = Layout(ac="full", micro_batch=2, grad_accum=4, dp_shard=8, tp=2, cp=2)
-    assert layout_short(lay.to_dict()) == lay.short()
+    lay = Layout(ac="full", micro_batch=2, grad_accum=4, dp_shard=8, tp=2, pp=2, cp=2)
+    assert layout_short(lay.to_dict()) == lay.short()  # with the pipeline schedule
+    future = {**Layout(tp=2).to_dict(), "new_knob": 1}
+    assert layout_short(future) == "bf16 ac=none mb=1 ga=1 dp=1x1(fsdp) tp=2"
 
 
 def test_plan_view_of_plan_output():

@@ -21,7 +21,7 @@ body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1180px;padding:
 h1{font-size:1.5em;margin-bottom:.2em} h2{font-size:1.2em;margin-top:1.6em}
 .sub{color:#555;margin-top:0} table{border-collapse:collapse;margin:.5em 0;font-size:.92em}
 td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}
-td.n{text-align:right;font-variant-numeric:tabular-nums}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 figure{margin:1.2em 0 2em 0;border:1px solid #e4e4e4;border-radius:6px;padding:8px}
 figcaption{color:#333;font-size:.93em;line-height:1.4;margin:6px 8px}
 #report-errors{display:none;background:#fde8e8;border:1px solid #c33;padding:8px;color:#900}

@@ -202,6 +202,13 @@ def layout_short(layout: dict | None) -> str:
     """'bf16 ac=full mb=2 ga=4 dp=1x8(fsdp) tp=2' from a layout dict, like Layout.short()."""
     if not isinstance(layout, dict):
         return "?"
+    from trainplan.errors import TrainplanError
+    from trainplan.layout import layout_from_dict
+
+    try:
+        return layout_from_dict(layout).short()
+    except (TrainplanError, TypeError):
+        pass  # a layout from another trainplan version: the same summary from the keys we know
     L = layout
     parts = [str(L.get("precision", "?")), f"ac={L.get('ac', '?')}",
              f"mb={L.get('micro_batch', '?')}", f"ga={L.get('grad_accum', '?')}",

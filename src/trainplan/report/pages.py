@@ -68,11 +68,17 @@ def plan_html(result: dict) -> str:
         sections += ["<h2>Why</h2>", H.bullet_list(v.reasons)]
     if v.runners_up:
         cands = [ch, *v.runners_up]
+        def inter(c) -> str:
+            b = c.inter_node_bytes_per_token
+            return "-" if b is None else f"{b / 1e6:.3g}"
+
         sections += ["<h2>Runners-up</h2>", H.table(
-            ["plan", "layout", "tokens/s", "MFU", "step", "peak GiB"],
-            [[c.label, c.layout_short, fmt_count(c.tokens_per_s), fmt_pct(c.mfu),
-              fmt_seconds(c.step_time_s), f"{c.peak_mem_gib:.1f}"] for c in cands],
-            numeric=[False, False, True, True, True, True])]
+            ["plan", "layout", "nodes", "tokens/s", "MFU", "step", "peak GiB",
+             "inter-node MB per token"],
+            [[c.label, c.layout_short, c.extra.get("nodes", plan.get("cluster", {}).get("nodes", "-")),
+              fmt_count(c.tokens_per_s), fmt_pct(c.mfu), fmt_seconds(c.step_time_s),
+              f"{c.peak_mem_gib:.1f}", inter(c)] for c in cands],
+            numeric=[False, False, True, True, True, True, True, True])]
     return H.page(f"trainplan plan: {v.title}",
                   f"{plan.get('created_by', 'trainplan')}; schema {plan.get('schema', '?')}",
                   sections, plan_plots(v))

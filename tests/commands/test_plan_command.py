@@ -80,3 +80,16 @@ def test_plan_runs_with_torch_made_unimportable():
             "assert main(['compare', '--model', 'llama-3.1-8b', '--instances', 'ml.p5.48xlarge']) == 0\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_verify_is_rendered_as_one_line_per_difference():
+    from trainplan.commands.plan import render_verify
+
+    text = render_verify({"relative_difference": {"params": 0.0, "flops_per_step": -0.048, "x": None},
+                          "notes": ["traced 2 layers"]})
+    assert text.splitlines() == [
+        "verify (traced model code vs the analytic model):",
+        "  params                               +0.0%",
+        "  flops_per_step                       -4.8%",
+        "  note: traced 2 layers",
+    ]

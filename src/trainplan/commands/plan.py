@@ -162,7 +162,7 @@ def run(args) -> int:
     else:
         print(render(result))
         if verified is not None:
-            print("verify: " + textwrap.shorten(str(verified), WIDTH - 9))
+            print(render_verify(verified))
         if args.out:
             print(f"plan written to {args.out}")
     return 0
@@ -191,6 +191,17 @@ def verify(result) -> dict:
 
 
 # ---- terminal output (80 columns) ----------------------------------------------------------------
+
+def render_verify(v: dict) -> str:
+    """The traced-vs-analytic differences: one line per quantity the trace measured."""
+    lines = ["verify (traced model code vs the analytic model):"]
+    for k, d in (v.get("relative_difference") or {}).items():
+        if d is not None:
+            lines.append(f"  {k:<34} {d * 100:+6.1f}%")
+    for note in v.get("notes") or ():
+        lines += textwrap.wrap(str(note), WIDTH - 1, initial_indent="  note: ", subsequent_indent="    ")
+    return "\n".join(lines)
+
 
 def _n(x: float) -> str:
     for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):

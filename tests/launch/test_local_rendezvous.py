@@ -34,6 +34,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.torch
 @pytest.mark.distributed
 @pytest.mark.slow
 def test_two_node_rendezvous_on_localhost_trains(tmp_path):

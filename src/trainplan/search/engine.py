@@ -146,8 +146,12 @@ class _Count:
         mbs = self.q.batch.micro_batches(mesh.dp, seq)
         return largest(mbs, lambda mb: self.fits(mesh, prec, ac, k, mb, seq, sched))
 
+    @staticmethod
+    def granule(mesh) -> int:
+        return max(SEQ_GRANULE, mesh.cp * 2)  # cp splits the sequence in 2*cp chunks
+
     def seq_max(self, mesh, prec, ac, k, sched) -> int | None:
-        seqs = seq_grid(max(SEQ_GRANULE, mesh.cp * 2))  # cp splits the sequence in 2*cp chunks
+        seqs = seq_grid(self.granule(mesh))
         ok = lambda s: self.fits(mesh, prec, ac, k, 1, s, sched)  # noqa: E731
         # The ends first: on many meshes the cap fits, or not even the shortest sequence does.
         if ok(seqs[-1]):
@@ -157,7 +161,8 @@ class _Count:
         return largest(seqs, ok)
 
     def schedules(self, mesh) -> list[tuple[str, int]]:
-        if mesh.pp == 1:
+        if mesh.pp == 1 or self.context:
+            # (with --seq-len max: interleaving only adds micro-batches in flight, never length)
             return [("1f1b", 1)]
         return [("1f1b", 1)] + [("interleaved", v) for v in space.vp_options(self.q.model.num_layers, mesh.pp)]
 
@@ -167,6 +172,9 @@ class _Count:
         on more nodes; on fewer nodes it needs at least that much, so cheaper levels are skipped."""
         sched = ("1f1b", 1)
         if self.context:
+            # offload holds the least: if the shortest sequence does not fit with it, none does
+            if not self.fits(mesh, prec, "offload", 0, 1, seq_grid(self.granule(mesh))[0], sched):
+                return None
             for ac in ("full", "offload"):
                 s = self.seq_max(mesh, prec, ac, 0, sched)
                 if s is not None:
@@ -192,6 +200,8 @@ class _Count:
                     s = self.seq_max(mesh, prec, ac, 0, sched)
                     if s is not None:
                         out.append(self.evaluate(mesh, prec, ac, 0, 1, s, sched))
+                        if ac == "full":
+                            break  # offload only when full checkpointing fits nothing
             else:
                 out += self._expand_fixed_seq(mesh, prec, sched)
         return out

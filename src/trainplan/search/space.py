@@ -19,6 +19,10 @@ and gradient accumulation are chosen). Pruning rules, and why each one is safe:
     dominated and only offered when dp = 1. The sharded forms offered are ZeRO-1, FSDP over all of
     dp, and HSDP (FSDP inside a node, replicas across nodes).
   * ep (MoE only) is a power of two dividing the experts and dp_shard * cp.
+  * With the sequence searched (priority context) pp stays 1: a 1F1B pipeline keeps pp
+    micro-batches in flight on its first stage, pp x (layers / pp) = as many layers' activations
+    as no pipeline (Narayanan et al. 2021, section 2.2.1), so it cannot lengthen the sequence;
+    it only splits the model states, which FSDP splits as well.
 """
 
 from __future__ import annotations
@@ -108,7 +112,7 @@ def meshes(m: ModelSpec, node: NodeType, nodes: int, seq_len: int | None) -> Ite
     """Every mesh of `nodes` nodes that passes the pruning rules above."""
     gpus = node.gpus_per_node * nodes
     for tp in tp_options(m, node):
-        for pp in pp_options(m):
+        for pp in (pp_options(m) if seq_len is not None else [1]):
             for cp in cp_options(seq_len):
                 if gpus % (tp * pp * cp):
                     continue

@@ -95,3 +95,5 @@ def test_cost_chooses_instance_and_count():
     r = run("llama-3.1-8b", inst=inst, max_nodes=4, priority="cost", tokens=10**12)
     best = min((c for c in [r.chosen, *r.runners_up]), key=lambda c: c.usd_per_token)
     assert r.chosen.usd_per_token == best.usd_per_token
+    other = "p5.48xlarge" if r.chosen.instance == "ml.p6-b200.48xlarge" else "p6-b200.48xlarge"
+    assert r.reasons[0].startswith(f"instance {r.chosen.instance}: cheapest plans of the others: {other} on ")

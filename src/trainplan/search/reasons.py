@@ -143,9 +143,29 @@ def nodes_reason(best: Candidate, pool: list[Candidate], q: Query, no_fit: list)
     return head
 
 
+def instance_reason(best: Candidate, pool: list[Candidate]) -> str | None:
+    """With several instance types: the best plan of each other type, by tokens/s and $/token."""
+    others: dict[str, Candidate] = {}
+    for c in pool:
+        if c.instance != best.instance and c.usd_per_token is not None:
+            o = others.get(c.instance)
+            if o is None or c.usd_per_token < o.usd_per_token:
+                others[c.instance] = c
+    if not others:
+        return None
+    parts = [f"{name.removeprefix('ml.')} on {c.nodes}: {_pct(c.usd_per_token, best.usd_per_token)} $/token, "
+             f"{_pct(c.tokens_per_s, best.tokens_per_s)} tokens/s"
+             for name, c in sorted(others.items(), key=lambda kv: kv[1].usd_per_token)[:3]]
+    return f"instance {best.instance}: cheapest plans of the others: " + "; ".join(parts)
+
+
 def reasons(best: Candidate, pool: list[Candidate], q: Query, ev: Counting, no_fit: list,
             risky: int) -> list[str]:
     out = [nodes_reason(best, pool, q, no_fit), precision_reason(best, q, ev)]
+    if len(q.instances) > 1:
+        why = instance_reason(best, pool)
+        if why:
+            out.insert(0, why)
     out += ac_reason(best, ev)
     if q.seq_len is not None:
         out.append(micro_batch_reason(best, q, ev))

@@ -74,6 +74,7 @@ class FakeEvaluator:
             gpu_bytes_per_token=(grad_bytes + tp_bytes + p2p) * per_token,
             mfu=6 * n * w.tokens_per_step / step / (G * c.gpu.peak(recipe(L.precision).gemm_dtype)),
             binding="compute" if compute > bubble + exposed else "bubble",
+            recompute_s=compute * rec / (1 + rec),
         )
 
     def detail(self, job, L) -> dict:

@@ -24,6 +24,7 @@ class Metrics:
     gpu_bytes_per_token: float  # bytes sent between GPUs over any link per trained token, all GPUs
     mfu: float  # model FLOPs / (step time x GPUs x dense peak of the recipe's GEMM dtype)
     binding: str  # what limits the step: "compute", "memory", "efa", "nvlink", "pipeline bubble", ...
+    recompute_s: float = 0.0  # part of step_time_s spent re-running checkpointed forwards
     tokens_per_s_low: float = 0.0  # lower end of the throughput band (0 = no band known)
     tokens_per_s_high: float = 0.0
     detail: dict | None = field(default=None, compare=False)  # the estimate, Estimate.to_dict()
@@ -62,6 +63,12 @@ class Candidate:
     @property
     def tokens_per_s_per_gpu(self) -> float:
         return self.metrics.tokens_per_s / self.gpus
+
+    @property
+    def tokens_per_s_without_recompute(self) -> float:
+        """An upper bound on what a finer checkpointing choice of this mesh can reach."""
+        m = self.metrics
+        return self.job.workload.tokens_per_step / max(m.step_time_s - m.recompute_s, 1e-12)
 
     @property
     def headroom_bytes(self) -> float:

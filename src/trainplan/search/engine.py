@@ -306,7 +306,9 @@ def search_count(q: Query, node: NodeType, nodes: int, ev: Counting, obj: Object
         stats.no_fit_counts.append((node.name, nodes))
         return []
     cands = [c for _, c in screened]
-    by_tps = sorted(screened, key=lambda mc: -mc[1].tokens_per_s)[:KEEP]
+    # Ranked without recompute: the screen's checkpointing is coarse (full where partial would
+    # do), and a mesh must not lose its place for recompute the expansion may remove.
+    by_tps = sorted(screened, key=lambda mc: -mc[1].tokens_per_s_without_recompute)[:KEEP]
     order = {id(c): i for i, c in enumerate(obj.rank(cands, q.tokens, q.tolerance))}
     by_obj = sorted(screened, key=lambda mc: order.get(id(mc[1]), len(order)))[:KEEP]
     keep = list({m: None for m, _ in by_tps + by_obj})

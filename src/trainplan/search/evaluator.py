@@ -137,6 +137,7 @@ def metrics_from_estimate(est, job: Job, memory: float, memory_error: float,
         gpu_bytes_per_token=total * per_token,
         mfu=est.mfu,
         binding=est.binding,
+        recompute_s=est.time.recompute,
         tokens_per_s_low=tps / (1 + tokens_error),
         tokens_per_s_high=tps * (1 + tokens_error),
     )

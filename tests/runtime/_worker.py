@@ -36,9 +36,9 @@ def run_one(cfg: dict, device) -> dict:
     L = plan.layout
     mesh = parallel.build_mesh(L, dist.get_world_size(), device.type)
     dp_rank = mesh["dp_replicate"].get_local_rank() * L.dp_shard + mesh["dp_shard"].get_local_rank()
-    model, _ = build_model(plan, mesh, device, use_hf=bool(cfg.get("hf")))
+    model, fsdp = build_model(plan, mesh, device, use_hf=bool(cfg.get("hf")))
     opt, sched = make_optimizer(model, plan.train, 2)
-    scaler = make_scaler(L.precision, device)
+    scaler = make_scaler(L.precision, device, fsdp)
     data = make_batches("", None, spec.vocab_size, 64, L.micro_batch, L.grad_accum, L.dp, dp_rank, 2)
     out = {"losses": [], "grad_norms": [], "params": sum(p.numel() for p in model.parameters())}
     # Sharded init must not repeat one shard's values on every rank (DTensor RNG on CPU).
@@ -48,9 +48,9 @@ def run_one(cfg: dict, device) -> dict:
         half = full.shape[0] // 2
         out["init_halves_equal"] = bool(torch.equal(full[:half], full[half:2 * half]))
         out["init_std"] = float(full.float().std())
-    offload = parallel.offload_context(L.ac, device.type)
+    forward_ctx = parallel.forward_context(L.precision, L.ac, device.type, fsdp)
     for step in range(2):
-        loss, gn, _ = train_step(model, opt, sched, scaler, data, step, L.grad_accum, 1.0, offload, device)
+        loss, gn, _ = train_step(model, opt, sched, scaler, data, step, L.grad_accum, 1.0, forward_ctx, device)
         t = loss.detach().clone()
         dist.all_reduce(t)
         out["losses"].append(float(t) / dist.get_world_size())

@@ -40,13 +40,13 @@ def _run(out, *extra):
 
 
 def test_resume_gives_the_losses_of_an_uninterrupted_run(tmp_path):
-    ref = _run(tmp_path / "ref", "--steps", "8", "--tensorboard", str(tmp_path / "tb"))
+    ref = _run(tmp_path / "ref", "--steps", "6", "--tensorboard", str(tmp_path / "tb"))
     ck = tmp_path / "ck"
-    first = _run(tmp_path / "a", "--steps", "8", "--checkpoint-dir", str(ck), "--stop-at-step", "4")
-    assert len(first) == 4 and sorted(p.name for p in ck.iterdir()) == ["step-00000004"]
-    resumed = _run(tmp_path / "a", "--steps", "8", "--checkpoint-dir", str(ck))
+    first = _run(tmp_path / "a", "--steps", "6", "--checkpoint-dir", str(ck), "--stop-at-step", "3")
+    assert len(first) == 3 and sorted(p.name for p in ck.iterdir()) == ["step-00000003"]
+    resumed = _run(tmp_path / "a", "--steps", "6", "--checkpoint-dir", str(ck))
     assert resumed == ref  # bit for bit: model, optimizer, schedule, data position, RNG
-    assert json.loads((tmp_path / "a" / "summary.json").read_text())["start_step"] == 4
+    assert json.loads((tmp_path / "a" / "summary.json").read_text())["start_step"] == 3
     assert any(p.name.startswith("events.out.tfevents") for p in (tmp_path / "tb").iterdir())
 
 
@@ -84,3 +84,14 @@ def test_plan_for_more_gpus_is_refused_before_launch(cli, tmp_path):
     assert code == 0
     assert "-m torch.distributed.run --standalone --nproc-per-node=2 -m trainplan.runtime --plan" in out
     assert out.rstrip().endswith("--fit-world")
+
+
+def test_single_process_trains_without_fsdp(tmp_path):
+    # One rank: no FSDP (autocast gives bf16 mixed precision), the path of a one-GPU check.
+    p = torchrun("-m", "trainplan.runtime", "--demo", "--no-progress", "--out", str(tmp_path), "--steps", "12",
+                 "--json", nproc=1)
+    assert p.returncode == 0, p.stderr[-3000:]
+    s = json.loads(p.stdout)
+    losses = [r["loss"] for r in read_jsonl(tmp_path / "measurements.jsonl")]
+    assert s["world_size"] == 1 and "dp=1x1" in s["layout"]
+    assert sum(losses[-3:]) / 3 < losses[0] - 0.8

@@ -67,7 +67,9 @@ def build_hf_model(hf_config: dict) -> HFCausalLM:
 
 
 def build_model(plan, mesh, device: torch.device, use_hf: bool):
-    """The model of `plan` on `device`, parallelised per its layout. Returns (model, dp_mesh)."""
+    """The model of `plan` on `device`, parallelised per its layout. Returns (model, fsdp applied).
+    On a single process (dp = tp = 1) FSDP is not applied (as torchtitan): mixed precision then
+    comes from autocast (parallel.forward_context), and no sharding machinery costs step time."""
     layout, spec = plan.layout, plan.job.model
     if use_hf:
         if not plan.hf_config:
@@ -88,11 +90,14 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
     parallel.apply_ac(model, layout.ac, layout.ac_layers)
     if layout.torch_compile:
         parallel.apply_compile(model)
-    dp_mesh = parallel.fsdp_mesh(mesh)
     if layout.precision == "bf16_pure":
         model = model.to(torch.bfloat16)
-    parallel.apply_fsdp(model, dp_mesh, layout.precision, layout.sharding)
+    fsdp = mesh.size() > 1
+    if fsdp:
+        parallel.apply_fsdp(model, parallel.fsdp_mesh(mesh), layout.precision, layout.sharding)
+    else:
+        parallel.mp_policy(layout.precision)  # refuses an unsupported recipe, as apply_fsdp does
 
     model.to_empty(device=device)
     model.init_weights(plan.train.seed)
-    return model, dp_mesh
+    return model, fsdp

@@ -138,7 +138,7 @@ def _selective_context():
 def apply_ac(model: nn.Module, mode: str, ac_layers: int = 0) -> None:
     """Wrap blocks per policy. full/partial/offload: the block keeps only its input (torch
     non-reentrant checkpoint); selective: per-op policy above. offload additionally moves the
-    saved block inputs to host memory (see `offload_context`)."""
+    saved block inputs to host memory (see `forward_context`)."""
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
     if mode == "none":
@@ -154,14 +154,26 @@ def apply_ac(model: nn.Module, mode: str, ac_layers: int = 0) -> None:
         model.layers[name] = wrapped
 
 
-def offload_context(mode: str, device_type: str):
-    """For ac='offload': every tensor saved for backward goes to (pinned) host memory. With full
-    checkpointing inside the blocks, that is each block's input, the planner's offload policy."""
+def forward_context(precision: str, ac: str, device_type: str, fsdp: bool):
+    """A factory of the context each micro-batch's forward runs in:
+    - ac='offload': every tensor saved for backward goes to (pinned) host memory; with full
+      checkpointing inside the blocks that is each block's input, the planner's offload policy;
+    - without FSDP (one process, no sharding: as torchtitan, FSDP is not applied on one rank),
+      mixed precision comes from autocast instead of FSDP's MixedPrecisionPolicy."""
     import contextlib
 
-    if mode != "offload":
-        return contextlib.nullcontext()
-    return torch.autograd.graph.save_on_cpu(pin_memory=device_type == "cuda")
+    amp = {"bf16": torch.bfloat16, "fp8_tensorwise": torch.bfloat16, "fp8_rowwise": torch.bfloat16,
+           "fp16": torch.float16}.get(precision) if not fsdp else None
+
+    def make():
+        stack = contextlib.ExitStack()
+        if ac == "offload":
+            stack.enter_context(torch.autograd.graph.save_on_cpu(pin_memory=device_type == "cuda"))
+        if amp is not None:
+            stack.enter_context(torch.autocast(device_type, dtype=amp))
+        return stack
+
+    return make
 
 
 def apply_compile(model: nn.Module) -> None:

@@ -66,13 +66,13 @@ class _Stop:
 
 
 def train_step(model, optimizer, scheduler, scaler, data, step: int, grad_accum: int, grad_clip: float,
-               offload, device) -> tuple[torch.Tensor, float, float]:
+               forward_ctx, device) -> tuple[torch.Tensor, float, float]:
     """One optimizer step (0-based `step`): grad_accum micro-batches, unscale (fp16), clip, step.
     Returns (this rank's loss as a tensor, global grad norm, the lr used)."""
     loss_sum = torch.zeros((), device=device, dtype=torch.float32)
     for micro in range(grad_accum):
         x, y = (t.to(device, non_blocking=True) for t in data.micro(step, micro))
-        with offload:
+        with forward_ctx():
             loss = model(x, y) / grad_accum
         (scaler.scale(loss) if scaler is not None else loss).backward()
         loss_sum += loss.detach()
@@ -90,11 +90,13 @@ def train_step(model, optimizer, scheduler, scaler, data, step: int, grad_accum:
     return loss_sum, grad_norm, lr
 
 
-def make_scaler(precision: str, device: torch.device):
-    """fp16 needs dynamic loss scaling (Micikevicius et al. 2018, section 3.2); the sharded
-    scaler finds inf/nan across all ranks' gradient shards."""
+def make_scaler(precision: str, device: torch.device, fsdp: bool):
+    """fp16 needs dynamic loss scaling (Micikevicius et al. 2018, section 3.2); under FSDP the
+    sharded scaler finds inf/nan across all ranks' gradient shards."""
     if precision != "fp16":
         return None
+    if not fsdp:
+        return torch.amp.GradScaler(device.type)
     from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 
     return ShardedGradScaler(device=device.type)
@@ -114,9 +116,9 @@ def train(plan, opts: RunOptions) -> dict:
 
     mesh = parallel.build_mesh(L, world, device.type)
     dp_rank = mesh["dp_replicate"].get_local_rank() * L.dp_shard + mesh["dp_shard"].get_local_rank()
-    model, _ = build_model(plan, mesh, device, opts.hf)
+    model, fsdp = build_model(plan, mesh, device, opts.hf)
     optimizer, scheduler = make_optimizer(model, plan.train, total)
-    scaler = make_scaler(L.precision, device)
+    scaler = make_scaler(L.precision, device, fsdp)
     vocab = plan.job.model.vocab_size
     if opts.hf and plan.hf_config:
         vocab = int(plan.hf_config.get("vocab_size", vocab))
@@ -137,14 +139,15 @@ def train(plan, opts: RunOptions) -> dict:
                  metrics.flops_per_token(plan.job.model, w.seq_len, causal=False))
     peak, peak_gpu = peak_flops_for(device, plan)
     tokens_per_step = w.global_batch * w.seq_len
-    offload = parallel.offload_context(L.ac, device.type)
+    forward_ctx = parallel.forward_context(L.precision, L.ac, device.type, fsdp)
     saved_at, stopped_by = None, None
 
     step = start
+    loop_start = time.perf_counter()
     while step < total:
         t0 = time.perf_counter()
         loss_sum, grad_norm, lr = train_step(model, optimizer, scheduler, scaler, data, step, L.grad_accum,
-                                             plan.train.grad_clip, offload, device)
+                                             plan.train.grad_clip, forward_ctx, device)
         step += 1
         mean_loss, any_stop = distributed.reduce_step(loss_sum.item(), stop.requested, device)
         dt = time.perf_counter() - t0
@@ -159,6 +162,7 @@ def train(plan, opts: RunOptions) -> dict:
             stopped_by = "SIGTERM" if any_stop else "stop_at_step"
             break
 
+    loop_time_s = time.perf_counter() - loop_start  # everything: steps, logging, checkpoints
     model_file = None
     if opts.model_dir and stopped_by is None:
         model_file = checkpoint.export_model(model, opts.model_dir)
@@ -170,6 +174,7 @@ def train(plan, opts: RunOptions) -> dict:
         summary = {
             **metrics.summarize([r for r in records if r["step"] > start]),
             "start_step": start,
+            "loop_time_s": loop_time_s,
             "resumed_from": str(resumed_from) if resumed_from else None,
             "stopped_by": stopped_by,
             "checkpoint": saved_at,

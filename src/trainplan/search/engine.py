@@ -290,14 +290,19 @@ def search_count(q: Query, node: NodeType, nodes: int, ev: Counting, obj: Object
     ref = q.precision or "bf16"
     screened: list[tuple[space.Mesh, Candidate]] = []
     memo = Memo() if memo is None else memo
+    no_fsdp: set[tuple] = set()  # (tp, pp, cp, ep) where full FSDP does not fit on these nodes
     for mesh in space.meshes(q.model, node, nodes, q.seq_len):
         stats.meshes += 1
-        fam = _family(mesh)
-        c = None if fam in memo.dead else sc.screen(mesh, ref, memo.floor.get(fam))
+        fam, degrees = _family(mesh), (mesh.tp, mesh.pp, mesh.cp, mesh.ep)
+        # ZeRO-1 and HSDP hold more than FSDP over all of dp (space.shardings yields it first)
+        skip = fam in memo.dead or (mesh.sharding != "fsdp" or mesh.dp_replicate > 1) and degrees in no_fsdp
+        c = None if skip else sc.screen(mesh, ref, memo.floor.get(fam))
         if c is None:
             stats.screened_out += 1
             if fam is not None:
                 memo.dead.add(fam)
+            if mesh.sharding == "fsdp" and mesh.dp_replicate == 1:
+                no_fsdp.add(degrees)
         else:
             screened.append((mesh, c))
             if fam is not None and not sc.context:

@@ -99,7 +99,9 @@ def shardings(dp: int, gpus_per_node: int, tp: int, cp: int) -> list[tuple[int, 
     """(dp_replicate, dp_shard, sharding) choices for a data-parallel degree dp."""
     if dp == 1:
         return [(1, 1, "none")]
-    out = [(1, dp, "zero1"), (1, dp, "fsdp")]
+    # FSDP over all of dp first: it holds the least, so when it does not fit, neither do the
+    # others (the engine skips them).
+    out = [(1, dp, "fsdp"), (1, dp, "zero1")]
     # HSDP: shard over the data-parallel ranks of one node, replicate across nodes
     # (torchtitan puts dp_shard inside dp_replicate, and cp, tp innermost).
     local = gpus_per_node // (tp * cp) if gpus_per_node % (tp * cp) == 0 else 0

@@ -44,6 +44,7 @@ class LayerAttribution:
     """Tag storages by layer during one forward pass; read per-layer kept bytes afterwards."""
 
     def __init__(self, layers, param_storages: set[int]):
+        import torch
         from torch.utils._python_dispatch import TorchDispatchMode
 
         self.k = len(layers)
@@ -54,6 +55,7 @@ class LayerAttribution:
         self.outputs = {i: {} for i in range(self.k)}
         self.packed = {i: {} for i in range(self.k)}
         self.params = param_storages
+        self.what: dict[int, tuple[str, tuple, str]] = {}  # id -> (creating op, shape, dtype)
         owner = self
 
         class _Tagger(TorchDispatchMode):
@@ -62,13 +64,18 @@ class LayerAttribution:
                 if owner.recording and owner.layer is not None:
                     # views and in-place ops return an input's storage: not a new allocation
                     seen = {id(x) for x in _storages(args, [])} | {id(x) for x in _storages(kwargs, [])}
-                    for st in _storages(res, []):
+                    outs = res if isinstance(res, (tuple, list)) else (res,)
+                    for t in outs:
+                        if not isinstance(t, torch.Tensor):
+                            continue
+                        st = t.untyped_storage()
                         key = id(st)
                         if key in seen or key in owner.params:
                             continue
                         old = owner.tag.get(key)
                         if old is None or old[0]() is None:
                             owner.tag[key] = (weakref.ref(st), owner.layer, st.nbytes())
+                            owner.what[key] = (func.__name__.split(".")[0], tuple(t.shape), str(t.dtype).replace("torch.", ""))
                 return res
 
         self.mode = _Tagger()
@@ -130,3 +137,15 @@ class LayerAttribution:
             res.append(sum(n for key, (ref, n) in self.packed[i].items() if key in mine))
         return res
 
+
+    def inventory(self, i: int) -> list[dict]:
+        """The tensors layer i keeps for backward: creating op, shape, dtype, bytes (largest first)."""
+        rows = []
+        for key, (ref, j, n) in self.tag.items():
+            if j == i and ref() is not None and key not in self.outputs[i]:
+                op, shape, dtype = self.what.get(key, ("?", (), "?"))
+                rows.append({"op": op, "shape": list(shape), "dtype": dtype, "bytes": n})
+        for key, (ref, n) in self.inputs[i].items():
+            if ref() is not None and self.tag.get(key, (None, None))[1] != i and key not in self.params:
+                rows.append({"op": "input", "shape": [], "dtype": "", "bytes": n})
+        return sorted(rows, key=lambda r: -r["bytes"])

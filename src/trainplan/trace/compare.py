@@ -5,8 +5,11 @@ Like-for-like conventions:
 - activations: bytes kept for backward per decoder layer, averaged over the full model's layers
   (the analytic per-layer policy follows the trace: partial = first `ac_layers` layers full);
 - FLOPs: torch.utils.flop_counter counts attention without causal skipping and its flash backward
-  at 2.5x the forward, so the matmul FLOPs (projections, MLP, experts, LM head) are compared
-  exactly (`flops_matmul`), and the step total is reported with attention counted non-causal.
+  at 2.5x the forward, so the model matmul FLOPs (projections, MLP, experts, LM head; forward +
+  backward, no recompute) are compared exactly (`flops_matmul`); recompute is compared on its own
+  (`recompute_flops_matmul`): torch's non-reentrant checkpoint stops recomputing once the last
+  saved tensor is rebuilt (the layer's last matmul is not re-run), and torchtitan's selective
+  policy recomputes every second matmul; the step total is reported with attention non-causal.
 """
 
 from __future__ import annotations
@@ -40,13 +43,15 @@ def analytic(spec, r: TraceResult) -> dict:
     head = mf.head_per_token * tokens
     attn_fwd = mf.attention_per_token(s.seq_len, causal=False) * tokens
     recompute_layers = sum(1 for p in policies if p == "full") / len(policies)
-    matmul = 3 * (linear + head) + recompute_layers * linear
+    matmul = 3 * (linear + head)
+    recompute = recompute_layers * linear
     return {
         "params": count_params(spec).total,
         "activation_bytes_per_layer": round(sum(act) / len(act)),
         "activation_groups_per_layer": {k: round(v) for k, v in groups.items() if v},
         "flops_matmul": round(matmul),
-        "flops_per_step": round(matmul + (3 + recompute_layers) * attn_fwd),
+        "recompute_flops_matmul": round(recompute),
+        "flops_per_step": round(matmul + recompute + (3 + recompute_layers) * attn_fwd),
     }
 
 
@@ -59,7 +64,8 @@ def comparison(spec, r: TraceResult) -> dict:
         "relative_difference": {
             "params": rel(t["params"], a["params"]),
             "activation_bytes_per_layer": rel(t["activation_bytes_per_layer"], a["activation_bytes_per_layer"]),
-            "flops_matmul": rel(t["flops_by_class"]["matmul"], a["flops_matmul"]),
+            "flops_matmul": rel(t["model_flops_matmul"], a["flops_matmul"]),
+            "recompute_flops_matmul": rel(t["recompute_flops_by_class"]["matmul"], a["recompute_flops_matmul"]),
             "flops_per_step": rel(t["flops_per_step"], a["flops_per_step"]),
         },
     }

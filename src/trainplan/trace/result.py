@@ -24,13 +24,17 @@ class LayerTrace:
     saved_tensor_bytes: int  # unique non-parameter storages packed by saved_tensors_hooks
     params: int
     flops: dict  # per FLOP class, forward + backward (+ recompute)
+    forward_flops: dict = field(default_factory=dict)  # per FLOP class, forward pass only
+    kept_tensors: tuple = ()  # what the layer keeps: {"op", "shape", "dtype", "bytes"} (attribution.py)
 
     def to_dict(self) -> dict:
         return {"index": self.index, "kind": self.kind, "ac": self.ac,
                 "activation_bytes": self.activation_bytes,
                 "saved_tensor_bytes": self.saved_tensor_bytes,
                 "params": self.params, "flops": sum(self.flops.values()),
-                "flops_by_class": dict(self.flops)}
+                "flops_by_class": dict(self.flops),
+                "forward_flops_by_class": dict(self.forward_flops),
+                "kept_tensors": list(self.kept_tensors)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,7 @@ class TraceResult:
     flops_by_class: dict
     fp8_linears: int
     seconds: float
+    forward_flops_by_class: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
 
     # ---- extrapolation ------------------------------------------------------------------
@@ -84,8 +89,10 @@ class TraceResult:
     def outside_activation_bytes(self) -> int:
         return self.activation_bytes - sum(x.activation_bytes for x in self.layers)
 
-    def outside_flops(self) -> dict:
-        return {c: self.flops_by_class[c] - sum(x.flops[c] for x in self.layers) for c in FLOP_CLASSES}
+    def outside_flops(self, forward: bool = False) -> dict:
+        total = self.forward_flops_by_class if forward else self.flops_by_class
+        return {c: total[c] - sum((x.forward_flops if forward else x.flops)[c] for x in self.layers)
+                for c in FLOP_CLASSES}
 
     def full(self) -> dict:
         """Full-depth numbers, extrapolated from the traced layers by kind and policy."""
@@ -94,6 +101,11 @@ class TraceResult:
         scale = params / self.total_params
         act_layers = sum(x.activation_bytes for x in per)
         flops_cls = {c: self.outside_flops()[c] + sum(x.flops[c] for x in per) for c in FLOP_CLASSES}
+        fwd_cls = {c: self.outside_flops(True)[c] + sum(x.forward_flops[c] for x in per) for c in FLOP_CLASSES}
+        # Backward = 2 x forward for matmuls; torch counts flash-attention backward at 2.5 x forward.
+        # What a step does beyond that is recompute (checkpointing).
+        recompute = {"matmul": flops_cls["matmul"] - 3 * fwd_cls["matmul"],
+                     "attention": flops_cls["attention"] - 3.5 * fwd_cls["attention"]}
         static = self.param_bytes + self.master_param_bytes + self.optimizer_state_bytes
         extra_params = params - self.total_params
         extra_act = act_layers - sum(x.activation_bytes for x in self.layers)
@@ -119,6 +131,9 @@ class TraceResult:
             "peak_phase": self.peak_phase,
             "flops_per_step": sum(flops_cls.values()),
             "flops_by_class": flops_cls,
+            "forward_flops_by_class": fwd_cls,
+            "model_flops_matmul": 3 * fwd_cls["matmul"],
+            "recompute_flops_by_class": {c: round(v) for c, v in recompute.items()},
         }
 
     def to_dict(self) -> dict:

@@ -58,8 +58,22 @@ def _flop_mapping():
     def bwd(grad_out, q, k, v, *args, out_shape=None, **kwargs):
         return sdpa_backward_flop_count(grad_out, q, k, v)
 
-    return {aten._scaled_dot_product_flash_attention_for_cpu: fwd,
-            aten._scaled_dot_product_flash_attention_for_cpu_backward: bwd}
+    def grouped(a, b, *args, out_shape=None, **kwargs):
+        # torch's table has no _grouped_mm (MoE experts). 2 FLOP per multiply-add; the ragged
+        # dimension (tokens per expert, given by offs) sums to the full extent of a or b.
+        if len(a) == 2 and len(b) == 3:  # (tokens, K) x (E, K, N)
+            return 2 * a[0] * a[1] * b[2]
+        if len(a) == 3 and len(b) == 2:  # (E, M, K) x (K, tokens)
+            return 2 * a[1] * a[2] * b[1]
+        if len(a) == 2 and len(b) == 2:  # (M, tokens) x (tokens, N): weight gradients
+            return 2 * a[0] * a[1] * b[1]
+        return 2 * a[0] * a[1] * a[2] * b[2]  # batched (E, M, K) x (E, K, N)
+
+    mapping = {aten._scaled_dot_product_flash_attention_for_cpu: fwd,
+               aten._scaled_dot_product_flash_attention_for_cpu_backward: bwd}
+    if hasattr(aten, "_grouped_mm"):
+        mapping[aten._grouped_mm] = grouped
+    return mapping
 
 
 _MATMUL = ("mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "_grouped_mm", "grouped_mm")
@@ -100,6 +114,11 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
     dtype = getattr(torch, setup.compute_dtype)
     vocab = getattr(hf_cfg, "vocab_size", None) or 32000
 
+    if setup.compute_dtype == "float16" and any(x.startswith("moe") for x in layer_kinds(cfg)):
+        raise TrainplanError(
+            "fp16 with MoE experts cannot be traced: torch's _grouped_mm (the experts' kernel in "
+            "transformers) accepts only bf16 inputs; trace with --precision bf16"
+        )
     if s.fsdp > 1:
         from trainplan.trace.fsdp import trace_fsdp
 
@@ -159,10 +178,12 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
                         if last:
                             attr.stop()
                             kept, saved = attr.kept_bytes(), attr.saved_bytes()
+                            inventory = [attr.inventory(i) for i in range(k)]
                         live["after_forward"] = _live(mt)
                         phases.append((step, "forward", _peak(mt)))
                         if last:
                             fwd_flops = flops_mode.get_total_flops()
+                            fwd_counts = {m: dict(v) for m, v in flops_mode.get_flop_counts().items()}
                         say(f"step {step + 1}/{s.steps}: backward")
                         loss.backward()
                         del out, loss
@@ -193,17 +214,22 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
             f"tracing {cfg.get('model_type')!r} failed on fake tensors: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
         ) from e
 
-    counts = flops_mode.get_flop_counts()
-    by_class = {"matmul": 0, "attention": 0, "other": 0}
-    for op, n in counts.get("Global", {}).items():
-        by_class[_op_class(op)] += n
-    layer_flops = []
-    for i in range(k):
-        key = next((m for m in counts if m.endswith(f"{layers_fqn}.{i}")), None)
-        cls = {"matmul": 0, "attention": 0, "other": 0}
-        for op, n in (counts[key].items() if key else ()):
-            cls[_op_class(op)] += n
-        layer_flops.append(cls)
+    def classes(counts):
+        """FLOPs by class for the whole model, and for each traced layer."""
+        whole = {"matmul": 0, "attention": 0, "other": 0}
+        for op, n in counts.get("Global", {}).items():
+            whole[_op_class(op)] += n
+        per_layer = []
+        for i in range(k):
+            key = next((m for m in counts if m.endswith(f"{layers_fqn}.{i}")), None)
+            cls = {"matmul": 0, "attention": 0, "other": 0}
+            for op, n in (counts[key].items() if key else ()):
+                cls[_op_class(op)] += n
+            per_layer.append(cls)
+        return whole, per_layer
+
+    by_class, layer_flops = classes(flops_mode.get_flop_counts())
+    fwd_by_class, layer_fwd_flops = classes(fwd_counts)
     total_flops = sum(by_class.values())
 
     peak = max(p for _, _, p in phases)
@@ -211,7 +237,8 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
     traced_layers = tuple(
         LayerTrace(index=i, kind=kinds[i], ac=applied[i], activation_bytes=kept[i],
                    saved_tensor_bytes=saved[i],
-                   params=layer_numel[i], flops=layer_flops[i])
+                   params=layer_numel[i], flops=layer_flops[i],
+                   forward_flops=layer_fwd_flops[i], kept_tensors=tuple(inventory[i]))
         for i in range(k)
     )
     return TraceResult(
@@ -232,6 +259,7 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
         flops=total_flops,
         forward_flops=fwd_flops,
         flops_by_class=by_class,
+        forward_flops_by_class=fwd_by_class,
         fp8_linears=n_fp8,
         seconds=time.perf_counter() - t0,
     )

@@ -1,0 +1,59 @@
+"""Trace settings and config slicing: pure Python, no torch needed."""
+
+import subprocess
+import sys
+
+import pytest
+
+from trainplan.errors import TrainplanError
+from trainplan.trace.config import layer_kinds, slice_config
+from trainplan.trace.settings import TraceSettings
+
+
+def test_unknown_precision_is_refused_with_the_known_ones():
+    with pytest.raises(TrainplanError, match=r"trace: unknown precision 'fp4'; the tracer runs: bf16, fp16, bf16_pure"):
+        TraceSettings.make(precision="fp4")
+
+
+def test_unknown_policy_is_refused():
+    with pytest.raises(TrainplanError, match=r"trace: unknown checkpointing policy 'some'; known: none, selective, full, partial"):
+        TraceSettings(ac="some")
+
+
+def test_non_positive_sizes_are_refused():
+    with pytest.raises(TrainplanError, match="trace: seq_len must be a positive integer, got 0"):
+        TraceSettings(seq_len=0)
+
+
+def test_fp8_alias_maps_to_tensorwise():
+    assert TraceSettings.make(precision="fp8").precision == "fp8_tensorwise"
+
+
+DEEPSEEK = {"model_type": "deepseek_v3", "num_hidden_layers": 61, "first_k_dense_replace": 3,
+            "n_routed_experts": 256, "moe_layer_freq": 1}
+
+
+def test_deepseek_kinds_and_slice_keep_one_dense_and_one_moe_layer():
+    kinds = layer_kinds(DEEPSEEK)
+    assert kinds[:3] == ["dense"] * 3 and set(kinds[3:]) == {"moe"} and len(kinds) == 61
+    sliced = slice_config(DEEPSEEK, 2)
+    assert sliced["num_hidden_layers"] == 2 and layer_kinds(sliced) == ["dense", "moe"]
+    assert DEEPSEEK["first_k_dense_replace"] == 3  # the input is not modified
+
+
+def test_sliding_window_layers_keep_both_attention_kinds():
+    cfg = {"model_type": "gemma3_text", "num_hidden_layers": 6,
+           "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
+    sliced = slice_config(cfg, 2)
+    assert layer_kinds(sliced) == ["dense/sliding_attention", "dense/full_attention"]
+
+
+def test_planner_and_trace_import_without_torch():
+    """trainplan.trace and the trace command import torch only inside functions."""
+    code = ("import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None\n"
+            "import trainplan.trace, trainplan.commands.trace, trainplan.calibration.activations\n"
+            "from trainplan.trace._deps import require_torch\n"
+            "try:\n    require_torch()\nexcept Exception as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "trainplan trace needs torch and transformers" in out
+    assert "pip install 'trainplan[torch]'" in out

@@ -19,8 +19,7 @@ import sys
 from pathlib import Path
 
 from trainplan.errors import TrainplanError
-from trainplan.search import BatchSpec, Counting, Query, model_evaluator, search
-from trainplan.search import space
+from trainplan.search import BatchSpec, Counting, Query, model_evaluator, search, space
 from trainplan.validation.dataset import load_dataset
 
 FRAMEWORKS = ("megatron_bridge", "nemo")

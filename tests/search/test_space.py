@@ -1,5 +1,7 @@
 """The search space: pruning rules, node-count grid, batch arithmetic, bisection helpers."""
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -7,8 +9,7 @@ from hypothesis import strategies as st
 from trainplan.errors import TrainplanError
 from trainplan.hardware import find_node
 from trainplan.models import resolve
-from trainplan.search import BatchSpec, parse_batch
-from trainplan.search import space
+from trainplan.search import BatchSpec, parse_batch, space
 from trainplan.search.engine import largest, smallest
 
 B200 = find_node("ml.p6-b200.48xlarge")
@@ -55,7 +56,7 @@ def test_vp_gives_chunks_of_one_two_or_four_layers():
 def test_node_count_grid_steps_at_most_25_percent():
     grid = space.node_counts(128)
     assert grid[:8] == list(range(1, 9)) and grid[-1] == 128
-    assert all(b / a <= 1.25 + 1e-9 for a, b in zip(grid[8:], grid[9:]))
+    assert all(b / a <= 1.25 + 1e-9 for a, b in itertools.pairwise(grid[8:]))
     assert space.node_counts(5) == [1, 2, 3, 4, 5]
     assert space.node_counts(100)[-1] == 100
 

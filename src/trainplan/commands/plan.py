@@ -212,7 +212,7 @@ def _n(x: float) -> str:
 
 def _row(c, i: int | str) -> str:
     lay = textwrap.shorten(c.layout.short(), 43, placeholder="…")
-    return (f"{str(i):>2} {c.nodes:>5} {lay:<43} {_n(c.tokens_per_s):>7} "
+    return (f"{i!s:>2} {c.nodes:>5} {lay:<43} {_n(c.tokens_per_s):>7} "
             f"{c.metrics.memory_bytes / 2**30:>6.1f} {_n(c.metrics.inter_node_bytes_per_token):>6}B")[:WIDTH]
 
 
@@ -222,10 +222,10 @@ def render(r) -> str:
     lines = [
         f"{q.model.name} on {c.nodes} x {c.instance}, {c.gpus} GPUs, priority {q.priority}",
         f"chosen: {c.layout.short()}",
-        f"  seq {c.seq_len}, global batch {c.global_batch}; tokens/s {_n(m.tokens_per_s)} "
-        f"({_n(c.tokens_per_s_per_gpu)}/GPU), MFU {m.mfu:.0%}, step {m.step_time_s:.2f} s",
-        f"  memory {m.memory_bytes / gib:.1f} of {m.capacity_bytes / gib:.1f} GiB "
-        f"(band to {m.memory_high_bytes / gib:.1f}); network {_n(m.inter_node_bytes_per_token)}B/token",
+        (f"  seq {c.seq_len}, global batch {c.global_batch}; tokens/s {_n(m.tokens_per_s)} "
+         f"({_n(c.tokens_per_s_per_gpu)}/GPU), MFU {m.mfu:.0%}, step {m.step_time_s:.2f} s"),
+        (f"  memory {m.memory_bytes / gib:.1f} of {m.capacity_bytes / gib:.1f} GiB "
+         f"(band to {m.memory_high_bytes / gib:.1f}); network {_n(m.inter_node_bytes_per_token)}B/token"),
     ]
     if c.usd_per_hour is not None:
         lines.append(f"  ${c.usd_per_hour:,.0f}/h, ${c.usd_per_token * 1e9:,.0f} per billion tokens")

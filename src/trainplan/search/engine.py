@@ -152,7 +152,7 @@ class _Count:
 
     def seq_max(self, mesh, prec, ac, k, sched) -> int | None:
         seqs = seq_grid(self.granule(mesh))
-        ok = lambda s: self.fits(mesh, prec, ac, k, 1, s, sched)  # noqa: E731
+        ok = lambda s: self.fits(mesh, prec, ac, k, 1, s, sched)
         # The ends first: on many meshes the cap fits, or not even the shortest sequence does.
         if ok(seqs[-1]):
             return seqs[-1]

@@ -35,7 +35,7 @@ def rank_communication(cands: list[Candidate], tokens: int, tolerance: float) ->
         best[k] = max(best.get(k, 0.0), c.tokens_per_s)
     ok = [c for c in cands if c.tokens_per_s >= (1 - tolerance) * best[(c.instance, c.nodes)]]
     rest = [c for c in cands if c.tokens_per_s < (1 - tolerance) * best[(c.instance, c.nodes)]]
-    key = lambda c: (c.nodes, c.metrics.inter_node_bytes_per_token, c.metrics.gpu_bytes_per_token,  # noqa: E731
+    key = lambda c: (c.nodes, c.metrics.inter_node_bytes_per_token, c.metrics.gpu_bytes_per_token,
                      -c.tokens_per_s)
     return sorted(ok, key=key) + sorted(rest, key=_throughput_key)
 

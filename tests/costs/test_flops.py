@@ -4,7 +4,12 @@ from dataclasses import replace
 
 import pytest
 
-from trainplan.costs.flops import keys_per_query, megatron_flops_per_step, model_flops, recompute_fraction
+from trainplan.costs.flops import (
+    keys_per_query,
+    megatron_flops_per_step,
+    model_flops,
+    recompute_fraction,
+)
 from trainplan.models import resolve
 from trainplan.models.params import count_params
 from trainplan.models.spec import ModelSpec

@@ -48,7 +48,7 @@ def test_fsdp_gathers_every_microbatch_zero1_once_per_step():
     f1 = step_time(j, Layout(dp_shard=8, grad_accum=1, micro_batch=4), PRIOR)
     f4 = step_time(j, Layout(dp_shard=8, grad_accum=4, micro_batch=1), PRIOR)
     z4 = step_time(j, Layout(dp_shard=8, grad_accum=4, micro_batch=1, sharding="zero1"), PRIOR)
-    ag = lambda r: sum(c.count for c in r.comm if c.collective == "all_gather")  # noqa: E731
+    ag = lambda r: sum(c.count for c in r.comm if c.collective == "all_gather")
     assert (ag(f1), ag(f4), ag(z4)) == (2, 8, 1)
 
 

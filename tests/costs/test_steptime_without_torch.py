@@ -19,5 +19,5 @@ def test_estimate_and_validate_without_torch():
             assert main(["validate", "--dataset", {str(DEV)!r}, "--json"]) == 0
         assert "torch" not in [m for m in sys.modules if sys.modules[m] is not None]
     """)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]

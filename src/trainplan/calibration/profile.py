@@ -9,7 +9,6 @@ leave-one-source-out fold values and the cross-validated error; `estimate` uses 
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -62,16 +61,16 @@ class Profile:
         out["framework_time"] = dict(self.framework_time)
         return out
 
-    def with_coefficients(self, values: dict) -> "Profile":
+    def with_coefficients(self, values: dict) -> Profile:
         return replace(self, **values)
 
-    def fold(self, source_key: str) -> "Profile":
+    def fold(self, source_key: str) -> Profile:
         """The profile fitted without `source_key` (for cross-validated predictions)."""
         if source_key in self.folds:
             return replace(self, **self.folds[source_key], name=f"{self.name} (without {source_key})")
         return self
 
-    def for_framework(self, framework: str) -> "Profile":
+    def for_framework(self, framework: str) -> Profile:
         """The same coefficients with the step-time factor of `framework` (1.0 if none was fitted)."""
         return replace(self, framework=framework)
 

@@ -110,13 +110,13 @@ def render(job, layout, e) -> str:
 
     c = job.cluster
     t = e.time
-    out = [f"{job.model.name} on {c.nodes} x {c.node.name} ({c.num_gpus} GPUs), "
-           f"seq {job.workload.seq_len}, global batch {job.workload.global_batch}",
+    out = [(f"{job.model.name} on {c.nodes} x {c.node.name} ({c.num_gpus} GPUs), "
+            f"seq {job.workload.seq_len}, global batch {job.workload.global_batch}"),
            f"layout: {layout.short()}", "",
-           f"step time {t.total:.3f} s   tokens/s {e.tokens_per_s:,.0f} (cluster), "
-           f"{e.tokens_per_s_per_gpu:,.0f} per GPU (band {e.band[0]:,.0f}-{e.band[1]:,.0f})",
-           f"MFU {e.mfu:.1%} (causal 6N+attention; Megatron/full-attention convention {e.mfu_noncausal:.1%}),"
-           f" HFU {e.hfu:.1%}   binding: {e.binding}", "", "step time breakdown (s):"]
+           (f"step time {t.total:.3f} s   tokens/s {e.tokens_per_s:,.0f} (cluster), "
+            f"{e.tokens_per_s_per_gpu:,.0f} per GPU (band {e.band[0]:,.0f}-{e.band[1]:,.0f})"),
+           (f"MFU {e.mfu:.1%} (causal 6N+attention; Megatron/full-attention convention {e.mfu_noncausal:.1%}),"
+            f" HFU {e.hfu:.1%}   binding: {e.binding}"), "", "step time breakdown (s):"]
     for k in ("compute", "recompute", "dp", "tp", "pp", "cp", "ep", "bubble", "optimizer", "overhead"):
         v = getattr(t, k)
         if v > 0 or k in ("compute",):
@@ -129,8 +129,8 @@ def render(job, layout, e) -> str:
         for x in e.comm:
             out.append(f"  {x.collective:<15}{x.dimension:<6}{x.tier:<8}{x.count:>7}{x.bytes / 1e9:>10.2f}"
                        f"{x.seconds:>10.4f}{x.exposed_seconds:>10.4f}")
-    out += ["", f"cost: {_fmt(e.cost_per_hour, ' USD/h')} ({e.cost.price_kind}),"
-            f" {_fmt(e.usd_per_million_tokens, ' USD per million tokens', 3)}"]
+    out += ["", (f"cost: {_fmt(e.cost_per_hour, ' USD/h')} ({e.cost.price_kind}),"
+                 f" {_fmt(e.usd_per_million_tokens, ' USD per million tokens', 3)}")]
     if job.workload.tokens:
         out.append(f"to {job.workload.tokens:,} tokens: {_fmt(e.hours_to_tokens, ' h', 1)}, "
                    f"{_fmt(e.usd_to_tokens, ' USD', 0)}")

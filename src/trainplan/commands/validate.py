@@ -24,10 +24,11 @@ def run(args) -> int:
 
     _, cases = load_dataset(args.dataset)
     if args.fit:
-        from trainplan.calibration.build import build_profile
-        from trainplan.commands._common import write_atomic
         import json
         import sys
+
+        from trainplan.calibration.build import build_profile
+        from trainplan.commands._common import write_atomic
 
         prof = build_profile(cases, args.dataset, progress=lambda s: print(s, file=sys.stderr))
         write_atomic(args.fit, json.dumps(prof.to_dict(), indent=1) + "\n")
@@ -48,10 +49,10 @@ def _pct(v):
 
 def render(result: dict) -> str:
     s = result["summary"]
-    out = [f"{'id':<6}{'quality':<8}{'gpu':<15}{'prec':<16}{'tok/s/GPU pred':>15}{'meas':>9}{'err%':>7}"
-           f"{'step err%':>10}{'mem err%':>9}{'mfu err%':>9}  layout / skipped reason"]
+    out = [(f"{'id':<6}{'quality':<8}{'gpu':<15}{'prec':<16}{'tok/s/GPU pred':>15}{'meas':>9}{'err%':>7}"
+            f"{'step err%':>10}{'mem err%':>9}{'mfu err%':>9}  layout / skipped reason")]
     for r in result["records"]:
-        head = f"{r['id']:<6}{r['quality']:<8}{str(r['gpu']):<15}{str(r['precision']):<16}"
+        head = f"{r['id']:<6}{r['quality']:<8}{r['gpu']!s:<15}{r['precision']!s:<16}"
         if r["skipped_reason"]:
             out.append(head + f"{'':>50}  skipped: {r['skipped_reason']}")
             continue
@@ -60,8 +61,8 @@ def render(result: dict) -> str:
         out.append(head + f"{p['tokens_per_s_per_gpu']:>15,.0f}{meas:>9}{_pct(e['tokens_per_s_per_gpu']):>7}"
                    f"{_pct(e['step_time_s']):>10}{_pct(e['peak_mem_gib']):>9}{_pct(e['mfu']):>9}  {r['layout']}")
     cv = "cross-validated (leave one source out)" if s["cross_validated"] else "in-sample"
-    out += ["", f"{s['predicted']} of {s['records']} records predicted ({s['skipped']} skipped, "
-            f"{s['with_assumptions']} with assumed values), profile {s['profile']}, errors {cv}:",
+    out += ["", (f"{s['predicted']} of {s['records']} records predicted ({s['skipped']} skipped, "
+                 f"{s['with_assumptions']} with assumed values), profile {s['profile']}, errors {cv}:"),
             f"  {'metric':<22}{'group':<28}{'n':>4}{'median':>9}{'p90':>9}{'max':>9}{'mean±':>9}"]
     for metric in ("tokens_per_s_per_gpu", "step_time_s", "peak_mem_gib", "mfu"):
         entry = s[metric]

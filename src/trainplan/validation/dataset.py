@@ -30,7 +30,7 @@ from trainplan.errors import TrainplanError
 from trainplan.hardware import Cluster, NodeType, find_gpu, nodes
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout, check_layout
-from trainplan.models.spec import MLASpec, MoESpec, ModelSpec
+from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
 from trainplan.parsing import read_json
 from trainplan.units import GBPS_TO_BYTES_PER_S
 
@@ -145,14 +145,14 @@ def _layout(t: dict, m: ModelSpec, assumed: list[str]) -> Layout:
         sharding = "dist_optimizer"
         assumed.append("sharding: Megatron distributed optimizer (not stated)")
     if sharding == "dist_optimizer":
-        kw = dict(sharding="zero1", dp_shard=dp, dp_replicate=1)
+        kw = {"sharding": "zero1", "dp_shard": dp, "dp_replicate": 1}
     elif sharding in ("fsdp", "hsdp", "zero2"):
         shard = min(t.get("fsdp_shard_degree") or dp, dp)
         if dp % shard:
             raise TrainplanError(f"fsdp_shard_degree {shard} does not divide dp {dp}")
-        kw = dict(sharding="zero2" if sharding == "zero2" else "fsdp", dp_shard=shard, dp_replicate=dp // shard)
+        kw = {"sharding": "zero2" if sharding == "zero2" else "fsdp", "dp_shard": shard, "dp_replicate": dp // shard}
     elif sharding == "none":
-        kw = dict(sharding="none", dp_shard=1, dp_replicate=dp)
+        kw = {"sharding": "none", "dp_shard": 1, "dp_replicate": dp}
     else:
         raise TrainplanError(f"unknown sharding {sharding!r}")
     ac = t["activation_checkpointing"]

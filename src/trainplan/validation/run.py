@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from trainplan.calibration.profile import Profile
 from trainplan.estimate import estimate
-from trainplan.units import GiB, TFLOPS
+from trainplan.units import TFLOPS, GiB
 from trainplan.validation.dataset import Case
 from trainplan.validation.errors import METRICS, rel_error, summarize
 

@@ -48,8 +48,8 @@ class Estimate:
         return self.time.total
 
     @property
-    def peak_mem_gib(self) -> float:
-        return self.memory.total / GiB
+    def peak_mem_gib(self) -> float | None:
+        return None if self.memory is None else self.memory.total / GiB
 
     @property
     def fits(self) -> bool:
@@ -84,10 +84,10 @@ class Estimate:
             "flops_per_step": self.flops_per_step,
             "hardware_flops_per_step": self.hardware_flops_per_step,
             "binding": self.binding,
-            "band_tokens_per_s_per_gpu": list(self.band),
+            "band": list(self.band),  # tokens/s per GPU, low and high
             "time_s": self.time.to_dict(),
             "comm": [c.to_dict() for c in self.comm],
-            "memory": self.memory.to_dict(),
+            "memory": None if self.memory is None else self.memory.to_dict(),
             **self.cost.to_dict(),
             "profile": self.profile,
         }

@@ -56,3 +56,9 @@ def test_more_nodes_add_network_traffic():
     e = estimate(_job(nodes=2, gb=16), Layout(dp_shard=16))
     assert any(c.tier == "efa" for c in e.comm)
     assert e.cost_per_hour == pytest.approx(2 * find_node("ml.p6-b200.48xlarge").price_per_hour)
+
+
+def test_time_only_estimate_serialises_without_memory():
+    e = estimate(_job(), Layout(dp_shard=8), with_memory=False)
+    d = e.to_dict()
+    assert d["memory"] is None and d["peak_mem_gib"] is None and d["band"][0] < d["band"][1]

@@ -8,6 +8,8 @@ against Hopper and Ampere.
 
 from __future__ import annotations
 
+from trainplan.report.cli import add_html_argument, write_html
+
 NAME = "compare"
 HELP = "compare instance types for one model: nodes needed, batch, sequence, tokens/s, cost"
 
@@ -26,6 +28,7 @@ def add_arguments(p) -> None:
                    help="give up on an instance type past this many nodes")
     p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_html_argument(p)
 
 
 def compare_one(model, node, args, ev) -> dict:
@@ -71,10 +74,12 @@ def run(args) -> int:
     nodes = [find_node(n) for n in args.instances.split(",") if n.strip()]
     ev = evaluator(args.profile)
     rows = [compare_one(model, n, args, ev) for n in nodes]
+    d = {"model": model.name, "seq_len": args.seq_len, "tokens": args.tokens, "instances": rows}
     if args.json:
-        print_json({"model": model.name, "seq_len": args.seq_len, "tokens": args.tokens, "instances": rows})
-        return 0
-    print(render(model.name, args, rows))
+        print_json(d)
+    else:
+        print(render(model.name, args, rows))
+    write_html(args, "compare", d)
     return 0
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import textwrap
 
+from trainplan.report.cli import add_html_argument, write_html
+
 NAME = "plan"
 HELP = "search the parallel layouts of a model on a cluster and choose one by priority"
 
@@ -48,6 +50,7 @@ def add_arguments(p) -> None:
     p.add_argument("--verify", action="store_true",
                    help="trace the chosen plan with the real model code (needs the torch extra)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_html_argument(p)
 
 
 # ---- flags -> Query ------------------------------------------------------------------------------
@@ -153,11 +156,11 @@ def run(args) -> int:
     verified = verify(result) if args.verify else None
     if args.out:
         write_atomic(args.out, plan.to_json())
+    d = result.to_dict()
+    d["plan"] = plan.to_dict()
+    if verified is not None:
+        d["verify"] = verified
     if args.json:
-        d = result.to_dict()
-        d["plan"] = plan.to_dict()
-        if verified is not None:
-            d["verify"] = verified
         print_json(d)
     else:
         print(render(result))
@@ -165,6 +168,7 @@ def run(args) -> int:
             print(render_verify(verified))
         if args.out:
             print(f"plan written to {args.out}")
+    write_html(args, "plan", d)
     return 0
 
 

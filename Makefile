@@ -18,6 +18,7 @@ plan: $(BIN)/trainplan
 	$(BIN)/trainplan plan
 
 test: $(BIN)/trainplan
+	@bash tests/report/ensure_chromium.sh >/dev/null 2>&1 || echo "chromium could not be installed: the HTML browser test will skip"
 	$(BIN)/python -m pytest -n 2 -q
 
 bench: $(BIN)/trainplan

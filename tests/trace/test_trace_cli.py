@@ -57,7 +57,18 @@ def test_unknown_model_type_is_named(cli, tmp_path):
     assert "llamaa" in err and "Traceback" not in err
 
 
-def test_fsdp_world_size_is_refused_for_now(cli):
-    code, out, err = cli("trace", "--model", LLAMA, "--fsdp", "8")
-    assert code == 2
-    assert "--fsdp > 1 is not traced yet" in err
+def test_fsdp_shards_states_but_not_activations(cli, tmp_path):
+    """FSDP2 over 8 fake ranks: parameters, gradients and AdamW states per rank are 1/8 of the
+    unsharded fp32 ones (FSDP2 keeps fp32 shards as master weights), activations are unchanged."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
+                               "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 4,
+                               "vocab_size": 1024}))
+    one = json.loads(cli("trace", "--model", str(cfg), "--seq-len", "128", "--json")[1])["traced"]
+    code, out, err = cli("trace", "--model", str(cfg), "--seq-len", "128", "--fsdp", "8", "--json")
+    assert code == 0, err
+    eight = json.loads(out)["traced"]
+    assert eight["activation_bytes_per_layer"] == one["activation_bytes_per_layer"]
+    assert eight["param_bytes"] * 8 == one["master_param_bytes"]  # fp32 shards
+    assert eight["grad_bytes"] * 8 == one["grad_bytes"]
+    assert eight["optimizer_state_bytes"] * 8 == one["optimizer_state_bytes"]

@@ -26,7 +26,7 @@ def add_arguments(p) -> None:
     p.add_argument("--layers", type=positive_int, default=2,
                    help="decoder layers to build and trace; the rest is extrapolated (default 2)")
     p.add_argument("--fsdp", type=positive_int, default=1,
-                   help="FSDP2 world size (only 1 is traced in this version; see the report)")
+                   help="FSDP2 world size: fully_shard over a fake process group, FSDPMemTracker (rank 0)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -52,17 +52,11 @@ def trace_report(model: str, settings, progress=None) -> dict:
 
 def run(args) -> int:
     from trainplan.commands._common import print_json
-    from trainplan.errors import TrainplanError
     from trainplan.trace.settings import TraceSettings
     from trainplan.units import GiB
 
-    if args.fsdp > 1:
-        raise TrainplanError(
-            "--fsdp > 1 is not traced yet (FSDPMemTracker works on CPU with a fake process group, "
-            "but its wiring into trace is missing); trace with --fsdp 1"
-        )
     s = TraceSettings.make(seq_len=args.seq_len, micro_batch=args.micro_batch, precision=args.precision,
-                           ac=args.ac, ac_layers=args.ac_layers, layers=args.layers)
+                           ac=args.ac, ac_layers=args.ac_layers, layers=args.layers, fsdp=args.fsdp)
     d = trace_report(args.model, s, progress=None if args.json else _progress)
     if args.json:
         print_json(d)

@@ -80,4 +80,4 @@ class MasterWeights:
             p.grad = None
 
     def state_tensors(self):
-        return [t for s in self.opt.state.values() for t in s.values() if hasattr(t, "nbytes")]
+        return [t for s in self.opt.state.values() for t in s.values() if hasattr(t, "nbytes") and t.dim() > 0]

@@ -119,17 +119,19 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
             "fp16 with MoE experts cannot be traced: torch's _grouped_mm (the experts' kernel in "
             "transformers) accepts only bf16 inputs; trace with --precision bf16"
         )
-    if s.fsdp > 1:
-        from trainplan.trace.fsdp import trace_fsdp
+    say(f"building {cfg.get('model_type')} with {k} of {full_layers} layers on fake tensors"
+        + (f", FSDP2 over {s.fsdp} fake ranks" if s.fsdp > 1 else ""))
+    from trainplan.trace import fsdp as F
 
-        return trace_fsdp(cfg, hf_cfg, s, k, progress=say)
-
-    say(f"building {cfg.get('model_type')} with {k} of {full_layers} layers on fake tensors")
+    fsdp = s.fsdp > 1
+    # FSDP2 mixed precision keeps fp32 sharded parameters (the master weights) and computes in bf16.
+    build_dtype = torch.float32 if (fsdp and setup.master_weights) else dtype
     old_dtype = torch.get_default_dtype()
     fake = FakeTensorMode(allow_non_fake_inputs=False)
+    world = F.fake_world(s.fsdp) if fsdp else contextlib.nullcontext()
     try:
-        with fake, _eager_masks():
-            torch.set_default_dtype(dtype)
+        with world as mesh, fake, _eager_masks():
+            torch.set_default_dtype(build_dtype)
             try:
                 model = AutoModelForCausalLM.from_config(hf_cfg, attn_implementation="sdpa")
             finally:
@@ -142,12 +144,16 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
 
             partial = max(1, k // 2) if s.ac == "partial" else 0
             applied = apply_ac(layers, s.ac, partial)
+            if fsdp:
+                F.shard(model, layers, mesh, dtype, setup.master_weights)
 
             params = [p for p in model.parameters()]
-            param_storages = {id(p.untyped_storage()) for p in params}
+            param_storages = {id((p.to_local() if fsdp else p).untyped_storage()) for p in params}
             layer_numel = [sum(p.numel() for p in layer.parameters()) for layer in layers]
-            param_bytes = sum(p.nbytes for p in params)
-            if setup.master_weights:
+            param_bytes = sum(F.local_bytes(p) for p in params)
+            if fsdp:
+                opt = torch.optim.AdamW(params, lr=1e-4, foreach=False)  # see fsdp.py: foreach inflates
+            elif setup.master_weights:
                 opt = MasterWeights(params, torch, foreach=True)
             else:
                 opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
@@ -156,8 +162,14 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
             from trainplan.trace.attribution import LayerAttribution
 
             attr = LayerAttribution(layers, param_storages)
-            mt = MemTracker()
-            mt.track_external(model, *( [opt.opt] if setup.master_weights else [opt]))
+            if fsdp:
+                from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+
+                mt = FSDPMemTracker(model, opt)
+                mt.track_inputs((ids,))
+            else:
+                mt = MemTracker()
+                mt.track_external(model, *([opt.opt] if setup.master_weights else [opt]))
             phases = []  # (step, phase, peak after it)
             flops_mode = FlopCounterMode(display=False, custom_mapping=_flop_mapping())
             live = {}
@@ -189,7 +201,7 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
                         del out, loss
                         phases.append((step, "backward", _peak(mt)))
                     say(f"step {step + 1}/{s.steps}: optimizer")
-                    if setup.master_weights:
+                    if setup.master_weights and not fsdp:
                         opt.step(setup.loss_scale)
                     else:
                         opt.step()
@@ -198,7 +210,12 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
                     opt.zero_grad()
             peak_snap = {str(key): v for d in mt.get_tracker_snapshot("peak").values() for key, v in d.items()}
 
-            if setup.master_weights:
+            if fsdp:  # sharded fp32 (mixed) or bf16 (pure) parameters are the master weights
+                master_bytes = 0
+                grad_bytes = param_bytes
+                opt_bytes = sum(F.local_bytes(t) for st in opt.state.values() for t in st.values()
+                                if hasattr(t, "nbytes") and t.dim() > 0)
+            elif setup.master_weights:
                 master_bytes = sum(m.nbytes for m in opt.masters)
                 grad_bytes = master_bytes  # fp32 gradients on the masters
                 opt_bytes = sum(t.nbytes for t in opt.state_tensors())
@@ -206,7 +223,7 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
                 master_bytes = 0
                 grad_bytes = param_bytes
                 opt_bytes = sum(t.nbytes for st in opt.state.values() for t in st.values()
-                                if hasattr(t, "nbytes"))
+                                if hasattr(t, "nbytes") and t.dim() > 0)  # not the step counters
     except TrainplanError:
         raise
     except Exception as e:  # a model transformers cannot build or trace on fake tensors

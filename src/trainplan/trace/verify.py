@@ -2,7 +2,7 @@
 
 Traces one GPU's share: micro-batch and sequence length from the layout and workload (cp divides the
 sequence), precision and checkpointing from the layout. Tensor, pipeline and expert parallelism are
-not traced; the result says so.
+not traced; the result says so. FSDP sharding is traced over a fake process group.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from trainplan.trace.settings import PRECISION_ALIASES, PRECISIONS, TraceSetting
 
 
 def verify(job, layout) -> dict:
-    from trainplan.models.spec import spec_to_dict  # noqa: F401  (planner types only)
     from trainplan.trace.compare import comparison
     from trainplan.trace.config import load_config
     from trainplan.trace.run import trace_config
@@ -22,8 +21,12 @@ def verify(job, layout) -> dict:
         notes.append(f"precision {layout.precision} has no CPU trace; traced bf16 instead")
         prec = "bf16"
     ac = layout.ac if layout.ac != "offload" else "full"
+    # FSDP2 sharding is traced with a fake process group of dp_shard ranks (trace/fsdp.py).
+    fsdp = layout.dp_shard if layout.sharding == "fsdp" else 1
+    if layout.sharding in ("zero1", "zero2") and layout.dp_shard > 1:
+        notes.append(f"{layout.sharding} is not traced: states are those of one unsharded rank")
     s = TraceSettings.make(seq_len=job.workload.seq_len // layout.cp, micro_batch=layout.micro_batch,
-                           precision=prec, ac=ac, ac_layers=max(layout.ac_layers, 1))
+                           precision=prec, ac=ac, ac_layers=max(layout.ac_layers, 1), fsdp=fsdp)
     for k in ("tp", "pp", "ep", "cp"):
         if getattr(layout, k) > 1:
             notes.append(f"{k}={getattr(layout, k)} is not traced: one unsharded GPU's share is traced")

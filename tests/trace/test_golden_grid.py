@@ -18,20 +18,20 @@ pytest.importorskip("transformers")
 pytestmark = pytest.mark.torch
 
 FAMILIES = {
-    "dense_mha": dict(model_type="gpt2", n_embd=96, n_head=3, n_layer=6, n_positions=256, vocab_size=384,
-                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
-    "gqa_swiglu": dict(model_type="llama", hidden_size=160, intermediate_size=432, num_attention_heads=5,
-                       num_key_value_heads=1, num_hidden_layers=6, vocab_size=384),
-    "moe": dict(model_type="qwen3_moe", hidden_size=160, intermediate_size=320, moe_intermediate_size=80,
-                num_experts=6, num_experts_per_tok=2, num_attention_heads=4, num_key_value_heads=2, head_dim=40,
-                num_hidden_layers=6, vocab_size=384, norm_topk_prob=True),
+    "dense_mha": {"model_type": "gpt2", "n_embd": 96, "n_head": 3, "n_layer": 6, "n_positions": 256, "vocab_size": 384,
+                      "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0},
+    "gqa_swiglu": {"model_type": "llama", "hidden_size": 160, "intermediate_size": 432, "num_attention_heads": 5,
+                       "num_key_value_heads": 1, "num_hidden_layers": 6, "vocab_size": 384},
+    "moe": {"model_type": "qwen3_moe", "hidden_size": 160, "intermediate_size": 320, "moe_intermediate_size": 80,
+                "num_experts": 6, "num_experts_per_tok": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 40,
+                "num_hidden_layers": 6, "vocab_size": 384, "norm_topk_prob": True},
 }
 # MLA is checked with full recompute only: on CPU its attention takes SDPA's math kernel (see report).
-MLA = dict(model_type="deepseek_v3", hidden_size=160, intermediate_size=320, moe_intermediate_size=80,
-           n_routed_experts=6, num_experts_per_tok=2, n_shared_experts=1, n_group=1, topk_group=1,
-           first_k_dense_replace=1, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=48,
-           kv_lora_rank=32, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32, num_hidden_layers=6,
-           vocab_size=384)
+MLA = {"model_type": "deepseek_v3", "hidden_size": 160, "intermediate_size": 320, "moe_intermediate_size": 80,
+           "n_routed_experts": 6, "num_experts_per_tok": 2, "n_shared_experts": 1, "n_group": 1, "topk_group": 1,
+           "first_k_dense_replace": 1, "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 48,
+           "kv_lora_rank": 32, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32, "num_hidden_layers": 6,
+           "vocab_size": 384}
 PRECISIONS = ("bf16", "fp16", "bf16_pure", "fp8_tensorwise")
 
 
@@ -68,8 +68,8 @@ def check(cfg, points, flops=True):
             assert is_moe in moe
             err = abs(per_token * mb * s - layer.activation_bytes) / layer.activation_bytes
             if err >= worst[0]:
-                worst = (err, dict(ac=ac, micro_batch=mb, seq_len=s, precision=prec, kind=layer.kind,
-                                   traced=layer.activation_bytes, analytic=round(per_token * mb * s)))
+                worst = (err, {"ac": ac, "micro_batch": mb, "seq_len": s, "precision": prec, "kind": layer.kind,
+                                   "traced": layer.activation_bytes, "analytic": round(per_token * mb * s)})
     return worst
 
 

@@ -52,7 +52,7 @@ def test_trace_llama_8b_full_checkpointing_keeps_the_layer_input(cli):
 def test_unknown_model_type_is_named(cli, tmp_path):
     p = tmp_path / "config.json"
     p.write_text(json.dumps({"model_type": "llamaa", "num_hidden_layers": 2}))
-    code, out, err = cli("trace", "--model", str(p), "--seq-len", "64")
+    code, _out, err = cli("trace", "--model", str(p), "--seq-len", "64")
     assert code == 2
     assert "llamaa" in err and "Traceback" not in err
 

@@ -57,7 +57,7 @@ def run(args) -> int:
 
     s = TraceSettings.make(seq_len=args.seq_len, micro_batch=args.micro_batch, precision=args.precision,
                            ac=args.ac, ac_layers=args.ac_layers, layers=args.layers, fsdp=args.fsdp)
-    d = trace_report(args.model, s, progress=None if args.json else _progress)
+    d = trace_report(args.model, s, progress=_progress)  # progress on stderr: stdout stays JSON
     if args.json:
         print_json(d)
         return 0

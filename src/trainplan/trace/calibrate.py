@@ -27,18 +27,18 @@ POLICIES = ("none", "selective", "full")
 # A small base config per family and the one-dimension variations of it (shapes scaled down, the
 # architecture unchanged: what a layer keeps per token is linear in these sizes).
 BASE = {
-    "dense_mha": dict(model_type="gpt2", n_embd=128, n_head=4, n_layer=4, n_positions=256, vocab_size=512,
-                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, n_inner=512),
-    "gqa_swiglu": dict(model_type="llama", hidden_size=128, intermediate_size=344, num_attention_heads=4,
-                       num_key_value_heads=2, num_hidden_layers=4, vocab_size=512),
-    "moe": dict(model_type="qwen3_moe", hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
-                num_experts=8, num_experts_per_tok=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-                num_hidden_layers=4, vocab_size=512, norm_topk_prob=True),
-    "mla": dict(model_type="deepseek_v3", hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
-                n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1, n_group=1, topk_group=1,
-                first_k_dense_replace=1, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=48,
-                kv_lora_rank=32, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32, num_hidden_layers=4,
-                vocab_size=512),
+    "dense_mha": {"model_type": "gpt2", "n_embd": 128, "n_head": 4, "n_layer": 4, "n_positions": 256, "vocab_size": 512,
+                      "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "n_inner": 512},
+    "gqa_swiglu": {"model_type": "llama", "hidden_size": 128, "intermediate_size": 344, "num_attention_heads": 4,
+                       "num_key_value_heads": 2, "num_hidden_layers": 4, "vocab_size": 512},
+    "moe": {"model_type": "qwen3_moe", "hidden_size": 128, "intermediate_size": 256, "moe_intermediate_size": 64,
+                "num_experts": 8, "num_experts_per_tok": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+                "num_hidden_layers": 4, "vocab_size": 512, "norm_topk_prob": True},
+    "mla": {"model_type": "deepseek_v3", "hidden_size": 128, "intermediate_size": 256, "moe_intermediate_size": 64,
+                "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1, "n_group": 1, "topk_group": 1,
+                "first_k_dense_replace": 1, "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 48,
+                "kv_lora_rank": 32, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32, "num_hidden_layers": 4,
+                "vocab_size": 512},
 }
 VARIANTS = {
     "dense_mha": [{}, {"n_embd": 192, "n_head": 6}, {"n_embd": 256}, {"n_head": 8}, {"n_inner": 768},

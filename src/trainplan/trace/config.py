@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+
 from trainplan.errors import TrainplanError
 
 # Keys that name the routed-expert count in the configs transformers knows.

@@ -208,7 +208,8 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
                     phases.append((step, "optimizer", _peak(mt)))
                     live["after_step"] = _live(mt)
                     opt.zero_grad()
-            peak_snap = {str(key): v for d in mt.get_tracker_snapshot("peak").values() for key, v in d.items()}
+            peak_snap = {getattr(key, "value", str(key)): v
+                         for d in mt.get_tracker_snapshot("peak").values() for key, v in d.items()}
 
             if fsdp:  # sharded fp32 (mixed) or bf16 (pure) parameters are the master weights
                 master_bytes = 0

@@ -46,7 +46,7 @@ class TraceSettings:
             )
 
     @classmethod
-    def make(cls, **kw) -> "TraceSettings":
+    def make(cls, **kw) -> TraceSettings:
         p = kw.get("precision")
         if p is not None:
             kw["precision"] = PRECISION_ALIASES.get(p, p)

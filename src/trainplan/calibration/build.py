@@ -28,8 +28,9 @@ def build_profile(cases, dataset_name: str, progress=None) -> Profile:
     summary = run(cases, prof, cross_validated=True)["summary"]
     cv = {}
     for metric in ("tokens_per_s_per_gpu", "step_time_s", "peak_mem_gib", "mfu"):
-        cv[metric] = {"all": summary[metric]["all"], **{
-            f"quality={k}": v for k, v in summary[metric]["by_quality"].items()}}
+        cv[metric] = {"all": summary[metric]["all"]}
+        for group in ("quality", "gpu", "precision", "framework"):
+            cv[metric] |= {f"{group}={k}": v for k, v in summary[metric][f"by_{group}"].items()}
     cv["tokens_per_s_per_gpu"]["p90_abs"] = summary["tokens_per_s_per_gpu"]["by_quality"].get(
         "full", summary["tokens_per_s_per_gpu"]["all"]).get("p90_abs", 0.25)
     cv["records"] = sorted(c.id for c in train)

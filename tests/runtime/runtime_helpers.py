@@ -9,10 +9,10 @@ from pathlib import Path
 HERE = Path(__file__).parent
 
 
-def torchrun(*args: str, nproc: int = 2, timeout: float = 240) -> subprocess.CompletedProcess:
+def torchrun(*args: str, nproc: int = 2, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
     """`torchrun --standalone --nproc-per-node N` with this interpreter; OMP threads pinned to 1
     so two ranks on a 2-core CI runner do not oversubscribe."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", *args]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
 

@@ -65,3 +65,29 @@ def test_bad_data_is_a_one_line_error(tmp_path):
     np.save(tmp_path / "big.npy", np.array([5, 999]))
     with pytest.raises(TrainplanError, match="token id 999 but the model's vocabulary has 300 entries"):
         load_tokens([tmp_path / "big.npy"], ByteTokenizer(), 300, 10)
+
+
+def test_parquet_text_column(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": ["ab", "c"]}), tmp_path / "t.parquet")
+    t = load_tokens([tmp_path / "t.parquet"], ByteTokenizer(), BYTE_TOKENIZER_VOCAB, needed=100)
+    assert t.tolist() == [97, 98, ByteTokenizer.eos_id, 99, ByteTokenizer.eos_id]
+    pq.write_table(pa.table({"body": ["x"]}), tmp_path / "u.parquet")
+    with pytest.raises(TrainplanError, match="u.parquet: no 'text' column \\(columns: body\\)"):
+        load_tokens([tmp_path / "u.parquet"], ByteTokenizer(), BYTE_TOKENIZER_VOCAB, needed=100)
+
+
+def test_local_hf_tokenizer_json(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    from trainplan.runtime.data import make_tokenizer
+
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({"hello": 0, "world": 1, "</s>": 2, "[UNK]": 3},
+                                                           unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    t = make_tokenizer(str(tmp_path))  # a directory holding tokenizer.json works too
+    assert t.encode("hello world again") == [0, 1, 3] and t.eos_id == 2 and t.vocab_size == 4
+    with pytest.raises(TrainplanError, match="tokenizer .* does not exist; give a local tokenizer.json"):
+        make_tokenizer(str(tmp_path / "missing.json"))

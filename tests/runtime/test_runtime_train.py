@@ -86,12 +86,21 @@ def test_plan_for_more_gpus_is_refused_before_launch(cli, tmp_path):
     assert out.rstrip().endswith("--fit-world")
 
 
-def test_single_process_trains_without_fsdp(tmp_path):
-    # One rank: no FSDP (autocast gives bf16 mixed precision), the path of a one-GPU check.
-    p = torchrun("-m", "trainplan.runtime", "--demo", "--no-progress", "--out", str(tmp_path), "--steps", "12",
-                 "--json", nproc=1)
+def test_single_process_trains_without_fsdp_and_exports_for_sagemaker(tmp_path):
+    # One rank: no FSDP (autocast gives bf16 mixed precision), the path of a one-GPU check. Under
+    # SageMaker (SM_* set) the final model goes to SM_MODEL_DIR; flags still choose the dirs.
+    model_dir = tmp_path / "model"
+    p = torchrun("-m", "trainplan.runtime", "--demo", "--no-progress", "--out", str(tmp_path / "out"),
+                 "--checkpoint-dir", str(tmp_path / "ck"), "--steps", "12", "--json", nproc=1,
+                 env={"SM_MODEL_DIR": str(model_dir), "SM_CURRENT_HOST": "algo-1"})
     assert p.returncode == 0, p.stderr[-3000:]
     s = json.loads(p.stdout)
-    losses = [r["loss"] for r in read_jsonl(tmp_path / "measurements.jsonl")]
+    losses = [r["loss"] for r in read_jsonl(tmp_path / "out" / "measurements.jsonl")]
     assert s["world_size"] == 1 and "dp=1x1" in s["layout"]
     assert sum(losses[-3:]) / 3 < losses[0] - 0.8
+    assert s["model_file"] == str(model_dir / "model.safetensors")
+    from safetensors.torch import load_file
+
+    weights = load_file(s["model_file"])
+    assert weights["tok_embeddings.weight"].shape == (259, 128)
+    assert s["checkpoint"] == str(tmp_path / "ck" / "step-00000012")

@@ -62,3 +62,18 @@ def test_time_only_estimate_serialises_without_memory():
     e = estimate(_job(), Layout(dp_shard=8), with_memory=False)
     d = e.to_dict()
     assert d["memory"] is None and d["peak_mem_gib"] is None and d["band"][0] < d["band"][1]
+
+
+# Korthikanti et al. 2022 eq. 7: MFU = 72 B s l h^2 (1 + s/6h + V/12lh) / (step time x GPUs x peak);
+# `mfu_noncausal` is that convention (the dataset's Korthikanti and Megatron records use it).
+def test_korthikanti_eq7_mfu_convention():
+    from trainplan.costs.flops import megatron_flops_per_step
+    from trainplan.validation.dataset import model_spec
+
+    m = model_spec({"hidden_size": 6144, "num_layers": 48, "num_attention_heads": 64, "num_kv_heads": 64,
+                    "ffn_hidden_size": 24576, "vocab_size": 51200, "mlp": "gelu", "family": "gpt",
+                    "name": "GPT 22B", "tied_embeddings": True}, 2048)
+    j = Job(m, Cluster(find_node("dgx-a100-80gb"), 1), Workload(2048, 4))
+    e = estimate(j, Layout(tp=8, micro_batch=4, sharding="none", ac="selective"))
+    eq7 = megatron_flops_per_step(4, 2048, 48, 6144, 51200) / (e.step_time_s * 8 * 312e12)
+    assert e.mfu_noncausal == pytest.approx(eq7, rel=1e-9)

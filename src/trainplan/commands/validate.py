@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from trainplan.report.cli import add_html_argument, write_html
+
 NAME = "validate"
 HELP = "Compare predictions with published measurements (trainplan-validation/1) and summarise the errors."
 
@@ -14,6 +16,7 @@ def add_arguments(p) -> None:
     p.add_argument("--fit", metavar="OUT", default=None,
                    help="fit a calibration profile on the dataset with leave-one-source-out CV, write it to OUT")
     p.add_argument("--json", action="store_true")
+    add_html_argument(p)
 
 
 def run(args) -> int:
@@ -40,7 +43,16 @@ def run(args) -> int:
         print_json(result)
     else:
         print(render(result))
+    if args.html:
+        write_html(args, "validate", result, dataset=_raw(args.dataset))
     return 0
+
+
+def _raw(path: str) -> dict | None:
+    """The dataset as a dict, for the report's per-record GPU colours; read only with --html."""
+    from trainplan.parsing import read_json
+
+    return read_json(path, "dataset")
 
 
 def _pct(v):

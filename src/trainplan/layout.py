@@ -51,6 +51,9 @@ class Layout:
     optimizer_offload: bool = False  # optimizer states and master weights in host memory
     flash_attention: bool = True  # fused attention: no s x s score matrix stored
     torch_compile: bool = False
+    # Memory-only knobs (costs/states.py, costs/overheads.py); defaults are the conservative choice.
+    grad_reduce_fp32: bool = True  # gradients accumulated/reduced in fp32 (False: bf16, NeMo perf recipes)
+    compiled_loss: bool = False  # cross-entropy compiled with the upcast fused (torchtitan 2025+ with compile)
 
     @property
     def dp(self) -> int:

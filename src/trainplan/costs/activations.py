@@ -34,6 +34,7 @@ Table 2 (tests/costs/test_memory_activations.py checks them).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 
 from trainplan.models.spec import ModelSpec
@@ -61,18 +62,26 @@ class LayerActivations:
     moe_dispatch: float = 0.0
     mla_latents: float = 0.0
 
+    # The field list is read once (dataclasses.fields() per call dominated the search's profile).
+
+    def values(self) -> tuple[float, ...]:
+        return tuple(getattr(self, g) for g in GROUPS)
+
     @property
     def total(self) -> float:
-        return sum(getattr(self, f.name) for f in fields(self))
+        return sum(self.values())
 
     def scaled(self, k: float) -> "LayerActivations":
-        return LayerActivations(**{f.name: getattr(self, f.name) * k for f in fields(self)})
+        return LayerActivations(*(v * k for v in self.values()))
 
     def plus(self, o: "LayerActivations") -> "LayerActivations":
-        return LayerActivations(**{f.name: getattr(self, f.name) + getattr(o, f.name) for f in fields(self)})
+        return LayerActivations(*(a + b for a, b in zip(self.values(), o.values())))
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return dict(zip(GROUPS, self.values()))
+
+
+assert GROUPS == tuple(f.name for f in fields(LayerActivations))  # values() relies on the order
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +109,19 @@ class ActivationContext:
     # Megatron's --recompute-granularity selective with its default --recompute-modules core_attn
     # (False), which with a fused attention kernel has nothing large left to drop.
     per_op_selective: bool = True
+    # RMSNorm implementation. "fused" (torchtitan/Megatron/TE kernels, aten._fused_rms_norm): the bf16
+    # input and an fp32 1/rms per token. "eager": the decomposed norm of Hugging Face modeling code
+    # (x.float(), pow, mean, rsqrt, mul, .to(bf16), * weight) keeps an fp32 copy of the input (saved
+    # by pow and mul) and the bf16 normalised tensor before the weight multiply (saved by the weight
+    # mul), i.e. fp32 + bf16 per element instead of bf16. LayerNorm is an aten kernel either way.
+    norm_impl: str = "fused"
+    # Megatron's fused bias-SwiGLU (megatron/core/fusions/fused_bias_swiglu.py) saves the fc1 output
+    # (gate and up, 2f) and the fc2 layer its input (f): 3 f-wide tensors instead of eager's 4.
+    fused_swiglu: bool = False
+    # Transformer Engine fp8 linears save an fp8 copy of their input (1 byte) for the weight-gradient
+    # GEMM instead of the bf16 tensor: the norm outputs and the fc2 input shrink; the attention
+    # output is kept twice (bf16 by the attention kernel, fp8 by the output projection).
+    fp8_linear_inputs: bool = False
 
 
 def _is_moe(m: ModelSpec, index: int) -> bool:
@@ -107,6 +129,7 @@ def _is_moe(m: ModelSpec, index: int) -> bool:
     return moe is not None and index >= moe.first_dense_layers and (index + 1) % moe.moe_layer_freq == 0
 
 
+@functools.lru_cache(maxsize=256)
 def layer_kinds(m: ModelSpec) -> tuple[bool, ...]:
     """True for MoE layers, in layer order."""
     return tuple(_is_moe(m, i) for i in range(m.num_layers))
@@ -129,12 +152,14 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActi
     h = m.hidden_size
     # Two pre-norm inputs (the residual stream) + fp32 rstd (RMSNorm) or mean and rstd (LayerNorm).
     stats = FP32 * (2 if m.norm == "layernorm" else 1) if c.norm_stats else 0
-    residual = 2 * (e * h + stats) / sp
+    norm_in = _norm_input_bytes(m, e, c)
+    residual = 2 * (norm_in * h + stats) / sp
     if m.norms_per_layer == 4:  # Gemma 2/3 post-norms keep their inputs too
-        residual += 2 * (e * h + stats) / sp
+        residual += 2 * (norm_in * h + stats) / sp
     gathered = 1 if c.sp_saves_gathered else sp
-    attn_input = e * h / gathered  # the q/k/v (column-parallel) matmul input
-    mlp_input = e * h / gathered
+    e_in = 1 if c.fp8_linear_inputs else e  # what a linear layer saves of its input
+    attn_input = e_in * h / gathered  # the q/k/v (column-parallel) matmul input
+    mlp_input = e_in * h / gathered
     q_heads = m.num_heads / t
     s_rank = c.seq_len  # each query attends over the full sequence (CP exchanges k/v chunks)
     mla = 0.0
@@ -152,9 +177,9 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActi
         qkv = e * m.head_dim * (q_heads + 2 * kv_heads)
         if m.qk_norm:
             # per-head RMSNorm on q and k (Qwen3, Gemma 3) keeps its input and an fp32 1/rms per head
-            qkv += (e * m.head_dim + (FP32 if c.norm_stats else 0)) * (q_heads + kv_heads)
+            qkv += (norm_in * m.head_dim + (FP32 if c.norm_stats else 0)) * (q_heads + kv_heads)
         out_dim = q_heads * m.head_dim
-    attn_output = e * out_dim
+    attn_output = e * out_dim + (out_dim if c.fp8_linear_inputs else 0)
     if c.flash_attention:
         attn_core = FP32 * q_heads  # log-sum-exp per head per query
     else:
@@ -170,10 +195,10 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActi
         # router logits and softmax probabilities in fp32, top-k ids and weights
         routing = (2 * FP32 * E + (INDEX + FP32) * k) / sp
         # each token is copied top_k times: gathered expert inputs, expert intermediates, outputs
-        dispatch = k * (2 * e * h + _mlp_hidden(m, moe.expert_ffn_size / t, e, c.fused_pointwise))
-        hidden = _mlp_hidden(m, moe.shared_expert_ffn_size / t, e, c.fused_pointwise) if moe.num_shared_experts else 0.0
+        dispatch = k * (2 * e * h + _mlp_hidden(m, moe.expert_ffn_size / t, e, c))
+        hidden = _mlp_hidden(m, moe.shared_expert_ffn_size / t, e, c) if moe.num_shared_experts else 0.0
     else:
-        hidden = _mlp_hidden(m, m.ffn_size / t, e, c.fused_pointwise)
+        hidden = _mlp_hidden(m, m.ffn_size / t, e, c)
     return LayerActivations(
         residual=residual, attn_input=attn_input, qkv=qkv, attn_core=attn_core, attn_output=attn_output,
         mlp_input=mlp_input, mlp_hidden=hidden, dropout_masks=dropout_masks,
@@ -181,16 +206,30 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActi
     )
 
 
-def _mlp_hidden(m: ModelSpec, f: float, e: int, fused: bool) -> float:
+def _norm_input_bytes(m: ModelSpec, e: int, c: ActivationContext) -> float:
+    """Bytes per element a norm keeps of its input (see ActivationContext.norm_impl)."""
+    if c.norm_impl == "eager" and m.norm == "rmsnorm":
+        return FP32 + e
+    return e
+
+
+def _mlp_hidden(m: ModelSpec, f: float, e: int, c: ActivationContext) -> float:
     """Bytes/token of the MLP intermediates of width f (already divided by tp).
 
     GELU: its input (up output) and output (down input), 2 tensors (paper: 8sbh + 8sbh at f = 4h).
     Gated (SwiGLU/GeGLU) in eager mode: gate and up outputs, act(gate) and the product, 4 tensors;
-    compiled, the pointwise act and product are recomputed from gate and up, 2 tensors.
+    compiled, the pointwise act and product are recomputed from gate and up, 2 tensors; Megatron's
+    fused bias-SwiGLU keeps gate and up and the fc2 input, 3 tensors. The down-projection input is
+    an fp8 copy under Transformer Engine fp8.
     """
+    down_in = f * (1 if c.fp8_linear_inputs else e)
     if m.gated_mlp:
-        return (2 if fused else 4) * e * f
-    return 2 * e * f
+        if c.fused_pointwise:
+            return 2 * e * f
+        if c.fused_swiglu:
+            return 2 * e * f + down_in
+        return 3 * e * f + down_in
+    return e * f + down_in
 
 
 def layer_selective(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActivations:
@@ -234,7 +273,10 @@ def layer_selective(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> Laye
         qkv=qkv,
         attn_core=full.attn_core,
         attn_output=full.attn_output,  # the attention output; wo (the 4th matmul) is recomputed
-        mlp_hidden=mlp_hidden + e * h / sp,  # + the down-projection output
+        # + the down-projection output, which eager SAC caches for the re-run forward; a compiled
+        # block saves only what backward reads, and nothing reads it (torchtitan's Dec 2024
+        # benchmark: compile lowers the peak of the same run by about this tensor)
+        mlp_hidden=mlp_hidden + (0.0 if c.fused_pointwise else e * h / sp),
         moe_routing=routing, moe_dispatch=dispatch, mla_latents=mla,
     )
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 
 from trainplan.costs import overheads as ov
 from trainplan.costs.activations import (
-    ActivationContext, LayerActivations, layer_activations, layer_backward_grads, layer_kinds,
+    GROUPS, ActivationContext, LayerActivations, layer_activations, layer_backward_grads, layer_kinds,
     microbatches_in_flight,
 )
 from trainplan.costs.states import StageParams, state_bytes, stage_params
@@ -93,11 +93,41 @@ def memory_breakdown(job, layout: Layout) -> MemoryBreakdown:
     m = job.model
     stages = stage_params(m, L.tp, L.ep, L.pp)
     best = None
-    for i, sp in enumerate(stages):
-        b = _stage(job, L, i, sp)
+    for i in _candidate_stages(m, L.tp, L.ep, L.pp):
+        b = _stage(job, L, i, stages[i])
         if best is None or b.total > best.total:
             best = b
     return best
+
+
+@functools.lru_cache(maxsize=1024)
+def _candidate_stages(m, tp: int, ep: int, pp: int) -> tuple[int, ...]:
+    """The stages that can be the worst: the first of each group of stages holding the same
+    parameters and layer kinds. Within a group only the micro-batches in flight differ, and they
+    never grow with the stage index (1F1B, interleaved, GPipe), so the group's first stage has the
+    largest total (and the first of equal totals, as a scan of every stage would pick)."""
+    kinds = layer_kinds(m)
+    stages = stage_params(m, tp, ep, pp)
+    seen, out = set(), []
+    for i, sp in enumerate(stages):
+        key = (i == 0, i == pp - 1, sp.num_layers, sp.moe_layers, sp.dense, sp.experts, sp.fp8_linear,
+               sp.largest_unit, sp.largest_unit_linear, kinds[sp.first_layer:sp.first_layer + sp.num_layers])
+        if key not in seen:
+            seen.add(key)
+            out.append(i)
+    # A middle stage is also dominated by an earlier middle stage with layers of the same single kind
+    # and at least as many of them and as many parameters of every sort: every term is then >=.
+    middle = [i for i in out if 0 < i < pp - 1]
+    keep = [i for i in out if not any(_dominates(stages[j], stages[i], kinds) for j in middle if j < i)]
+    return tuple(keep)
+
+
+def _dominates(a: StageParams, b: StageParams, kinds: tuple[bool, ...]) -> bool:
+    ka = set(kinds[a.first_layer:a.first_layer + a.num_layers])
+    kb = set(kinds[b.first_layer:b.first_layer + b.num_layers])
+    return (len(ka) == 1 and ka == kb and a.num_layers >= b.num_layers and a.dense >= b.dense
+            and a.experts >= b.experts and a.fp8_linear >= b.fp8_linear and a.largest_unit >= b.largest_unit
+            and a.largest_unit_linear >= b.largest_unit_linear)
 
 
 def _stage(job, L: Layout, i: int, sp: StageParams) -> MemoryBreakdown:
@@ -106,18 +136,20 @@ def _stage(job, L: Layout, i: int, sp: StageParams) -> MemoryBreakdown:
     fp8_elem = ov.FP8_ELEM_BYTES.get(r.name, 1.0)
     st = state_bytes(sp, sharding=L.sharding, pure=r.pure, dp_shard=L.dp_shard, cp=L.cp, ep=L.ep, pp=L.pp,
                      optimizer_offload=L.optimizer_offload, fp8_allgather=L.fp8_allgather,
-                     fp8_elem_bytes=fp8_elem)
+                     fp8_elem_bytes=fp8_elem, grad_fp32=L.grad_reduce_fp32)
     tokens = L.micro_batch * w.seq_len / L.cp  # tokens of one micro-batch on this GPU
     ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile,
-                   L.sharding == "fsdp")
-    per_mb, working, grads, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, sp.first_layer, sp.num_layers)
+                   L.sharding == "fsdp", r.fp8)
+    kinds = layer_kinds(m)[sp.first_layer:sp.first_layer + sp.num_layers]
+    per_mb, working, grads, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, kinds)
     in_flight = microbatches_in_flight(L.pp, i, L.grad_accum, L.pp_schedule, L.vp)
     activations = per_mb * tokens * in_flight
     logits = 0.0
     if i == L.pp - 1:
         sp_div = L.tp if (L.sequence_parallel and L.tp > 1) else 1
         head_inputs = tokens * ctx.elem_bytes * m.hidden_size * (1 / sp_div + 1)  # final-norm in, head in
-        logits = ov.logits_bytes(tokens, m.vocab_size / L.tp, m.hidden_size, L.chunked_loss) + head_inputs
+        logits = ov.logits_bytes(tokens, m.vocab_size / L.tp, m.hidden_size, L.chunked_loss,
+                                 L.compiled_loss) + head_inputs
     fp8_w = fp8_s = 0.0
     if r.fp8:
         fp8_w = ov.fp8_weight_copies(st.convention, sp.largest_unit_linear, sp.fp8_linear,
@@ -139,33 +171,49 @@ def _stage(job, L: Layout, i: int, sp: StageParams) -> MemoryBreakdown:
 
 
 @functools.lru_cache(maxsize=256)
-def _context(seq_len, tp, sequence_parallel, cp, flash, compiled, torchtitan) -> ActivationContext:
+def _context(seq_len, tp, sequence_parallel, cp, flash, compiled, torchtitan, fp8) -> ActivationContext:
     # The state convention names the stack: FSDP2 layouts run torchtitan's (DTensor TP/SP, per-op
-    # selective checkpointing), the others Megatron's (re-gathered SP inputs, attention-core recompute)
+    # selective checkpointing, eager SwiGLU unless compiled, torchao fp8 linears that save their bf16
+    # input), the others Megatron's with Transformer Engine (re-gathered SP inputs, attention-core
+    # recompute, fused bias-SwiGLU, fp8 linears that save fp8 inputs). Both use fused norm kernels.
     return ActivationContext(seq_len=seq_len, tp=tp, sequence_parallel=sequence_parallel, cp=cp,
                              flash_attention=flash, fused_pointwise=compiled, sp_saves_gathered=torchtitan,
-                             per_op_selective=torchtitan)
+                             per_op_selective=torchtitan, fused_swiglu=not torchtitan,
+                             fp8_linear_inputs=fp8 and not torchtitan)
 
 
 @functools.lru_cache(maxsize=4096)
-def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, first: int, n: int):
-    """Bytes per token of one micro-batch on a stage: (saved, recompute working set, activation
-    gradients in one layer's backward, saved by group)."""
-    kinds = layer_kinds(m)[first:first + n]
-    saved = LayerActivations()
-    working = grads = 0.0
+def _layer(m, is_moe: bool, ctx: ActivationContext, policy: str) -> tuple[LayerActivations, float]:
+    """One layer kind under one policy: (kept tensors, their total)."""
+    kept = layer_activations(m, is_moe, ctx, policy)
+    return kept, kept.total
+
+
+@functools.lru_cache(maxsize=4096)
+def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, kinds: tuple[bool, ...]):
+    """Bytes per token of one micro-batch on a stage whose layers are `kinds` (True = MoE): (saved,
+    recompute working set, activation gradients in one layer's backward, saved by group).
+
+    Each distinct (layer kind, policy) is evaluated once and multiplied by its count."""
+    counts: dict[tuple[bool, str], int] = {}
     for j, is_moe in enumerate(kinds):
+        key = (is_moe, _policy(ac, ac_layers, j))
+        counts[key] = counts.get(key, 0) + 1
+    groups = dict.fromkeys(GROUPS, 0.0)
+    saved = working = grads = 0.0
+    for (is_moe, policy), n in counts.items():
+        kept, kept_total = _layer(m, is_moe, ctx, policy)
+        saved += n * kept_total
+        for g, v in kept.to_dict().items():
+            groups[g] += n * v
         grads = max(grads, layer_backward_grads(m, is_moe, ctx))
-        policy = _policy(ac, ac_layers, j)
-        kept = layer_activations(m, is_moe, ctx, policy)
-        saved = saved.plus(kept)
         if policy != "none":
             # backward recomputes one layer at a time; the dropped tensors are alive again meanwhile
-            working = max(working, layer_activations(m, is_moe, ctx, "none").total - kept.total)
+            working = max(working, _layer(m, is_moe, ctx, "none")[1] - kept_total)
     if ac == "offload":
         # the next layer's input is prefetched from host while the current one is recomputed
-        working += 2 * layer_activations(m, False, ctx, "full").total
-    return saved.total, working, grads, saved.to_dict()
+        working += 2 * _layer(m, False, ctx, "full")[1]
+    return saved, working, grads, groups
 
 
 def _policy(ac: str, ac_layers: int, j: int) -> str:

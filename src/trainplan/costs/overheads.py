@@ -45,14 +45,16 @@ FRAGMENTATION = 0.10
 # Loss on the full vocabulary, bytes per token per vocabulary entry on the last stage:
 # bf16 logits (2) + their fp32 upcast for the loss (4) + the fp32 log-softmax kept for backward
 # and, in backward, the fp32 logit gradient that replaces the upcast (4).
-# This is eager PyTorch. A compiled loss (torchtitan components/loss.py compiles
-# cross_entropy(pred.float()) with training.compile since mid-2025, not in Dec 2024) fuses the
-# upcast and log-softmax: ~2 + 2 bytes. We keep the eager figure for every layout: it is the
-# conservative one, and the published torchtitan runs with compile on differ by version.
+# This is eager PyTorch.
 LOGIT_BYTES = 2 + 4 + 4
+# A compiled loss (torchtitan components/loss.py build_cross_entropy_loss wraps
+# cross_entropy(pred.float()) in torch.compile when training.compile is on; releases of 2025 on,
+# not the Dec 2024 one) fuses the upcast into the log-softmax: the bf16 logits are kept (with one
+# fp32 log-sum-exp per token) and backward writes their bf16 gradient directly: 2 + 2 bytes.
+COMPILED_LOGIT_BYTES = 2 + 2
 
 
-def logits_bytes(tokens: float, vocab_per_rank: float, hidden: int, chunked: bool) -> float:
+def logits_bytes(tokens: float, vocab_per_rank: float, hidden: int, chunked: bool, compiled: bool = False) -> float:
     """Logits, cross-entropy and its gradient for one micro-batch on the last stage.
 
     Chunked loss (fused linear + cross-entropy over token chunks) keeps one chunk of logits alive.
@@ -62,7 +64,7 @@ def logits_bytes(tokens: float, vocab_per_rank: float, hidden: int, chunked: boo
     if chunked:
         n_chunks = max(1, math.ceil(vocab_per_rank / hidden))
         tokens = math.ceil(tokens / n_chunks)
-    return tokens * vocab_per_rank * LOGIT_BYTES
+    return tokens * vocab_per_rank * (COMPILED_LOGIT_BYTES if compiled else LOGIT_BYTES)
 
 
 # Bytes per element of an fp8-family copy of a weight, scales included:
@@ -86,7 +88,9 @@ def fp8_weight_copies(convention: str, unit_linear: float, stage_linear: float, 
     """
     if convention == "fsdp2":
         return 2 * unit_linear * elem * (1 if allgather else 2)
-    return 2 * stage_linear * elem
+    # with fp8 parameters (--fp8-param-gather) the weight itself is the fp8 copy: only the
+    # transpose (Hopper) / column-wise copy (MXFP8) is extra
+    return stage_linear * elem * (1 if allgather else 2)
 
 
 def fp8_scale_bytes(convention: str, linears: int) -> float:

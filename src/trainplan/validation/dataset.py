@@ -19,6 +19,11 @@ Mapping (the dataset `description` defines the source fields):
     'partial' without a layer count -> half of each stage's layers; both listed as assumptions.
   * micro_batch missing -> 1 (assumed); global batch missing, a batch that does not split into
     micro-batches, or a layout trainplan refuses -> skipped with the reason.
+  * memory conventions of the framework (`_memory_conventions`, each listed as an assumption):
+    NeMo / Megatron-Bridge reduce gradients in bf16 (their performance recipes and fp8 recipes set
+    grad_reduce_in_fp32=False) and their fp8 recipes keep fp8 parameters (fp8_param_gather=True)
+    when the record does not say; torchtitan with torch.compile compiles the loss too
+    (components/loss.py), except in records dated 2024, before that existed.
 """
 
 from __future__ import annotations
@@ -192,6 +197,36 @@ def _layout(t: dict, m: ModelSpec, assumed: list[str]) -> Layout:
     )
 
 
+_BF16_GRADS = ("nemo", "megatron_bridge")
+_DATED_2024 = re.compile(r"(?<!\d)2024[-_]?\d\d|_2024\d\d|2024\d\d(?!\d)")
+
+
+def _memory_conventions(r: dict, layout: Layout, assumed: list[str]) -> Layout:
+    """Framework defaults that change memory but are not record fields (see the module doc)."""
+    t = r["train"]
+    fw = t.get("framework")
+    changes = {}
+    if fw in _BF16_GRADS and layout.sharding != "fsdp":
+        changes["grad_reduce_fp32"] = False
+        assumed.append(f"{fw}: gradients reduced in bf16 (performance recipes: grad_reduce_in_fp32=False)")
+        if recipe_is_fp8(layout.precision) and t.get("fp8_all_gather") is None:
+            changes["fp8_allgather"] = True
+            assumed.append(f"{fw}: fp8 parameters (fp8 recipes: fp8_param_gather=True)")
+    if fw == "torchtitan" and layout.torch_compile:
+        if _DATED_2024.search(f"{r.get('source', '')} {r.get('notes', '')}"):
+            assumed.append("torchtitan 2024: loss not compiled (components/loss.py came in 2025)")
+        else:
+            changes["compiled_loss"] = True
+            assumed.append("torchtitan with compile: loss compiled too (components/loss.py)")
+    return layout.with_(**changes) if changes else layout
+
+
+def recipe_is_fp8(name: str) -> bool:
+    from trainplan.precision import recipe
+
+    return recipe(name).fp8
+
+
 def to_case(r: dict) -> Case:
     rid = r.get("id", "?")
     fw = (r.get("train") or {}).get("framework") or "unknown"
@@ -204,7 +239,7 @@ def to_case(r: dict) -> Case:
             raise TrainplanError(f"{hw['num_gpus']} GPUs do not fill nodes of {hw['gpus_per_node']}")
         node = _node(hw, assumed)
         m = model_spec(r["model"], t["seq_len"])
-        layout = _layout(t, m, assumed)
+        layout = _memory_conventions(r, _layout(t, m, assumed), assumed)
         job = Job(m, Cluster(node, hw["num_gpus"] // node.gpus_per_node),
                   Workload(seq_len=t["seq_len"], global_batch=t["global_batch"]))
         check_layout(job, layout)

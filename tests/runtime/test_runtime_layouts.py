@@ -8,6 +8,7 @@ by their quantisation.
 
 import json
 import math
+import os
 
 import pytest
 
@@ -33,6 +34,7 @@ CONFIGS = {
     "fp8_tensorwise": {"layout": {"precision": "fp8_tensorwise"}},
     "fp8_rowwise": {"layout": {"precision": "fp8_rowwise"}},
     "fp8_allgather": {"layout": {"precision": "fp8_tensorwise", "fp8_allgather": True}},
+    "fp8_tp2": {"layout": {"precision": "fp8_tensorwise", "tp": 2, "micro_batch": 4}},
     "fp16": {"layout": {"precision": "fp16"}},
     "bf16_pure": {"layout": {"precision": "bf16_pure"}},
     "moe": {"moe": {"num_experts": 4, "experts_per_token": 2, "expert_ffn_size": 64,
@@ -50,6 +52,7 @@ EXPECT = {
     "hsdp_2x1": (1e-4, 2e-3), "tp2": (1e-4, 2e-3), "grad_accum": (1e-4, 2e-3), "chunked_loss": (1e-4, 2e-3),
     "zero2": (1e-4, 2e-3),
     "fp8_tensorwise": (2e-3, 2e-2), "fp8_rowwise": (2e-3, 2e-2), "fp8_allgather": (2e-3, 2e-2),
+    "fp8_tp2": (2e-3, 2e-2),
     "fp16": (2e-3, 2e-2), "bf16_pure": (2e-3, 2e-2),
 }
 
@@ -82,3 +85,18 @@ def test_every_layout_runs_and_matches_fsdp(tmp_path):
     for name in ("moe", "hf_llama_selective"):
         assert abs(results[name]["losses"][0] - math.log(259)) < 0.2, name  # starts at uniform
     assert results["hf_llama_selective"]["params"] == 90624  # = count_params of the same llama config
+
+
+@pytest.mark.skipif(not os.environ.get("TRAINPLAN_TEST_COMPILE"),
+                    reason="torch.compile on CPU adds ~30 s of compilation; set TRAINPLAN_TEST_COMPILE=1")
+def test_torch_compile_matches_eager(tmp_path):
+    out = tmp_path / "results.json"
+    configs = {"fsdp": {}, "compile": {"layout": {"torch_compile": True}},
+               "compile_selective": {"layout": {"torch_compile": True, "ac": "selective"}}}
+    p = torchrun(str(HERE / "_worker.py"), str(out), json.dumps(configs), timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    r = json.loads(out.read_text())
+    for name in ("compile", "compile_selective"):
+        assert "error" not in r[name], r[name]
+        assert r[name]["losses"] == pytest.approx(r["fsdp"]["losses"], rel=1e-4)
+        assert r[name]["grad_norms"] == pytest.approx(r["fsdp"]["grad_norms"], rel=2e-3)

@@ -83,10 +83,20 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
             model = Decoder(spec, plan.job.workload.seq_len)
     model.loss_chunks = 8 if layout.chunked_loss else 1
 
-    if layout.tp > 1:
-        parallel.apply_tp(model, mesh["tp"])
-    if layout.precision.startswith("fp8"):
+    fp8 = layout.precision.startswith("fp8")
+    if layout.tp > 1 and fp8:
+        # fp8 with tp: the one exception to the order. torchao's float8 tp styles shard
+        # Float8Linear modules, so the conversion comes first (torchtitan does the same).
+        if layout.precision != "fp8_tensorwise":
+            raise TrainplanError("fp8 with tensor parallel needs precision fp8_tensorwise (torchao's float8 "
+                                 "tp styles are tensorwise); use it, or tp=1")
         parallel.apply_float8(model, layout.precision, layout.fp8_allgather)
+        parallel.apply_tp(model, mesh["tp"], float8=True)
+    else:
+        if layout.tp > 1:
+            parallel.apply_tp(model, mesh["tp"])
+        if fp8:
+            parallel.apply_float8(model, layout.precision, layout.fp8_allgather)
     parallel.apply_ac(model, layout.ac, layout.ac_layers)
     if layout.torch_compile:
         parallel.apply_compile(model)

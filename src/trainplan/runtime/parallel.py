@@ -12,7 +12,9 @@ Why this order (the same as torchtitan's): tp rewrites the Linear modules' weigh
 so it comes first; float8 swaps nn.Linear for Float8Linear and must see the tp-sharded linears;
 checkpointing wraps whole blocks, after their contents are final; compile traces the wrapped block;
 fully_shard comes last so it shards what the steps above produced, and per block so each block's
-all-gather overlaps the previous block's compute.
+all-gather overlaps the previous block's compute. One exception: fp8 with tp > 1 converts to
+Float8Linear before tp, because torchao's float8 tp styles shard Float8Linear modules.
+On one process (dp = tp = 1) step 6 is skipped and autocast supplies mixed precision.
 """
 
 from __future__ import annotations
@@ -51,12 +53,19 @@ def blocks(model: nn.Module) -> list[tuple[str | int, nn.Module]]:
     return [(k, layers[k]) for k in keys]
 
 
-def apply_tp(model: nn.Module, tp_mesh) -> None:
+def apply_tp(model: nn.Module, tp_mesh, float8: bool = False) -> None:
     """Megatron-style tensor parallel (Shoeybi et al. 2019, section 3): q/k/v and w1/w3 split by
     output columns, wo and w2 by input rows, so each block needs one all-reduce in forward and one
     in backward. Embeddings, norms and the LM head stay replicated over tp (simple and exact; the
-    sequence-parallel variant of the planner would shard the norms' activations too)."""
+    sequence-parallel variant of the planner would shard the norms' activations too).
+
+    float8=True: the linears are already torchao Float8Linear (tensorwise); torchao's float8
+    styles then cast to fp8 before the tp communication, as torchtitan does."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    if float8:
+        from torchao.float8.float8_tensor_parallel import Float8ColwiseParallel as ColwiseParallel  # noqa: N814
+        from torchao.float8.float8_tensor_parallel import Float8RowwiseParallel as RowwiseParallel  # noqa: N814
 
     for _, block in blocks(model):
         if not hasattr(block, "attention"):

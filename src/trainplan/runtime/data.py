@@ -70,9 +70,15 @@ def make_tokenizer(path: str | None):
 def stdlib_files() -> list[Path]:
     """The standard library's .py files, sorted; site-packages and the test suite left out so the
     corpus is the same on every install of the same Python version."""
+    import os
+
     root = Path(sysconfig.get_paths()["stdlib"])
     skip = {"site-packages", "dist-packages", "test", "tests", "idlelib", "__pycache__"}
-    return sorted(p for p in root.rglob("*.py") if not skip & set(p.relative_to(root).parts))
+    found = []
+    for d, subdirs, files in os.walk(root):
+        subdirs[:] = [s for s in subdirs if s not in skip]  # prune: site-packages can be huge
+        found += [Path(d) / f for f in files if f.endswith(".py")]
+    return sorted(found)
 
 
 def data_files(spec: str) -> list[Path]:

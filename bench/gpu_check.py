@@ -77,7 +77,7 @@ def run_case(case, steps: int, out: Path, timeout_s: float) -> dict:
             "--steps", str(steps), "--out", str(d), "--no-progress"]
     t0 = time.time()
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
         code, tail = p.returncode, p.stderr[-1500:]
     except subprocess.TimeoutExpired:
         code, tail = "timeout", ""

@@ -65,7 +65,7 @@ def main():
     for name, cfg in configs.items():
         try:
             results[name] = run_one(cfg, device)
-        except Exception as e:  # recorded, so that one failing layout does not hide the others
+        except Exception as e:  # noqa: BLE001 - recorded, so one failing layout does not hide the others
             results[name] = {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
         dist.barrier()
     if dist.get_rank() == 0:

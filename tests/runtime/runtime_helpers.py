@@ -14,7 +14,7 @@ def torchrun(*args: str, nproc: int = 2, timeout: float = 240, env: dict | None 
     so two ranks on a 2-core CI runner do not oversubscribe."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
 
 
 def read_jsonl(path) -> list[dict]:

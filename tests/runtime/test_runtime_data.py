@@ -6,8 +6,15 @@ import numpy as np
 import pytest
 
 from trainplan.errors import TrainplanError
-from trainplan.runtime.data import (BYTE_TOKENIZER_VOCAB, Batches, ByteTokenizer, data_files, load_tokens,
-                                    make_batches, stdlib_files)
+from trainplan.runtime.data import (
+    BYTE_TOKENIZER_VOCAB,
+    Batches,
+    ByteTokenizer,
+    data_files,
+    load_tokens,
+    make_batches,
+    stdlib_files,
+)
 
 
 def test_stdlib_corpus_is_sorted_python_source_without_tests():
@@ -40,7 +47,7 @@ def test_ranks_get_disjoint_consecutive_windows_and_shifted_labels():
 def test_default_corpus_batches(tmp_path):
     b = make_batches("", None, BYTE_TOKENIZER_VOCAB, 32, 2, 1, 1, 0, steps=2)
     x, y = b.micro(0, 0)
-    assert x.shape == (2, 32) and int(x.max()) < BYTE_TOKENIZER_VOCAB
+    assert x.shape == y.shape == (2, 32) and int(x.max()) < BYTE_TOKENIZER_VOCAB
 
 
 def test_user_files_text_jsonl_npy_bin(tmp_path):

@@ -11,7 +11,6 @@ import math
 import os
 
 import pytest
-
 from runtime_helpers import HERE, torchrun
 
 pytestmark = [pytest.mark.torch, pytest.mark.distributed, pytest.mark.slow]

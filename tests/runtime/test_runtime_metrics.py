@@ -8,8 +8,13 @@ import torch
 from trainplan.costs.flops import model_flops
 from trainplan.estimate import estimate
 from trainplan.runtime.demo import demo_plan
-from trainplan.runtime.metrics import (StepRecord, flops_per_token, local_flops_per_token, make_record,
-                                       summarize)
+from trainplan.runtime.metrics import (
+    StepRecord,
+    flops_per_token,
+    local_flops_per_token,
+    make_record,
+    summarize,
+)
 
 
 def test_flops_per_token_is_the_planners():

@@ -9,10 +9,10 @@ import torch
 
 from trainplan.models.params import count_params
 from trainplan.models.spec import MoESpec
+from trainplan.runtime.demo import DEMO_MODEL
 from trainplan.runtime.init import canonical_name, fill
 from trainplan.runtime.loss import lm_loss
 from trainplan.runtime.model import Decoder
-from trainplan.runtime.demo import DEMO_MODEL
 
 TINY = replace(DEMO_MODEL, num_layers=2, hidden_size=64, num_heads=4, num_kv_heads=2, head_dim=16, ffn_size=128)
 MOE = replace(TINY, moe=MoESpec(num_experts=4, experts_per_token=2, expert_ffn_size=32, num_shared_experts=1,

@@ -8,8 +8,8 @@ import sys
 import time
 
 import pytest
-
 from runtime_helpers import read_jsonl, torchrun
+
 from trainplan.runtime.demo import demo_plan
 
 pytestmark = [pytest.mark.torch, pytest.mark.distributed, pytest.mark.slow]

@@ -32,7 +32,7 @@ def predict(plan) -> dict | None:
         return plan.estimate
     try:
         return estimate(plan.job, plan.layout).to_dict()
-    except Exception as e:  # the planner's own failure should not hide the measurements
+    except Exception as e:  # noqa: BLE001 - a planner failure must not hide the measurements
         return {"error": f"{type(e).__name__}: {e}"}
 
 

@@ -7,9 +7,9 @@ from torch import nn
 
 from trainplan.errors import TrainplanError
 from trainplan.runtime import parallel
-from trainplan.runtime.model import Decoder
 from trainplan.runtime.init import fill
 from trainplan.runtime.loss import lm_loss
+from trainplan.runtime.model import Decoder
 
 
 class HFCausalLM(nn.Module):

@@ -101,7 +101,7 @@ class Recorder:
         self.path = out_dir / "measurements.jsonl"
         self.total = total_steps
         # A resumed run appends to the interrupted run's records; a fresh run starts the file anew.
-        self._f = open(self.path, "w" if fresh else "a")
+        self._f = open(self.path, "w" if fresh else "a")  # noqa: SIM115 - open for the whole run
         self._tty = progress and sys.stderr.isatty()
         self._quiet = not progress
         self._tb = None

@@ -61,26 +61,35 @@ def apply_tp(model: nn.Module, tp_mesh, float8: bool = False) -> None:
 
     float8=True: the linears are already torchao Float8Linear (tensorwise); torchao's float8
     styles then cast to fp8 before the tp communication, as torchtitan does."""
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
 
+    col, row = ColwiseParallel, RowwiseParallel
     if float8:
-        from torchao.float8.float8_tensor_parallel import Float8ColwiseParallel as ColwiseParallel  # noqa: N814
-        from torchao.float8.float8_tensor_parallel import Float8RowwiseParallel as RowwiseParallel  # noqa: N814
+        from torchao.float8.float8_tensor_parallel import (
+            Float8ColwiseParallel,
+            Float8RowwiseParallel,
+        )
+
+        col, row = Float8ColwiseParallel, Float8RowwiseParallel
 
     for _, block in blocks(model):
         if not hasattr(block, "attention"):
             raise TrainplanError("tensor parallel is implemented for trainplan's own Llama model only; use tp=1")
         plan = {
-            "attention.wq": ColwiseParallel(),
-            "attention.wk": ColwiseParallel(),
-            "attention.wv": ColwiseParallel(),
-            "attention.wo": RowwiseParallel(),
+            "attention.wq": col(),
+            "attention.wk": col(),
+            "attention.wv": col(),
+            "attention.wo": row(),
         }
         if hasattr(block.feed_forward, "experts"):
             raise TrainplanError("tensor parallel MoE layers are not implemented in the runtime; use tp=1")
-        plan |= {"feed_forward.w1": ColwiseParallel(), "feed_forward.w2": RowwiseParallel()}
+        plan |= {"feed_forward.w1": col(), "feed_forward.w2": row()}
         if block.feed_forward.w3 is not None:
-            plan["feed_forward.w3"] = ColwiseParallel()
+            plan["feed_forward.w3"] = col()
         parallelize_module(block, tp_mesh, plan)
 
 

@@ -96,7 +96,7 @@ class Estimate:
 def _binding(t: StepTime, fits: bool) -> str:
     if not fits:
         return "memory"
-    parts = {"compute": t.compute + t.recompute + t.optimizer, "communication": t.exposed_comm,
+    parts = {"compute": t.compute + t.recompute + t.optimizer + t.nongemm, "communication": t.exposed_comm,
              "bubble": t.bubble}
     return max(parts, key=parts.get)
 

@@ -19,9 +19,10 @@ def job(model="llama-3.1-8b", instance="ml.p5.48xlarge", nodes=1, seq=4096, gb=8
 
 def test_total_is_the_sum_of_its_parts():
     t = step_time(job(nodes=2, gb=16), Layout(dp_shard=8, tp=2, grad_accum=1, micro_batch=2), PRIOR).time
-    parts = t.compute + t.recompute + t.dp + t.tp + t.pp + t.cp + t.ep + t.bubble + t.optimizer + t.overhead
-    assert t.total == pytest.approx(parts)
-    assert t.nongemm < t.compute
+    parts = t.compute + t.recompute + t.dp + t.tp + t.pp + t.cp + t.ep + t.bubble + t.optimizer + t.overhead \
+        + t.nongemm
+    assert t.total == pytest.approx(parts, rel=1e-12)
+    assert 0 < t.nongemm < t.compute
 
 
 def test_exposed_never_exceeds_the_collective_and_hides_behind_long_compute():
@@ -73,25 +74,54 @@ def test_full_recompute_costs_about_one_forward():
     assert full.recompute == pytest.approx(none.compute / 3, rel=0.15)
 
 
-# Korthikanti et al. 2022 (arXiv:2205.05198) Table 4: time per transformer layer of the 22B GPT
-# (h=6144, 64 heads, s=2048, micro-batch 4, TP=8 on DGX A100), forward + backward combined:
-# baseline 19.6 ms, full recompute 27.2 ms, selective recompute 19.9 ms, selective + sequence
-# parallel 19.4 ms. Predicted with the calibrated profile (packaged, fitted on the dev file, which
-# holds Korthikanti's end-to-end step times but not these per-layer times) and its Megatron factor.
+# Korthikanti et al. 2022 (arXiv:2205.05198) Table 4: forward / backward / combined ms per
+# transformer layer of the 22B GPT (h=6144, 64 heads, s=2048, micro-batch 4, TP=8, DGX A100):
+#   baseline, no recompute           7.7 / 11.9 / 19.6
+#   sequence parallelism             7.2 / 11.8 / 19.0
+#   baseline with full recompute     7.7 / 19.5 / 27.2  (39% overhead)
+#   selective recompute              7.7 / 13.2 / 20.9  (7%)
+#   selective + sequence parallelism 7.2 / 13.1 / 20.3  (4%)
+# Confirmed from a stored source: only the paper's abstract (ar5iv.labs.arxiv.org/html/2205.05198:
+# recompute overhead reduced "by over 90%", consistent with 39% -> 4%). The per-row numbers are the
+# lead's reading of Table 4 and could not be checked against a stored copy of the table (an earlier
+# version of this test held 19.6 / 27.2 / 19.9 / 19.4 from memory; the rows above replace it).
+# Predicted with the packaged profile (fitted on the dev file, which holds Korthikanti's end-to-end
+# step times on A100 but not these per-layer times) and its Megatron factor. Per layer = the
+# difference between the 48-layer model and a 24-layer one, so the LM head, loss and optimizer cancel.
 KORTHIKANTI_22B = {"hidden_size": 6144, "num_layers": 48, "num_attention_heads": 64, "num_kv_heads": 64,
                    "ffn_hidden_size": 24576, "vocab_size": 51200, "mlp": "gelu", "family": "gpt",
                    "name": "GPT 22B", "arch_extra": {"position_embedding": "learned"}}
+TABLE4 = [("none", False, 7.7, 19.6), ("none", True, 7.2, 19.0), ("full", False, 7.7, 27.2),
+          ("selective", False, 7.7, 20.9), ("selective", True, 7.2, 20.3)]
 
 
-@pytest.mark.parametrize("ac,sp,ms", [("none", False, 19.6), ("full", False, 27.2),
-                                      ("selective", False, 19.9), ("selective", True, 19.4)])
-def test_korthikanti_table4_per_layer_time(ac, sp, ms):
-    m = model_spec(KORTHIKANTI_22B, 2048)
-    j = Job(m, Cluster(find_node("dgx-a100-80gb"), 1), Workload(2048, 4))
-    r = step_time(j, Layout(tp=8, micro_batch=4, ac=ac, sequence_parallel=sp, sharding="none"),
-                  default_profile().for_framework("megatron"))
-    per_layer = (r.time.compute + r.time.recompute + r.time.tp) / m.num_layers
-    assert per_layer * 1e3 == pytest.approx(ms, rel=0.10)
+def _per_layer_ms(ac, sp):
+    out = []
+    for layers in (48, 24):
+        m = model_spec({**KORTHIKANTI_22B, "num_layers": layers}, 2048)
+        j = Job(m, Cluster(find_node("dgx-a100-80gb"), 1), Workload(2048, 4))
+        prof = default_profile().for_framework("megatron")
+        r = step_time(j, Layout(tp=8, micro_batch=4, ac=ac, sequence_parallel=sp, sharding="none"), prof)
+        tp_fwd = sum(c.exposed_seconds for c in r.comm if c.dimension == "tp") / (3 if ac == "full" else 2)
+        out.append((r.microbatch.forward * prof.time_factor + tp_fwd, r.time.total))
+    (f48, t48), (f24, t24) = out
+    return (f48 - f24) / 24 * 1e3, (t48 - t24) / 24 * 1e3
+
+
+@pytest.mark.parametrize("ac,sp,fwd_ms,ms", TABLE4)
+def test_korthikanti_table4_per_layer_time(ac, sp, fwd_ms, ms):
+    fwd, total = _per_layer_ms(ac, sp)
+    assert total == pytest.approx(ms, rel=0.10)
+    # the model's backward is 2x its forward (flops.py step 7); Table 4's is ~1.55x (7.7 vs 11.9 ms):
+    # Megatron's backward GEMMs run closer to peak than its forward, so the forward comes out ~15% low
+    assert fwd == pytest.approx(fwd_ms, rel=0.20)
+
+
+def test_korthikanti_table4_recompute_overheads():
+    # the ordering and size of the overheads in Table 4: full >> selective > selective + SP
+    base = _per_layer_ms("none", False)[1]
+    full, sel = _per_layer_ms("full", False)[1] / base - 1, _per_layer_ms("selective", False)[1] / base - 1
+    assert 0.25 < full < 0.5 and 0.0 < sel < 0.12
 
 
 def test_materialised_attention_is_slower_than_flash():

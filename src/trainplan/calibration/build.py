@@ -3,9 +3,10 @@ held-out source (LOSO), and record the cross-validated errors and the data used.
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import replace
 
-from trainplan.calibration.fit import fit, loso
+from trainplan.calibration.fit import BOUNDS, FITTED, fit, loso
 from trainplan.calibration.profile import Profile
 
 FIT_QUALITIES = ("full", "layout")  # records with a known layout; 'partial' ones are too uncertain
@@ -34,4 +35,10 @@ def build_profile(cases, dataset_name: str, progress=None) -> Profile:
     cv["tokens_per_s_per_gpu"]["p90_abs"] = summary["tokens_per_s_per_gpu"]["by_quality"].get(
         "full", summary["tokens_per_s_per_gpu"]["all"]).get("p90_abs", 0.25)
     cv["records"] = sorted(c.id for c in train)
-    return replace(prof, cv_error=cv)
+    # peak_mem_gib involves no fitted coefficient: its error is the memory model's own, computed
+    # here from the memory model as it is today; `meta.fitted_at` dates it (the search widens its
+    # memory band by cv_error.peak_mem_gib.all.median_abs; tests/calibration check it has not drifted).
+    meta = {"fitted_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
+            "fitted": list(FITTED), "bounds": {k: list(BOUNDS[k]) for k in FITTED},
+            "framework_factors": "median predicted/measured step time per framework, >= 2 sources"}
+    return replace(prof, cv_error=cv, meta=meta)

@@ -23,18 +23,22 @@ _HERE = Path(__file__).parent / "profiles"
 class Profile:
     """Coefficients of the step-time model (costs/compute.py, costs/steptime.py)."""
 
-    # Achieved fraction of the measured matmul ceiling (GPUSpec.matmul_ceiling) inside a real
-    # training step: clocks under sustained load, launch gaps, imperfect tiling. Prior 1.0.
-    gemm_eff: float = 1.0
-    # Extra factor on fp8-family GEMMs (scaling, amax reductions, non-fused casts). Prior 1.0.
-    fp8_gemm_eff: float = 1.0
-    # Flash attention rate as a fraction of the bf16 dense peak. Prior 0.5: FlashAttention-2 on
-    # A100 reaches 50-73% forward and less backward (Dao 2023, fig. 5-7); FA3 on H100 ~50-75%.
-    attn_eff: float = 0.5
+    # Every efficiency below is a fraction of a physical ceiling, bounded to (0, 1] (calibration/fit.py
+    # BOUNDS): nothing in the model runs faster than its measured or datasheet limit.
+    # Achieved fraction of the measured matmul ceiling (GPUSpec.matmul_ceiling, per dtype: fp8 GEMMs
+    # are bounded by the fp8 MAMF) inside a real training step: clocks under sustained load, launch
+    # gaps, imperfect tiling. Prior 0.9.
+    gemm_eff: float = 0.9
+    # Long-sequence flash-attention forward rate as a fraction of the bf16 dense peak (before the
+    # sequence and head-dim shape factors of costs/compute.py). Prior 0.73: FlashAttention-2 forward
+    # reaches up to 73% of A100 peak (Dao 2023 sec. 4.1); FA3 on H100 ~75% (Shah et al. 2024).
+    attn_eff: float = 0.73
     # GEMM dimension at which a GEMM reaches half of its ceiling: eff = 1 / (1 + sum(d_half/dim)).
     d_half: float = 128.0
-    # Multiplier on non-GEMM time (element-wise bytes over HBM bandwidth). Prior 1.0.
-    nongemm: float = 1.0
+    # Achieved fraction of the datasheet HBM bandwidth for memory-bound element-wise kernels
+    # (bytes counted per op class in costs/compute.py). Prior 0.8 (a streaming kernel's usual
+    # 80-90% of the datasheet bandwidth).
+    hbm_eff: float = 0.8
     # Fraction of overlappable communication (FSDP/ZeRO gathers and reductions, DP all-reduce, CP
     # ring, PP p2p) hidden behind compute when compute is long enough. Prior 0.8.
     overlap: float = 0.8
@@ -54,6 +58,8 @@ class Profile:
     cv_error: dict = field(default_factory=dict, compare=False, hash=False)
     folds: dict = field(default_factory=dict, compare=False, hash=False)
     source: str = "priors in calibration/profile.py"
+    # When and on what the profile was fitted, and the coefficients' bounds (calibration/build.py).
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
 
     def coefficients(self) -> dict:
         out = {k: getattr(self, k) for k in COEFFICIENTS}
@@ -79,17 +85,16 @@ class Profile:
         return self.framework_time.get(self.framework, 1.0)
 
     def to_dict(self) -> dict:
-        return {"schema": SCHEMA, "name": self.name, "source": self.source,
+        return {"schema": SCHEMA, "name": self.name, "source": self.source, "meta": self.meta,
                 "coefficients": self.coefficients(), "cv_error": self.cv_error, "folds": self.folds}
 
 
-COEFFICIENTS = ("gemm_eff", "fp8_gemm_eff", "attn_eff", "d_half", "nongemm", "overlap",
-                "tp_overlap", "step_overhead_s")
+COEFFICIENTS = ("gemm_eff", "attn_eff", "d_half", "hbm_eff", "overlap", "tp_overlap", "step_overhead_s")
 TABLES = ("arch_gemm_eff", "framework_time")
 
 
 def profile_from_dict(d: dict, where: str) -> Profile:
-    check_keys(d, {"schema", "name", "source", "coefficients", "cv_error", "folds", "data"}, where,
+    check_keys(d, {"schema", "name", "source", "meta", "coefficients", "cv_error", "folds", "data"}, where,
                required={"schema", "coefficients"})
     if d["schema"] != SCHEMA:
         raise TrainplanError(f"{where}: unknown schema {d['schema']!r}; expected {SCHEMA!r}")
@@ -103,7 +108,7 @@ def profile_from_dict(d: dict, where: str) -> Profile:
     return Profile(**{k: float(v) for k, v in co.items() if k in COEFFICIENTS},
                    **{t: {k: float(v) for k, v in (co.get(t) or {}).items()} for t in TABLES},
                    name=d.get("name", "custom"), source=d.get("source", where),
-                   cv_error=d.get("cv_error", {}), folds=d.get("folds", {}))
+                   cv_error=d.get("cv_error", {}), folds=d.get("folds", {}), meta=d.get("meta", {}))
 
 
 def load_profile(path: str | Path) -> Profile:

@@ -117,11 +117,12 @@ def render(job, layout, e) -> str:
             f"{e.tokens_per_s_per_gpu:,.0f} per GPU (band {e.band[0]:,.0f}-{e.band[1]:,.0f})"),
            (f"MFU {e.mfu:.1%} (causal 6N+attention; Megatron/full-attention convention {e.mfu_noncausal:.1%}),"
             f" HFU {e.hfu:.1%}   binding: {e.binding}"), "", "step time breakdown (s):"]
-    for k in ("compute", "recompute", "dp", "tp", "pp", "cp", "ep", "bubble", "optimizer", "overhead"):
+    for k in ("compute", "nongemm", "recompute", "dp", "tp", "pp", "cp", "ep", "bubble", "optimizer", "overhead"):
         v = getattr(t, k)
         if v > 0 or k in ("compute",):
             label = {"dp": "exposed dp/fsdp comm", "tp": "exposed tp comm", "pp": "exposed pp comm",
-                     "cp": "exposed cp comm", "ep": "exposed ep comm"}.get(k, k)
+                     "cp": "exposed cp comm", "ep": "exposed ep comm", "compute": "GEMM + attention",
+                     "nongemm": "element-wise (HBM)"}.get(k, k)
             out.append(f"  {label:<22}{v:10.4f}  {v / t.total:6.1%}")
     if e.comm:
         out += ["", "communication per step (per GPU):",

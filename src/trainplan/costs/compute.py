@@ -1,16 +1,29 @@
 """Compute time of one micro-batch on the slowest pipeline stage: GEMMs, attention, non-GEMM work.
 
-Rates:
+Every rate is a physical ceiling times an efficiency in (0, 1]; nothing runs faster than its ceiling.
+
   * GEMMs run at peak(dtype) x matmul_ceiling(dtype) (the measured best-shape rate, "MAMF",
     HARDWARE_FACTS.md 1.2) x profile.gemm_eff x shape_eff(M, K, N), where
     shape_eff = 1 / (1 + d_half/M + d_half/K + d_half/N): a saturating function of the GEMM
     dimensions (a dimension much larger than d_half costs nothing; one of size d_half halves the
     rate), because small GEMMs fill fewer SMs and waves and are bound by memory traffic.
-    Linear layers run in the recipe's GEMM dtype; the LM head and attention stay in bf16 (as
-    torchao and Transformer Engine leave them).
-  * Attention core (flash attention): bf16 peak x profile.attn_eff.
-  * Non-GEMM work (norms, residual adds, RoPE, activation functions, MoE permutation, loss, fp8
-    casts) is memory-bound: bytes moved / HBM bandwidth x profile.nongemm.
+    Only the linear layers run in the recipe's GEMM dtype (fp8 / mxfp8 / nvfp4 are bounded by the
+    fp8 MAMF); the LM head and attention stay in bf16, as torchao and Transformer Engine leave them.
+  * Attention core (flash attention): bf16 peak x profile.attn_eff x seq_eff x head_eff, with
+    seq_eff = kpq / (kpq + ATTN_KEYS_HALF) (kpq = keys a query attends to, causal halving and
+    sliding windows included) and head_eff = d / (d + ATTN_HEAD_HALF). The backward runs
+    FA_BWD_FLOP_RATIO x the forward's matmul FLOPs (it recomputes P) at FA_BWD_RATE_RATIO of the
+    forward's rate. Constants from Dao 2023 (FlashAttention-2, arXiv:2307.08691, sec. 4.1 and
+    fig. 4-7: forward up to 73% and backward up to 63% of A100 peak; backward counted as 2.5x the
+    forward FLOPs; the causal 512-token point runs at about half the 16k rate; head dim 64 runs at
+    ~0.85x head dim 128); FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608 fig. 5-6) shows the
+    same shape on H100, so one attn_eff per model is fitted and the shape factors are fixed.
+  * Non-GEMM work is memory-bound: bytes moved per op class (norms, residual adds, RoPE, activation
+    functions, softmax statistics, MoE permutation, loss, fp8 casts and amax reductions) over
+    HBM bandwidth x profile.hbm_eff (achieved fraction of the datasheet bandwidth). Bytes are counted
+    for fused kernels (each op class reads its inputs and writes its outputs once: Transformer
+    Engine / Apex kernels in Megatron-family frameworks, or torch.compile); eager PyTorch runs
+    each class as a chain of kernels, counted with EAGER_PASSES.
 """
 
 from __future__ import annotations
@@ -25,14 +38,53 @@ from trainplan.models.spec import ModelSpec
 BF16_BYTES = 2
 FP32_BYTES = 4
 
+# FlashAttention-2 (Dao 2023) sec. 4.1: "forward pass up to 73%, backward up to 63% of the
+# theoretical maximum"; the backward does 2.5x the forward's matmul FLOPs (5 matmuls vs 2).
+FA_BWD_FLOP_RATIO = 2.5
+FA_BWD_RATE_RATIO = 63 / 73
+# Keys per query at which flash attention reaches half its long-sequence rate: FA2 fig. 4-5 (A100,
+# causal, head dim 128) run at ~0.5x their 16k rate at s = 512, i.e. 256 keys per query.
+ATTN_KEYS_HALF = 256.0
+# Head dimension at which the rate halves: FA2 fig. 4-7, head dim 64 at ~0.85x head dim 128.
+ATTN_HEAD_HALF = 24.0
+# A kernel written for an older generation leaves the newer tensor-core paths (wgmma, TMA) unused:
+# "FlashAttention-2 ... achieves only 35% utilization on the H100 GPU", FlashAttention-3 "up to
+# 75%" (Shah et al. 2024, abstract). PyTorch SDPA and the flash-attn 2 package run FA2 on Hopper
+# and Blackwell; Transformer Engine (Megatron, NeMo, Megatron-Bridge) runs cuDNN / FA3-class
+# kernels. Blackwell with FA2 is assumed to lose the same fraction (no published measurement).
+FA2_ON_NEWER = 0.35 / 0.75
+NATIVE_ATTENTION_ARCHS = frozenset({"ampere"})  # where FA2 is the generation's own kernel
+
+# Extra HBM passes of an eager (unfused) PyTorch op class relative to one fused kernel, from the
+# kernels eager PyTorch launches: RMSNorm = upcast, pow, mean, rsqrt-mul, weight-mul, downcast
+# (~3x the bytes of one fused read + write); SwiGLU = silu then mul (5 vs 3 tensor passes);
+# RoPE via complex multiply in fp32 (upcast, mul, downcast: ~3x); a residual add is one kernel.
+EAGER_PASSES = {"norm": 3.0, "act": 5 / 3, "rope": 3.0, "residual": 1.0}
+# The backward of an element-wise op reads its saved input(s) and the incoming gradient and writes
+# the input gradient(s): about twice the forward's bytes (so fwd + bwd = 3x forward).
+BWD_BYTES_RATIO = 2.0
+# fp8 tensorwise scaling per linear (torchao Float8Linear, TE current/delayed scaling), bytes per
+# activation element of the GEMM input (K) or output-gradient (N): forward casts X (amax read 2 B,
+# read 2 B, write 1 B) and backward casts dY likewise; the weight-gradient GEMM needs transposed
+# fp8 copies of X and dY (read 1 B, write 1 B each). Fused (compile, TE) the amax and the cast ride
+# on the producing kernel: only the fp8 write and the transposes remain.
+FP8_CAST_BYTES = {"eager": (5 + 2, 5 + 2), "fused": (1 + 2, 1 + 2)}  # (per K elem, per N elem)
+# Weight cast per micro-batch: amax read 2 B, read 2 B, write fp8 1 B and its transpose 1 B.
+FP8_WEIGHT_BYTES = 6.0
+# Frameworks whose element-wise kernels are fused (Transformer Engine, Apex) without torch.compile.
+FUSED_FRAMEWORKS = frozenset({"megatron", "nemo", "megatron_bridge"})
+
 
 @dataclass(frozen=True, slots=True)
 class MicrobatchCompute:
-    """Seconds of one micro-batch (forward + backward) on the slowest stage, by kind of work."""
+    """Seconds of one micro-batch (forward + backward) on the slowest stage, by kind of work.
+
+    gemm, attention and nongemm partition the non-recompute time; `total` adds the recompute.
+    """
 
     gemm: float  # linear layers and LM head, forward + backward
     attention: float  # attention core, forward + backward
-    nongemm: float  # element-wise work, forward + backward
+    nongemm: float  # element-wise work incl. fp8 casts, forward + backward
     recompute: float  # forward work re-run for activation checkpointing
     forward: float  # forward part of gemm + attention + nongemm (the window for forward comm)
     model_flops: float  # FLOPs of this micro-batch on this GPU, no recompute
@@ -48,76 +100,102 @@ def shape_eff(m: float, k: float, n: float, d_half: float) -> float:
 
 
 def gemm_rate(gpu: GPUSpec, dtype: str, prof: Profile) -> float:
-    """Achieved large-GEMM rate (FLOP/s) before the shape factor."""
+    """Achieved large-GEMM rate (FLOP/s) before the shape factor: never above the measured MAMF."""
     key = {"mxfp8": "fp8", "nvfp4": "fp8", "fp4": "fp8"}.get(dtype, dtype)
     ceiling = gpu.matmul_ceiling.get(key, gpu.matmul_ceiling.get("bf16", 0.75))
-    rate = gpu.peak(dtype) * ceiling * prof.gemm_eff * prof.arch_gemm_eff.get(gpu.arch, 1.0)
-    return rate * (prof.fp8_gemm_eff if dtype not in ("bf16", "fp16") else 1.0)
+    # nvfp4 is bounded by the fp8 ceiling's fraction of the fp4 peak (no published fp4 MAMF)
+    return gpu.peak(dtype) * ceiling * prof.gemm_eff * prof.arch_gemm_eff.get(gpu.arch, 1.0)
 
 
-def _layer_nongemm_elems(m: ModelSpec, gemms, is_moe: bool) -> float:
-    """Elements read + written per token by one layer's element-wise ops, forward."""
+def attention_eff(kpq: float, head_dim: float, prof: Profile, native: bool = True) -> float:
+    """Forward flash-attention rate as a fraction of bf16 peak (module docstring); `native`: a
+    kernel built for this GPU generation (else FA2_ON_NEWER of it)."""
+    gen = 1.0 if native else FA2_ON_NEWER
+    return gen * prof.attn_eff * kpq / (kpq + ATTN_KEYS_HALF) * head_dim / (head_dim + ATTN_HEAD_HALF)
+
+
+def _layer_nongemm_bytes(m: ModelSpec, gemms, is_moe: bool, fused: bool, tp: int) -> float:
+    """HBM bytes per token of one layer's element-wise ops, forward, on one tp rank."""
+    p = {k: 1.0 for k in EAGER_PASSES} if fused else EAGER_PASSES
     h = m.hidden_size
-    e = 4 * h + 6 * h + 2 * (m.q_dim + 2 * m.kv_dim)  # 2 norms, 2 residual adds, RoPE on q and k
+    # 2 norms (read h, write h), 2 residual adds (read 2h, write h): the residual stream is
+    # replicated on tp ranks without sequence parallel, split with it (counted as split: the
+    # caller's `tokens` already hold the local part for SP; close enough without it)
+    e = p["norm"] * 2 * 2 * h + p["residual"] * 2 * 3 * h
+    # RoPE reads and writes q and k; flash attention writes fp32 log-sum-exp per head
+    e += (p["rope"] * 2 * (m.q_dim + m.kv_dim) + 2 * m.num_heads) / tp
     for k, n, c, kind in gemms:
         if n > k and kind != "attn":  # an up projection: the activation function reads it
-            e += c * 1.5 * n if m.gated_mlp else c * 2 * n
+            e += p["act"] * c * (1.5 * n if m.gated_mlp else 2 * n) / tp
     if is_moe:
         e += 4 * m.moe.experts_per_token * h  # permute and un-permute the routed copies
-    return e
+    return e * BF16_BYTES
 
 
 def microbatch_compute(
     m: ModelSpec, mf: ModelFlops, gpu: GPUSpec, prof: Profile, *, gemm_dtype: str, tokens: float,
     seq_len: int, tp: int, ep: int, layers_on_stage: float, head_on_stage: bool, recompute_frac: float,
-    selective: bool, fp8: bool, flash: bool = True,
+    selective: bool, fp8: bool, flash: bool = True, fused: bool = False, compiled_loss: bool = False,
+    te_attention: bool = False,
 ) -> MicrobatchCompute:
-    """`tokens` = tokens of the micro-batch on this GPU (micro_batch * seq_len / cp)."""
+    """`tokens` = tokens of the micro-batch on this GPU (micro_batch * seq_len / cp).
+
+    `fused`: element-wise ops run as fused kernels (torch.compile or a TE-based framework).
+    `te_attention`: Transformer Engine's attention (cuDNN / FA3-class) rather than PyTorch SDPA (FA2).
+    """
+    native = te_attention or gpu.arch in NATIVE_ATTENTION_ARCHS
     scale = layers_on_stage / mf.num_layers
     bf16 = gemm_rate(gpu, "bf16", prof)
     rate = gemm_rate(gpu, gemm_dtype, prof)
     d = prof.d_half
-    gemm_fwd = attn_fwd = ng_fwd_bytes = flops_fwd = 0.0
+    cast_k, cast_n = FP8_CAST_BYTES["fused" if fused else "eager"]
+    head_dim = m.head_dim if m.mla is None else m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim
+    gemm_fwd = attn_fwd = attn_bwd = ng_fwd_bytes = cast_bytes = flops_fwd = 0.0
     for kind in mf.layers:
         count = kind.count * scale
         is_moe = any(g[3] == "expert" for g in kind.gemms)
         for k, n, c, what in kind.gemms:
             row = n == m.hidden_size  # row-parallel (output to the residual stream): K is split
             kk, nn = (k / tp, n) if row else (k, n / tp)
-            if what == "expert":
-                mm = tokens * c * ep / m.moe.num_experts  # tokens per local expert, balanced routing
-                f = 2.0 * tokens * c * k * n / tp
-            else:
-                mm = tokens
-                f = 2.0 * tokens * c * k * n / tp
+            mm = tokens * c * ep / m.moe.num_experts if what == "expert" else tokens  # balanced routing
+            f = 2.0 * tokens * c * k * n / tp
             gemm_fwd += count * f / (rate * shape_eff(mm, kk, nn, d))
             flops_fwd += count * f
-            if fp8:  # cast the weight to fp8 (and its transpose for backward): read 2 B, write 2 x 1 B
-                # per weight and micro-batch; activation casts are fused into the producing
-                # kernels (Transformer Engine norms, torch.compile) and not counted
-                ng_fwd_bytes += count * c * kk * nn * 4 / 3
-        af = count * tokens * kind.attn_pair_flops * keys_per_query(seq_len, kind.window) / tp
-        attn_fwd += af / (gpu.peak("bf16") * prof.attn_eff)
+            if fp8:  # quantisation terms (module docstring); weights once per micro-batch
+                n_w = m.moe.num_experts / ep if what == "expert" else c  # weight matrices held here
+                cast_bytes += count * (n_w * kk * nn * FP8_WEIGHT_BYTES + tokens * c * (kk * cast_k + nn * cast_n))
+        kpq = keys_per_query(seq_len, kind.window)
+        af = count * tokens * kind.attn_pair_flops * kpq / tp
+        a_rate = gpu.peak("bf16") * attention_eff(kpq, head_dim, prof, native)
+        attn_fwd += af / a_rate
+        attn_bwd += FA_BWD_FLOP_RATIO * af / (a_rate * FA_BWD_RATE_RATIO)
         flops_fwd += af
-        ng_fwd_bytes += count * tokens * _layer_nongemm_elems(m, kind.gemms, is_moe) * BF16_BYTES / tp
+        ng_fwd_bytes += count * tokens * _layer_nongemm_bytes(m, kind.gemms, is_moe, fused, tp)
         if not flash:  # materialised scores: the full s x s is written, soft-maxed (read + write), read
             heads = m.num_heads / tp
             ng_fwd_bytes += count * tokens * heads * keys_per_query(seq_len, kind.window, causal=False) * 4 * BF16_BYTES
     layers_fwd = gemm_fwd + attn_fwd  # for recompute (the head is never recomputed)
     layers_flops_fwd = flops_fwd
+    layers_ng_fwd = ng_fwd_bytes
+    loss_bytes = 0.0
     if head_on_stage:
         f = tokens * mf.head_per_token / tp
         gemm_fwd += f / (bf16 * shape_eff(tokens, m.hidden_size, m.vocab_size / tp, d))
         flops_fwd += f
-        # logits written, soft-max read/written, gradient written, in fp32 (unfused loss)
-        ng_fwd_bytes += tokens * m.vocab_size / tp * FP32_BYTES * 4 / 3
-    ng_fwd = ng_fwd_bytes / gpu.hbm_bandwidth * prof.nongemm
-    recompute = recompute_frac * (layers_fwd + ng_fwd)
+        # fp32 logits written, soft-max read + written, gradient written (4 passes); a compiled
+        # loss upcasts inside one kernel: bf16 logits read once, gradient written (2 bf16 passes)
+        loss_bytes = tokens * m.vocab_size / tp * (2 * BF16_BYTES if compiled_loss else 4 * FP32_BYTES)
+    bw = gpu.hbm_bandwidth * prof.hbm_eff
+    ng_layers_fwd = layers_ng_fwd / bw
+    # forward bytes x (1 + BWD_BYTES_RATIO); fp8 cast bytes are already forward + backward
+    nongemm = (ng_layers_fwd * (1 + BWD_BYTES_RATIO)) + (loss_bytes + cast_bytes) / bw
+    ng_fwd = ng_layers_fwd + loss_bytes / bw / 2
+    recompute = recompute_frac * (layers_fwd + ng_layers_fwd)
     if selective and recompute_frac < 1.0:
         recompute += (1.0 - recompute_frac) * attn_fwd  # Megatron: attention core re-run
     rec_flops = recompute_frac * layers_flops_fwd
     return MicrobatchCompute(
-        gemm=3 * gemm_fwd, attention=3 * attn_fwd, nongemm=3 * ng_fwd, recompute=recompute,
+        gemm=3 * gemm_fwd, attention=attn_fwd + attn_bwd, nongemm=nongemm, recompute=recompute,
         forward=gemm_fwd + attn_fwd + ng_fwd, model_flops=3 * flops_fwd,
         hardware_flops=3 * flops_fwd + rec_flops,
     )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from trainplan.calibration.profile import Profile
 from trainplan.costs.comm import CommEntry, Span, bytes_on_wire, collective_time, span, tier_name
-from trainplan.costs.compute import MicrobatchCompute, microbatch_compute
+from trainplan.costs.compute import FUSED_FRAMEWORKS, MicrobatchCompute, microbatch_compute
 from trainplan.costs.flops import model_flops, recompute_fraction
 from trainplan.job import Job
 from trainplan.layout import Layout
@@ -34,9 +34,10 @@ from trainplan.precision import recipe
 
 @dataclass(frozen=True, slots=True)
 class StepTime:
-    """Seconds per optimizer step, by cause. `total` is their sum."""
+    """Seconds per optimizer step, by cause. The fields before `total` partition it exactly:
+    total = compute + recompute + dp + tp + pp + cp + ep + bubble + optimizer + nongemm + overhead."""
 
-    compute: float  # GEMMs, attention and element-wise work of all micro-batches (slowest stage)
+    compute: float  # GEMMs and attention of all micro-batches (slowest stage), no recompute
     recompute: float  # activation-checkpointing re-runs
     dp: float  # exposed data-parallel / FSDP / ZeRO communication
     tp: float
@@ -45,7 +46,7 @@ class StepTime:
     ep: float
     bubble: float
     optimizer: float
-    nongemm: float  # the element-wise part of `compute` (informational, already in compute)
+    nongemm: float  # element-wise work (norms, activations, RoPE, loss, fp8 casts), no recompute
     overhead: float  # fixed per-step overhead from the profile
     total: float
 
@@ -91,6 +92,8 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
         m, mf, gpu, prof, gemm_dtype=rec.gemm_dtype, tokens=tokens, seq_len=s, tp=L.tp, ep=L.ep,
         layers_on_stage=layers_stage, head_on_stage=True, recompute_frac=r,
         selective=L.ac == "selective", fp8=rec.fp8, flash=L.flash_attention,
+        fused=L.torch_compile or prof.framework in FUSED_FRAMEWORKS, compiled_loss=L.compiled_loss,
+        te_attention=prof.framework in FUSED_FRAMEWORKS,
     )
     n_mb = L.grad_accum
     fwd, bwd = mb.forward, mb.total - mb.forward
@@ -184,20 +187,21 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     local = p_dense / (shard if L.sharding != "none" else 1) + p_exp / (
         max(1, shard // L.ep) if L.sharding != "none" else 1)
     opt_bytes = 14 if rec.pure else 30  # fp32 p, g, m, v read; p, m, v written; bf16 copy written
-    optimizer = local * opt_bytes / gpu.hbm_bandwidth
+    optimizer = local * opt_bytes / (gpu.hbm_bandwidth * prof.hbm_eff)
 
     per_mb_exposed = tp_exp / n_mb + cp_exp / n_mb + ep_exp / n_mb
     bubble = (L.pp - 1) / L.vp * (mb.total + per_mb_exposed) if L.pp > 1 else 0.0
-    compute = (mb.gemm + mb.attention + mb.nongemm) * n_mb
+    compute = (mb.gemm + mb.attention) * n_mb
+    nongemm = mb.nongemm * n_mb
     recompute = mb.recompute * n_mb
     # A framework's kernels run slower or faster than the model's rates (calibration/profile.py):
     # the factor scales the compute-side terms; the communication ledger stays as computed.
     f = prof.time_factor
-    compute, recompute, bubble, optimizer = compute * f, recompute * f, bubble * f, optimizer * f
+    compute, nongemm, recompute, bubble, optimizer = (x * f for x in (compute, nongemm, recompute, bubble, optimizer))
     total = compute + recompute + dp_exp + tp_exp + pp_exp + cp_exp + ep_exp + bubble + optimizer \
-        + prof.step_overhead_s
+        + nongemm + prof.step_overhead_s
     t = StepTime(compute, recompute, dp_exp, tp_exp, pp_exp, cp_exp, ep_exp, bubble, optimizer,
-                 mb.nongemm * n_mb * f, prof.step_overhead_s, total)
+                 nongemm, prof.step_overhead_s, total)
     tokens_step = w.tokens_per_step
     model = tokens_step * mf.model_per_token(s)
     hw = model * mb.hardware_flops / mb.model_flops if mb.model_flops else model

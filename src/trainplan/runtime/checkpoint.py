@@ -6,10 +6,15 @@ Layout of a checkpoint directory:
     <dir>/step-00000040.partial/    being written; never read
 
 Every rank writes its shards of the model and optimizer with DCP into the `.partial` directory,
-plus `extras-rank<R>.pt` (scheduler, step, its RNG states, grad scaler); after a barrier rank 0
-renames the directory to its final name. A rename inside one directory is atomic on POSIX file
+plus `extras-rank<R>.pt` (scheduler, step, its RNG states, grad scaler); after a barrier the
+directory is renamed to its final name. A rename inside one directory is atomic on POSIX file
 systems, so a reader sees the whole checkpoint or none of it (a kill mid-write leaves only a
 `.partial` directory, which `latest` ignores and the next save of that step replaces).
+
+The directory may be shared by all nodes (a cluster file system) or local to each node (SageMaker's
+/opt/ml/checkpoints, which SageMaker syncs to one S3 prefix and restores to every node): the
+first local rank of each node prepares and renames, one node after the other, so a shared
+directory is renamed once and local ones each once.
 """
 
 from __future__ import annotations
@@ -69,23 +74,40 @@ def save(root: str | Path, step: int, model, optimizer, scheduler, scaler=None, 
     final = step_dir(root, step)
     tmp = final.with_name(final.name + ".partial")
     rank = dist.get_rank()
-    if rank == 0:
+
+    def prepare():
         root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-    dist.barrier()
+        tmp.mkdir(exist_ok=True)
+
+    def publish():
+        if not tmp.is_dir():  # a shared directory another node already renamed
+            return
+        if final.exists():  # a re-save of the same step (resumed run): replace it whole
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _prune(root, keep)
+
+    _node_by_node(prepare)
     dcp.save(_app_state(model, optimizer), checkpoint_id=str(tmp))
     extras = {"step": step, "scheduler": scheduler.state_dict(), "rng": _rng_state(),
               "scaler": scaler.state_dict() if scaler is not None else None}
     torch.save(extras, tmp / f"extras-rank{rank}.pt")
     dist.barrier()
-    if rank == 0:
-        if final.exists():  # a re-save of the same step (resumed run): replace it whole
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        _prune(root, keep)
-    dist.barrier()
+    _node_by_node(publish)
     return final
+
+
+def _node_by_node(fn) -> None:
+    """Run fn on the first local rank of each node, one node at a time (torchrun's GROUP_RANK is
+    the node index), with barriers between: collective."""
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size()))
+    nodes = max(1, dist.get_world_size() // local_world)
+    me = (int(os.environ.get("GROUP_RANK", "0")) if int(os.environ.get("LOCAL_RANK", "0")) == 0 else None)
+    for node in range(nodes):
+        if me == node:
+            fn()
+        dist.barrier()
 
 
 def _prune(root: Path, keep: int) -> None:

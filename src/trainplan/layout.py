@@ -27,6 +27,9 @@ AC_MODES = ("none", "selective", "full", "partial", "offload")
 PP_SCHEDULES = ("1f1b", "interleaved", "gpipe")
 
 
+_OPTIONAL = ("grad_reduce_fp32", "compiled_loss")
+
+
 @dataclass(frozen=True, slots=True)
 class Layout:
     """One candidate plan layout. Defaults are one GPU, bf16, no checkpointing."""
@@ -67,7 +70,10 @@ class Layout:
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        # The memory-only knobs are written only when set, so a plan.json of a layout that does not
+        # use them reads and renders exactly as before they existed.
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in _OPTIONAL or getattr(self, f.name) != f.default}
 
     def short(self) -> str:
         """A compact one-line description: 'bf16 ac=full mb=2 dp=1x8(fsdp) tp=1 pp=1 cp=1'."""

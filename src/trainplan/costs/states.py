@@ -144,9 +144,11 @@ def state_bytes(sp: StageParams, *, sharding: str, pure: bool, dp_shard: int, cp
 
     grad_fp32=False: gradients are accumulated and reduced in bf16 (Megatron-core's
     DistributedDataParallelConfig.grad_reduce_in_fp32 default; NeMo's and Megatron-Bridge's
-    performance recipes and fp8 recipes turn the fp32 reduction off): a 2-byte gradient buffer, and
-    the optimizer step copies its shard to fp32 main gradients. That is Megatron's "fp16 param,
-    fp16 grads" row: 20 bytes/param, 4 + 16/DP with the distributed optimizer (dist_optimizer.md).
+    performance recipes and fp8 recipes turn the fp32 reduction off): a 2-byte gradient buffer.
+    The optimizer step copies its shard to fp32 main gradients (Megatron's "fp16 param, fp16 grads"
+    row, 4 + 16/DP, dist_optimizer.md), but those are set to None by zero_grad before the next
+    forward, so they never coexist with activations and are not part of the training peak:
+    2 + 2 + 12/DP here.
     fp8_allgather under the Megatron convention is --fp8-param-gather: the block matmul weights are
     stored as fp8 tensors (their transposes are counted with the fp8 copies), not in bf16.
     """
@@ -183,14 +185,11 @@ def state_bytes(sp: StageParams, *, sharding: str, pure: bool, dp_shard: int, cp
         # fp8 parameters (--fp8-param-gather): block matmul weights stored in fp8
         params = per_gpu(BF16, False) - (BF16 - fp8_elem_bytes) * sp.fp8_linear * fp8_allgather
         grads = per_gpu(g, shard_grads)
-        if not (pure or grad_fp32):
-            grads += per_gpu(FP32, shard_opt)  # the optimizer's fp32 copy of its gradient shard
         master = 0.0 if pure else per_gpu(FP32, shard_opt)
         states = per_gpu(opt, shard_opt)
         u_params = 0.0
         u_grads = sp.largest_unit * g if shard_grads else 0.0
-        main_grad = 0 if pure or grad_fp32 else FP32
-        bpp = BF16 + (g / d if shard_grads else g) + ((0 if pure else FP32) + main_grad + opt) / (d if shard_opt else 1)
+        bpp = BF16 + (g / d if shard_grads else g) + ((0 if pure else FP32) + opt) / (d if shard_opt else 1)
         conv = "megatron"
     if optimizer_offload:
         # master weights and optimizer states live in host memory (FSDP CPU offload also moves

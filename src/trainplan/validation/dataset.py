@@ -23,7 +23,8 @@ Mapping (the dataset `description` defines the source fields):
     NeMo / Megatron-Bridge reduce gradients in bf16 (their performance recipes and fp8 recipes set
     grad_reduce_in_fp32=False) and their fp8 recipes keep fp8 parameters (fp8_param_gather=True)
     when the record does not say; torchtitan with torch.compile compiles the loss too
-    (components/loss.py), except in records dated 2024, before that existed.
+    (components/loss.py), except in records dated 2024, before that existed; llm-foundry (composer)
+    uses flash-attn's fused cross-entropy.
 """
 
 from __future__ import annotations
@@ -212,6 +213,11 @@ def _memory_conventions(r: dict, layout: Layout, assumed: list[str]) -> Layout:
         if recipe_is_fp8(layout.precision) and t.get("fp8_all_gather") is None:
             changes["fp8_allgather"] = True
             assumed.append(f"{fw}: fp8 parameters (fp8 recipes: fp8_param_gather=True)")
+    if fw == "composer":
+        # llm-foundry's MPT configs train with loss_fn: fused_crossentropy (flash-attn's cross-entropy
+        # kernel: fp32 math on chip, bf16 logits and their gradient written in place)
+        changes["compiled_loss"] = True
+        assumed.append("composer: fused cross-entropy (llm-foundry loss_fn fused_crossentropy)")
     if fw == "torchtitan" and layout.torch_compile:
         if _DATED_2024.search(f"{r.get('source', '')} {r.get('notes', '')}"):
             assumed.append("torchtitan 2024: loss not compiled (components/loss.py came in 2025)")

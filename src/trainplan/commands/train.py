@@ -118,6 +118,9 @@ def run(args) -> int:
         raise TrainplanError(f"training exited with code {code}; the ranks' messages are above")
     if args.json:
         print_json(summary)
+    elif summary.get("first_loss") is None:
+        print(f"nothing to train: the checkpoint {summary.get('resumed_from')} is at step {summary['start_step']}, "
+              "not before --steps")
     else:
         mfu = f", MFU {summary['mfu']:.1%}" if summary.get("mfu") is not None else ""
         mem = f", peak {summary['peak_mem_gib']:.1f} GiB" if summary.get("peak_mem_gib") is not None else ""

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     if summary and args.json:
         print(json.dumps(summary, indent=2))
-    elif summary:
+    elif summary and summary.get("first_loss") is not None:
         print(f"loss {summary['first_loss']:.4f} -> {summary['last_loss']:.4f} over {summary['steps']} steps; "
               f"{summary['tokens_per_s']:,.0f} tokens/s; measurements: {summary['measurements']}", file=sys.stderr)
     return 0

@@ -149,8 +149,8 @@ def summarize(records: list[dict], warmup: int = 1) -> dict:
     (the first steps pay for allocation, compilation and cache warm-up)."""
     import statistics
 
-    if not records:
-        return {}
+    if not records:  # nothing ran (a resume at or past the last step)
+        return {"steps": None, "first_loss": None, "last_loss": None}
     steady = records[warmup:] or records
 
     def med(k):

@@ -173,6 +173,7 @@ def train(plan, opts: RunOptions) -> dict:
         records = metrics.read_records(recorder.path)
         summary = {
             **metrics.summarize([r for r in records if r["step"] > start]),
+            "steps": step,  # the step reached (= the last record's, or the checkpoint's if none ran)
             "start_step": start,
             "loop_time_s": loop_time_s,
             "resumed_from": str(resumed_from) if resumed_from else None,

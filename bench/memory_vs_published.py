@@ -1,6 +1,6 @@
 """Predicted vs measured peak memory for the published runs that print one.
 
-    .venv/bin/python bench/memory_vs_published.py [DATASET] [--json]
+    .venv/bin/python bench/memory_vs_published.py [DATASET] [--json | --write]
 
 Records come through trainplan.validation.dataset (the shared record -> Job/Layout converter).
 The measured kind decides what is compared: 'reserved' (torchtitan's max reserved GiB) against
@@ -30,7 +30,7 @@ def rows(path):
         meas = c.measured.get("peak_mem_gib")
         if meas is None:
             continue
-        row = {"id": c.id, "source": c.source_key, "kind": c.measured.get("peak_mem_kind"),
+        row = {"id": c.id, "source": c.source_key, "quality": c.quality, "kind": c.measured.get("peak_mem_kind"),
                "measured_gib": meas}
         if c.skipped_reason:
             row["skipped"] = c.skipped_reason
@@ -50,9 +50,12 @@ def summary(rs):
     for r in rs:
         if "error" in r:
             by_src.setdefault(r["source"], []).append(abs(r["error"]))
+    full = [abs(r["error"]) for r in rs if "error" in r and r.get("quality") == "full"]
     return {"n": len(errs), "skipped": sum(1 for r in rs if "skipped" in r),
             "median_abs_error": round(statistics.median(errs), 4) if errs else None,
             "max_abs_error": round(max(errs), 4) if errs else None,
+            "n_full": len(full),
+            "median_abs_error_full": round(statistics.median(full), 4) if full else None,
             "median_abs_error_by_source": {k: round(statistics.median(v), 4) for k, v in by_src.items()}}
 
 
@@ -62,6 +65,10 @@ def main(argv):
     if "--json" in argv:
         print(json.dumps({"rows": rs, "summary": summary(rs)}, indent=2))
         return 0
+    if "--write" in argv:  # bench/results/memory_vs_published.json, committed as data
+        out = Path(__file__).resolve().parent / "results" / "memory_vs_published.json"
+        out.write_text(json.dumps({"benchmark": "memory_vs_published", "rows": rs, "summary": summary(rs)},
+                                  indent=1) + "\n")
     for r in rs:
         if "skipped" in r:
             print(f"{r['id']:5} {r['source']:10} skipped: {r['skipped']}")

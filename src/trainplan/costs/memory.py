@@ -9,6 +9,7 @@ pipeline micro-batches in flight) and overheads.py (logits, fp8 extras, runtime 
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass, field, fields
 
 from trainplan.costs import overheads as ov
@@ -24,6 +25,9 @@ from trainplan.units import GiB
 # Terms that are tensors (torch.cuda.memory_allocated counts them).
 ALLOCATED = ("params", "grads", "master_params", "optimizer_states", "unsharded_params", "unsharded_grads",
              "activations", "recompute_working", "activation_grads", "logits", "fp8_weights", "fp8_scales", "workspace")
+
+
+_allocated_terms = operator.attrgetter(*ALLOCATED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +58,7 @@ class MemoryBreakdown:
     @property
     def total_allocated(self) -> float:
         """What torch.cuda.max_memory_allocated would report."""
-        return sum(getattr(self, k) for k in ALLOCATED)
+        return sum(_allocated_terms(self))
 
     @property
     def total_reserved(self) -> float:
@@ -92,11 +96,12 @@ def memory_breakdown(job, layout: Layout) -> MemoryBreakdown:
     L = layout
     m = job.model
     stages = stage_params(m, L.tp, L.ep, L.pp)
-    best = None
+    best, best_total = None, 0.0
     for i in _candidate_stages(m, L.tp, L.ep, L.pp):
         b = _stage(job, L, i, stages[i])
-        if best is None or b.total > best.total:
-            best = b
+        t = b.total
+        if best is None or t > best_total:
+            best, best_total = b, t
     return best
 
 
@@ -115,10 +120,12 @@ def _candidate_stages(m, tp: int, ep: int, pp: int) -> tuple[int, ...]:
         if key not in seen:
             seen.add(key)
             out.append(i)
-    # A middle stage is also dominated by an earlier middle stage with layers of the same single kind
-    # and at least as many of them and as many parameters of every sort: every term is then >=.
-    middle = [i for i in out if 0 < i < pp - 1]
-    keep = [i for i in out if not any(_dominates(stages[j], stages[i], kinds) for j in middle if j < i)]
+    # A middle stage is also dominated by an earlier stage (the first included: the embedding only
+    # adds to it) that is not the last, holds layers of the same single kind, at least as many of
+    # them and at least as many parameters of every sort: every term is then >=.
+    before_last = [i for i in out if i < pp - 1]
+    keep = [i for i in out
+            if not (0 < i < pp - 1 and any(_dominates(stages[j], stages[i], kinds) for j in before_last if j < i))]
     return tuple(keep)
 
 
@@ -140,8 +147,7 @@ def _stage(job, L: Layout, i: int, sp: StageParams) -> MemoryBreakdown:
     tokens = L.micro_batch * w.seq_len / L.cp  # tokens of one micro-batch on this GPU
     ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile,
                    L.sharding == "fsdp", r.fp8)
-    kinds = layer_kinds(m)[sp.first_layer:sp.first_layer + sp.num_layers]
-    per_mb, working, grads, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, kinds)
+    per_mb, working, grads, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, sp.first_layer, sp.num_layers)
     in_flight = microbatches_in_flight(L.pp, i, L.grad_accum, L.pp_schedule, L.vp)
     activations = per_mb * tokens * in_flight
     logits = 0.0
@@ -190,13 +196,13 @@ def _layer(m, is_moe: bool, ctx: ActivationContext, policy: str) -> tuple[LayerA
 
 
 @functools.lru_cache(maxsize=4096)
-def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, kinds: tuple[bool, ...]):
-    """Bytes per token of one micro-batch on a stage whose layers are `kinds` (True = MoE): (saved,
-    recompute working set, activation gradients in one layer's backward, saved by group).
+def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, first: int, n: int):
+    """Bytes per token of one micro-batch on the stage of layers first..first+n-1: (saved, recompute
+    working set, activation gradients in one layer's backward, saved by group).
 
     Each distinct (layer kind, policy) is evaluated once and multiplied by its count."""
     counts: dict[tuple[bool, str], int] = {}
-    for j, is_moe in enumerate(kinds):
+    for j, is_moe in enumerate(layer_kinds(m)[first:first + n]):
         key = (is_moe, _policy(ac, ac_layers, j))
         counts[key] = counts.get(key, 0) + 1
     groups = dict.fromkeys(GROUPS, 0.0)

@@ -30,6 +30,7 @@ from trainplan.costs.steptime import step_time
 BOUNDS = {
     "gemm_eff": (0.3, 1.0),
     "attn_eff": (0.1, 1.0),
+    "moe_gemm_eff": (0.2, 1.0),
     "d_half": (16.0, 512.0),
     "hbm_eff": (0.2, 1.0),
     "overlap": (0.0, 1.0),
@@ -37,7 +38,7 @@ BOUNDS = {
     "arch:ampere": (0.5, 1.0),
     "arch:blackwell": (0.5, 1.0),
 }
-FITTED = ("gemm_eff", "attn_eff", "d_half", "hbm_eff", "overlap", "tp_overlap")
+FITTED = ("gemm_eff", "attn_eff", "moe_gemm_eff", "d_half", "hbm_eff", "overlap", "tp_overlap")
 MIN_SOURCES = 2
 
 

@@ -33,6 +33,10 @@ class Profile:
     # sequence and head-dim shape factors of costs/compute.py). Prior 0.73: FlashAttention-2 forward
     # reaches up to 73% of A100 peak (Dao 2023 sec. 4.1); FA3 on H100 ~75% (Shah et al. 2024).
     attn_eff: float = 0.73
+    # Grouped (routed-expert) GEMMs relative to dense ones of the same shape: per-expert launches or
+    # CUTLASS/TE grouped kernels with ragged M, the router's top-k and the token permutation's
+    # padding. Prior 1.0 (no loss); fitted on the MoE sources only (dense records do not see it).
+    moe_gemm_eff: float = 1.0
     # GEMM dimension at which a GEMM reaches half of its ceiling: eff = 1 / (1 + sum(d_half/dim)).
     d_half: float = 128.0
     # Achieved fraction of the datasheet HBM bandwidth for memory-bound element-wise kernels
@@ -89,7 +93,8 @@ class Profile:
                 "coefficients": self.coefficients(), "cv_error": self.cv_error, "folds": self.folds}
 
 
-COEFFICIENTS = ("gemm_eff", "attn_eff", "d_half", "hbm_eff", "overlap", "tp_overlap", "step_overhead_s")
+COEFFICIENTS = ("gemm_eff", "attn_eff", "moe_gemm_eff", "d_half", "hbm_eff", "overlap", "tp_overlap",
+                "step_overhead_s")
 TABLES = ("arch_gemm_eff", "framework_time")
 
 

@@ -159,7 +159,8 @@ def microbatch_compute(
             kk, nn = (k / tp, n) if row else (k, n / tp)
             mm = tokens * c * ep / m.moe.num_experts if what == "expert" else tokens  # balanced routing
             f = 2.0 * tokens * c * k * n / tp
-            gemm_fwd += count * f / (rate * shape_eff(mm, kk, nn, d))
+            eff = shape_eff(mm, kk, nn, d) * (prof.moe_gemm_eff if what == "expert" else 1.0)
+            gemm_fwd += count * f / (rate * eff)
             flops_fwd += count * f
             if fp8:  # quantisation terms (module docstring); weights once per micro-batch
                 n_w = m.moe.num_experts / ep if what == "expert" else c  # weight matrices held here

@@ -11,7 +11,8 @@ Overlap: a collective that the framework issues ahead of, or behind, independent
 alongside attention, PP sends) is hidden up to a fraction `profile.overlap` of its time as long as
 the compute it runs beside (its window) lasts longer:  exposed = max(c - window, c * (1 - overlap)).
 Tensor-parallel collectives and expert all-to-alls sit on the critical path between dependent
-GEMMs: hidden only by async-TP / comm-GEMM overlap / DeepEP, fraction `profile.tp_overlap`.
+GEMMs: hidden only by async-TP / comm-GEMM overlap / DeepEP, fraction `profile.tp_overlap`, in the
+Megatron-family frameworks that do it (compute.FUSED_FRAMEWORKS); exposed elsewhere.
 Pipeline bubble (Narayanan et al. 2021 sec. 2.2): (pp - 1) / vp micro-batch times per step, for
 1F1B and GPipe (the same bubble) and interleaved 1F1B with vp chunks per rank.
 """
@@ -97,6 +98,10 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     )
     n_mb = L.grad_accum
     fwd, bwd = mb.forward, mb.total - mb.forward
+    # Comm-GEMM overlap of TP collectives and expert all-to-alls is a framework feature: Megatron,
+    # NeMo and Megatron-Bridge perf recipes enable tp_comm_overlap / overlapped dispatch; PyTorch
+    # DTensor TP (torchtitan without async TP, KempnerForge, trainplan's runtime) leaves it exposed.
+    tp_overlap = prof.tp_overlap if prof.framework in FUSED_FRAMEWORKS else 0.0
     gemm_window = mb.gemm / 3.0
     entries: list[CommEntry] = []
 
@@ -118,10 +123,10 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
         passes = 2 + r  # forward + backward + recomputed forward
         calls = 2 * layers_stage * passes * n_mb
         if L.sequence_parallel:
-            tp_exp += add("all_gather", "tp", act, sp_tp, calls, gemm_window * n_mb, prof.tp_overlap)
-            tp_exp += add("reduce_scatter", "tp", act, sp_tp, calls, gemm_window * n_mb, prof.tp_overlap)
+            tp_exp += add("all_gather", "tp", act, sp_tp, calls, gemm_window * n_mb, tp_overlap)
+            tp_exp += add("reduce_scatter", "tp", act, sp_tp, calls, gemm_window * n_mb, tp_overlap)
         else:
-            tp_exp += add("all_reduce", "tp", act, sp_tp, calls, gemm_window * n_mb, prof.tp_overlap)
+            tp_exp += add("all_reduce", "tp", act, sp_tp, calls, gemm_window * n_mb, tp_overlap)
 
     # --- context parallel: ring exchange of K and V (and their gradients in backward) -----------
     cp_exp = 0.0
@@ -146,7 +151,7 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
         # the tokens of a micro-batch are split over the tp ranks before dispatch
         a2a = tokens * m.moe.experts_per_token * m.hidden_size * 2 / (L.tp if L.sequence_parallel else 1)
         calls = 2 * moe_layers * (2 + r) * n_mb
-        ep_exp += add("all_to_all", "ep", a2a, sp_ep, calls, gemm_window * n_mb, prof.tp_overlap)
+        ep_exp += add("all_to_all", "ep", a2a, sp_ep, calls, gemm_window * n_mb, tp_overlap)
 
     # --- pipeline: activations forward, gradients backward, per micro-batch and chunk ------------
     pp_exp = 0.0

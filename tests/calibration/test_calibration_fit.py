@@ -1,6 +1,7 @@
 """Calibration: the fit recovers known coefficients; profiles load, refuse bad keys, and fold."""
 
 import json
+from pathlib import Path
 from dataclasses import dataclass, replace
 
 import pytest
@@ -75,3 +76,33 @@ def test_packaged_profile_carries_its_cross_validated_error():
     p = default_profile()
     assert p.folds and p.cv_error["tokens_per_s_per_gpu"]["quality=full"]["count"] > 40
     assert "records" in p.cv_error
+
+
+def test_packaged_coefficients_are_within_their_physical_bounds():
+    from trainplan.calibration.fit import BOUNDS
+
+    p = default_profile()
+    for k in p.meta["fitted"]:
+        lo, hi = BOUNDS[k]
+        assert lo <= getattr(p, k) <= hi, k
+        assert all(lo <= f[k] <= hi for f in p.folds.values()), k
+    assert p.gemm_eff <= 1 and p.attn_eff <= 1 and p.hbm_eff <= 1 and p.moe_gemm_eff <= 1
+
+
+DEV = Path(__file__).parents[2].parent / "shared" / "validation" / "published_dev.json"
+
+
+@pytest.mark.skipif(not DEV.is_file(), reason="the dev dataset lives in the shared tree")
+def test_packaged_memory_error_has_not_drifted_from_the_memory_model():
+    # The search widens its memory band by the profile's peak_mem_gib error (search/evaluator.py);
+    # it is computed at fit time from the memory model (calibration/build.py, dated in meta). When
+    # the memory model changes, this fails: refit with `trainplan validate --dataset ... --fit`.
+    from trainplan.validation.dataset import load_dataset
+    from trainplan.validation.run import run
+
+    p = default_profile()
+    assert p.meta.get("fitted_at")
+    _, cases = load_dataset(DEV)
+    now = run(cases, p)["summary"]["peak_mem_gib"]["all"]["median_abs"]
+    stored = p.cv_error["peak_mem_gib"]["all"]["median_abs"]
+    assert now == pytest.approx(stored, abs=0.01), "memory model changed since the fit: refit the profile"

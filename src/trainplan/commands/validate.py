@@ -71,7 +71,8 @@ def render(result: dict) -> str:
         p, m, e = r["predicted"], r["measured"], r["error"]
         meas = "-" if m["tokens_per_s_per_gpu"] is None else f"{m['tokens_per_s_per_gpu']:,.0f}"
         out.append(head + f"{p['tokens_per_s_per_gpu']:>15,.0f}{meas:>9}{_pct(e['tokens_per_s_per_gpu']):>7}"
-                   f"{_pct(e['step_time_s']):>10}{_pct(e['peak_mem_gib']):>9}{_pct(e['mfu']):>9}  {r['layout']}")
+                   f"{_pct(e['step_time_s']):>10}{_pct(e['peak_mem_gib']):>9}{_pct(e['mfu']):>9}  {r['layout']}"
+                   + "".join(f"  [flag: {f}]" for f in r.get("flags") or ()))
     cv = "cross-validated (leave one source out)" if s["cross_validated"] else "in-sample"
     out += ["", (f"{s['predicted']} of {s['records']} records predicted ({s['skipped']} skipped, "
                  f"{s['with_assumptions']} with assumed values), profile {s['profile']}, errors {cv}:"),

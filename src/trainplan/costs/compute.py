@@ -9,6 +9,7 @@ Every rate is a physical ceiling times an efficiency in (0, 1]; nothing runs fas
     rate), because small GEMMs fill fewer SMs and waves and are bound by memory traffic.
     Only the linear layers run in the recipe's GEMM dtype (fp8 / mxfp8 / nvfp4 are bounded by the
     fp8 MAMF); the LM head and attention stay in bf16, as torchao and Transformer Engine leave them.
+    Routed-expert (grouped) GEMMs run at profile.moe_gemm_eff of a dense GEMM of the same shape.
   * Attention core (flash attention): bf16 peak x profile.attn_eff x seq_eff x head_eff, with
     seq_eff = kpq / (kpq + ATTN_KEYS_HALF) (kpq = keys a query attends to, causal halving and
     sliding windows included) and head_eff = d / (d + ATTN_HEAD_HALF). The backward runs
@@ -17,7 +18,8 @@ Every rate is a physical ceiling times an efficiency in (0, 1]; nothing runs fas
     fig. 4-7: forward up to 73% and backward up to 63% of A100 peak; backward counted as 2.5x the
     forward FLOPs; the causal 512-token point runs at about half the 16k rate; head dim 64 runs at
     ~0.85x head dim 128); FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608 fig. 5-6) shows the
-    same shape on H100, so one attn_eff per model is fitted and the shape factors are fixed.
+    same shape on H100, so one attn_eff per model is fitted and the shape factors are fixed. FA2 on
+    Hopper/Blackwell (PyTorch SDPA) runs at FA2_ON_NEWER of the generation's own kernel.
   * Non-GEMM work is memory-bound: bytes moved per op class (norms, residual adds, RoPE, activation
     functions, softmax statistics, MoE permutation, loss, fp8 casts and amax reductions) over
     HBM bandwidth x profile.hbm_eff (achieved fraction of the datasheet bandwidth). Bytes are counted

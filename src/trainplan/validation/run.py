@@ -42,6 +42,27 @@ def predict_case(case: Case, prof: Profile, cross_validated: bool = True) -> dic
             "mfu": mfu, "_estimate": e, "_profile": p.name}
 
 
+def flags(case: Case) -> list[str]:
+    """Why a record may not be representable, kept in the output (never dropped, still fitted)."""
+    out = []
+    hw = case.record.get("hardware", {})
+    if "power" in (hw.get("detail") or "").lower() and "limit" in (hw.get("detail") or "").lower() \
+            and hw.get("power_limit_w") is None:
+        out.append("GPU power-limited, limit not stated: predicted at full clocks")
+    tps = case.measured.get("tokens_per_s_per_gpu")
+    if tps:
+        from trainplan.costs.flops import model_flops
+
+        gpu = case.job.cluster.gpu
+        dtype = _dtype(case)
+        key = {"mxfp8": "fp8", "nvfp4": "fp8"}.get(dtype, dtype)
+        ceiling = gpu.peak(dtype) * gpu.matmul_ceiling.get(key, 1.0)
+        implied = tps * model_flops(case.job.model).model_per_token(case.job.workload.seq_len)
+        if implied > ceiling:
+            out.append(f"measured rate implies {implied / ceiling:.0%} of the measured matmul ceiling")
+    return out
+
+
 def _dtype(case: Case) -> str:
     from trainplan.precision import recipe
 
@@ -56,12 +77,13 @@ def run(cases: list[Case], prof: Profile, cross_validated: bool = True) -> dict:
                 "precision": c.record.get("train", {}).get("precision")}
         if c.skipped_reason:
             records.append({**base, "predicted": None, "measured": None, "error": None,
-                            "assumptions": list(c.assumptions), "skipped_reason": c.skipped_reason})
+                            "assumptions": list(c.assumptions), "skipped_reason": c.skipped_reason,
+                            "flags": []})
             continue
         pred = predict_case(c, prof, cross_validated)
         measured = {k: c.measured.get(k) for k in METRICS}
         err = {k: rel_error(pred[k], measured[k]) for k in METRICS}
-        rec = {**base, "layout": c.layout.short(), "profile": pred["_profile"],
+        rec = {**base, "layout": c.layout.short(), "profile": pred["_profile"], "flags": flags(c),
                "predicted": {k: pred[k] for k in METRICS}, "measured": measured, "error": err,
                "assumptions": list(c.assumptions), "skipped_reason": None}
         records.append(rec)

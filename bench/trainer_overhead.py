@@ -6,8 +6,10 @@ meshes, the per-step loss/stop all-reduce, the JSONL record), the bare loop as t
 loss.item(). Same model (runtime.model.Decoder), same init, same batches, fp32 in both (the
 runtime's fp32 path, which exists for CPU runs: no casting policy, and CPUs without bf16 units
 would time bf16 emulation instead of the trainer). Runs alternate (trainer, bare, trainer, ...) so drift in the
-machine's speed hits both. Headline: best-of-N per-step wall time of each (interference from
-other processes only ever adds time, so the minimum is the least noisy estimate); medians too.
+machine's speed hits both. Each run yields its median per-step wall time over steps 2..N (the
+trainer's own step_time_s: data, forward, backward, clip, optimizer, the loss/stop all-reduce;
+the bare loop timed the same way). Headline: the best run of each (interference from other
+processes only ever adds time, so the minimum is the least noisy estimate); medians too.
 
     .venv/bin/python bench/trainer_overhead.py [--steps 40] [--repeats 3] [--out bench/results/trainer_overhead.json]
 """
@@ -47,7 +49,7 @@ def run_trainer(steps: int) -> float:
         os.environ.pop(k, None)
     with tempfile.TemporaryDirectory() as d:
         s = train(plan(steps), RunOptions(out=Path(d), progress=False))
-    return s["loop_time_s"] / steps
+    return s["step_time_s"]  # median over steps 2..N of the trainer's own per-step wall time
 
 
 def run_bare(steps: int) -> float:
@@ -56,8 +58,9 @@ def run_bare(steps: int) -> float:
     model.init_weights(p.train.seed)
     opt, sched = make_optimizer(model, p.train, steps)
     data = make_batches("", None, SPEC.vocab_size, SEQ, MB, 1, 1, 0, steps)
-    t0 = time.perf_counter()
+    times = []
     for step in range(steps):
+        t0 = time.perf_counter()
         x, y = data.micro(step, 0)
         loss = model(x, y)
         loss.backward()
@@ -66,7 +69,8 @@ def run_bare(steps: int) -> float:
         sched.step()
         opt.zero_grad(set_to_none=True)
         loss.item()
-    return (time.perf_counter() - t0) / steps
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times[1:])  # as the trainer's summary: the first step excluded
 
 
 def main() -> None:
@@ -84,7 +88,7 @@ def main() -> None:
     t, b = min(trainer), min(bare)
     tm, bm = statistics.median(trainer), statistics.median(bare)
     result = {
-        "what": "per-step wall time (s), whole loop incl. first step; trainer (1 process: no FSDP, as torchtitan) vs bare loop",
+        "what": "median per-step wall time (s) over steps 2..N per run; trainer (1 process: no FSDP, as torchtitan) vs bare loop",
         "model": SPEC.name, "layers": SPEC.num_layers, "hidden": SPEC.hidden_size, "seq_len": SEQ,
         "micro_batch": MB, "precision": "fp32", "steps": args.steps, "repeats": args.repeats,
         "trainer_step_s": trainer, "bare_step_s": bare,

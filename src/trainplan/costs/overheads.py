@@ -42,11 +42,14 @@ CUBLAS_WORKSPACE_BYTES = 64 * MiB
 # expandable_segments. Judgement, not fitted; calibration may replace it.
 FRAGMENTATION = 0.10
 
-# Loss on the full vocabulary, bytes per token per vocabulary entry on the last stage:
-# bf16 logits (2) + their fp32 upcast for the loss (4) + the fp32 log-softmax kept for backward
-# and, in backward, the fp32 logit gradient that replaces the upcast (4).
-# This is eager PyTorch.
-LOGIT_BYTES = 2 + 4 + 4
+# Loss on the full vocabulary in eager PyTorch, bytes per token per vocabulary entry on the last
+# stage, at the peak, which is the start of backward (every saved activation is still alive then):
+# cross_entropy = log_softmax (keeps its fp32 output, 4) + nll_loss. The training loop drops its
+# reference to the logits before backward (torchtitan `del pred`), so the bf16 logits and their fp32
+# upcast are gone; nll_loss's backward writes a dense fp32 gradient of the log-probabilities (4) and
+# log_softmax's backward the fp32 gradient of the logits (4) while both are alive: 4 + 4 + 4.
+# (The forward holds bf16 logits 2 + upcast 4 + log-probs 4 = 10, with one activation fewer.)
+LOGIT_BYTES = 4 + 4 + 4
 # A compiled loss (torchtitan components/loss.py build_cross_entropy_loss wraps
 # cross_entropy(pred.float()) in torch.compile when training.compile is on; releases of 2025 on,
 # not the Dec 2024 one) fuses the upcast into the log-softmax: the bf16 logits are kept (with one

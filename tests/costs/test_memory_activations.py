@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from trainplan.costs.activations import (
-    ActivationContext, layer_activations, layer_backward_grads, layer_none, microbatches_in_flight,
+    ActivationContext,
+    layer_activations,
+    layer_backward_grads,
+    layer_none,
+    microbatches_in_flight,
 )
 from trainplan.models import resolve
 from trainplan.models.spec import MLASpec, ModelSpec

@@ -58,7 +58,7 @@ def test_bf16_gradient_buffer_and_fp8_params_under_megatron():
     m = resolve("llama-3.1-8b")
     sp = stage_params(m, 1, 1, 1)[0]
     n = count_params(m).total
-    kw = dict(sharding="zero1", pure=False, dp_shard=8, cp=1, ep=1, pp=1, optimizer_offload=False)
+    kw = {"sharding": "zero1", "pure": False, "dp_shard": 8, "cp": 1, "ep": 1, "pp": 1, "optimizer_offload": False}
     fp32 = state_bytes(sp, fp8_allgather=False, fp8_elem_bytes=1.0, **kw)
     bf16 = state_bytes(sp, fp8_allgather=False, fp8_elem_bytes=1.0, grad_fp32=False, **kw)
     # Megatron-LM dist_optimizer.md: 6 + 12/d with fp32 gradients; bf16 gradients are 2 bytes, and

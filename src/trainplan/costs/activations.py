@@ -71,10 +71,10 @@ class LayerActivations:
     def total(self) -> float:
         return sum(self.values())
 
-    def scaled(self, k: float) -> "LayerActivations":
+    def scaled(self, k: float) -> LayerActivations:
         return LayerActivations(*(v * k for v in self.values()))
 
-    def plus(self, o: "LayerActivations") -> "LayerActivations":
+    def plus(self, o: LayerActivations) -> LayerActivations:
         return LayerActivations(*(a + b for a, b in zip(self.values(), o.values())))
 
     def to_dict(self) -> dict:

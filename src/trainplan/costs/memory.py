@@ -14,10 +14,15 @@ from dataclasses import dataclass, field, fields
 
 from trainplan.costs import overheads as ov
 from trainplan.costs.activations import (
-    GROUPS, ActivationContext, LayerActivations, layer_activations, layer_backward_grads, layer_kinds,
+    GROUPS,
+    ActivationContext,
+    LayerActivations,
+    layer_activations,
+    layer_backward_grads,
+    layer_kinds,
     microbatches_in_flight,
 )
-from trainplan.costs.states import StageParams, state_bytes, stage_params
+from trainplan.costs.states import StageParams, stage_params, state_bytes
 from trainplan.layout import Layout
 from trainplan.precision import recipe
 from trainplan.units import GiB
@@ -207,11 +212,11 @@ def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, first
         counts[key] = counts.get(key, 0) + 1
     groups = dict.fromkeys(GROUPS, 0.0)
     saved = working = grads = 0.0
-    for (is_moe, policy), n in counts.items():
+    for (is_moe, policy), count in counts.items():
         kept, kept_total = _layer(m, is_moe, ctx, policy)
-        saved += n * kept_total
+        saved += count * kept_total
         for g, v in kept.to_dict().items():
-            groups[g] += n * v
+            groups[g] += count * v
         grads = max(grads, layer_backward_grads(m, is_moe, ctx))
         if policy != "none":
             # backward recomputes one layer at a time; the dropped tensors are alive again meanwhile

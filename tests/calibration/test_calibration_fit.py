@@ -1,8 +1,8 @@
 """Calibration: the fit recovers known coefficients; profiles load, refuse bad keys, and fold."""
 
 import json
-from pathlib import Path
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pytest
 

@@ -104,3 +104,32 @@ def test_single_process_trains_without_fsdp_and_exports_for_sagemaker(tmp_path):
     weights = load_file(s["model_file"])
     assert weights["tok_embeddings.weight"].shape == (259, 128)
     assert s["checkpoint"] == str(tmp_path / "ck" / "step-00000012")
+
+
+def _two_nodes(tmp_path, rdzv_id, *extra):
+    """Two torchrun 'nodes' of one rank each on this machine, each with its own checkpoint dir."""
+    from trainplan.runtime.distributed import free_port
+
+    port = free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1", f"--node-rank={n}",
+         "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={rdzv_id}",
+         "-m", "trainplan.runtime", "--demo", "--steps", "4", "--no-progress", "--out", str(tmp_path / f"out{n}"),
+         "--checkpoint-dir", str(tmp_path / f"ck{n}"), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for n in (0, 1)]
+    for p in procs:
+        _, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err[-3000:]
+
+
+def test_checkpoint_dirs_local_to_each_node(tmp_path):
+    # SageMaker: /opt/ml/checkpoints is local to each node, synced to one S3 prefix and restored
+    # whole to every node on a restart. Each node must publish (rename) its own part; resuming
+    # from the union was checked by hand (2 x torchrun --nnodes 2, merged dirs: same losses).
+    _two_nodes(tmp_path, "save", "--stop-at-step", "2")
+    parts = [{p.name for p in (tmp_path / f"ck{n}").iterdir()} for n in (0, 1)]
+    assert parts == [{"step-00000002"}, {"step-00000002"}]  # published on both, no .partial left
+    files = [{p.name for p in (tmp_path / f"ck{n}" / "step-00000002").iterdir()} for n in (0, 1)]
+    assert files[0] == {".metadata", "__0_0.distcp", "extras-rank0.pt"}
+    assert files[1] == {"__1_0.distcp", "extras-rank1.pt"}

@@ -63,7 +63,7 @@ def points(family: str, policy: str, seq_len: int, progress=None):
     for v in VARIANTS[family]:
         cfg = BASE[family] | v
         spec = spec_from_config(cfg, name=family, where=family)
-        r = trace_config(cfg, TraceSettings(seq_len=seq_len, ac=policy, steps=1))
+        r = trace_config(cfg, TraceSettings(seq_len=seq_len, ac=policy, steps=1, peak_slope=False))
         tokens = seq_len
         for layer in r.layers:
             moe_layer = layer.kind.startswith("moe")
@@ -150,7 +150,7 @@ def build(seq_len: int = 64, progress=None) -> dict:
         "what": "bytes per token per decoder layer to add to costs.activations.layer_activations(...).total "
                 "so that it equals a trace of the Hugging Face eager model code (see trainplan/calibration/activations)",
         "generated_by": "python -m trainplan.trace.calibrate",
-        "trace_settings": {**TraceSettings(seq_len=seq_len, steps=1).to_dict(), "ac": "per policy"},
+        "trace_settings": {**TraceSettings(seq_len=seq_len, steps=1, peak_slope=False).to_dict(), "ac": "per policy"},
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         "features": list(FEATURES),
         "shapes": {f: {"base": BASE[f], "variants": VARIANTS[f]} for f in BASE},

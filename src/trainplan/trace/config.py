@@ -82,9 +82,12 @@ def slice_config(cfg: dict, k: int) -> dict:
     out = copy.deepcopy(cfg)
     out[depth_key(cfg)] = k
     full = layer_kinds(cfg)
+    if k >= len(full):
+        return out
     if "first_k_dense_replace" in cfg and (cfg.get("first_k_dense_replace") or 0) > 0:
         has_moe = any(x.startswith("moe") for x in full)
-        out["first_k_dense_replace"] = 1 if (has_moe and k >= 2) else min(k, cfg["first_k_dense_replace"])
+        fkd = cfg["first_k_dense_replace"]
+        out["first_k_dense_replace"] = min(fkd, k - 1) if (has_moe and k >= 2) else min(k, fkd)
     if cfg.get("mlp_only_layers"):
         has_moe = any(x.startswith("moe") for x in full)
         out["mlp_only_layers"] = [0] if (has_moe and k >= 2) else list(range(k))

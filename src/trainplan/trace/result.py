@@ -59,6 +59,7 @@ class TraceResult:
     fp8_linears: int
     seconds: float
     forward_flops_by_class: dict = field(default_factory=dict)
+    peak_slope_bytes_per_layer: int | None = None  # peak(K+1 layers) - peak(K layers), when traced
     notes: list = field(default_factory=list)
 
     # ---- extrapolation ------------------------------------------------------------------
@@ -94,6 +95,30 @@ class TraceResult:
         return {c: total[c] - sum((x.forward_flops if forward else x.flops)[c] for x in self.layers)
                 for c in FLOP_CLASSES}
 
+    # MemTracker / FSDPMemTracker categories that grow with the parameter count.
+    _PARAM_LIKE = ("Parameter", "Buffer", "Gradient", "Optstate", "OptState", "Sharded Param", "Sharded Grad")
+
+    def _extrapolated_peak(self, param_ratio: float, act_ratio: float) -> float:
+        """The traced peak with each category scaled to the full depth.
+
+        Parameters, gradients and optimizer states scale with the parameter count, the live
+        activations at the peak with the activation total, the rest (the gradients of the logits,
+        one layer's unsharded parameters, communication buffers) stays as traced. Exact for a
+        uniform stack; for stacks of different layer kinds it is an estimate, because the peak moment
+        of the traced slice is not the peak moment of the full model.
+        """
+        total = 0.0
+        for key, v in self.peak_breakdown.items():
+            if key == "Total":
+                continue
+            if key in self._PARAM_LIKE:
+                total += v * param_ratio
+            elif key == "Activation":
+                total += v * act_ratio
+            else:
+                total += v
+        return total
+
     def full(self) -> dict:
         """Full-depth numbers, extrapolated from the traced layers by kind and policy."""
         per = self.full_layer_traces()
@@ -106,13 +131,11 @@ class TraceResult:
         # What a step does beyond that is recompute (checkpointing).
         recompute = {"matmul": flops_cls["matmul"] - 3 * fwd_cls["matmul"],
                      "attention": flops_cls["attention"] - 3.5 * fwd_cls["attention"]}
-        static = self.param_bytes + self.master_param_bytes + self.optimizer_state_bytes
-        extra_params = params - self.total_params
-        extra_act = act_layers - sum(x.activation_bytes for x in self.layers)
-        if self.peak_phase == "optimizer":
-            extra_peak = extra_params * (static + self.grad_bytes) / self.total_params
-        else:  # forward or backward: every layer's states, plus the activations of the added layers
-            extra_peak = extra_params * static / self.total_params + extra_act
+        act_full = act_layers + self.outside_activation_bytes
+        if self.peak_slope_bytes_per_layer is not None:
+            peak = self.peak_bytes + (self.full_layers - len(self.layers)) * self.peak_slope_bytes_per_layer
+        else:
+            peak = self._extrapolated_peak(params / self.total_params, act_full / max(1, self.activation_bytes))
         by_kind: dict = {}
         for x in per:
             by_kind.setdefault(f"{x.kind}|ac={x.ac}", x.activation_bytes)
@@ -127,8 +150,12 @@ class TraceResult:
             "activation_bytes_layers": act_layers,
             "activation_bytes_outside_layers": self.outside_activation_bytes,
             "activation_bytes": act_layers + self.outside_activation_bytes,
-            "peak_bytes": round(self.peak_bytes + extra_peak),
+            "peak_bytes": round(peak),
             "peak_phase": self.peak_phase,
+            "peak_extrapolation": ("linear in depth from K and K+1 traced layers"
+                                   if self.peak_slope_bytes_per_layer is not None else
+                                   "traced categories scaled by parameters and activations"
+                                   if len(self.layers) < self.full_layers else "none: full depth traced"),
             "flops_per_step": sum(flops_cls.values()),
             "flops_by_class": flops_cls,
             "forward_flops_by_class": fwd_cls,

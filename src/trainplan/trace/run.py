@@ -20,6 +20,7 @@ What is measured, and how:
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 
 from trainplan.errors import TrainplanError
@@ -199,6 +200,7 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
                         say(f"step {step + 1}/{s.steps}: backward")
                         loss.backward()
                         del out, loss
+                        gc.collect()  # free autograd reference cycles now, as a long run's allocator would see
                         phases.append((step, "backward", _peak(mt)))
                     say(f"step {step + 1}/{s.steps}: optimizer")
                     if setup.master_weights and not fsdp:
@@ -259,6 +261,12 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
                    forward_flops=layer_fwd_flops[i], kept_tensors=tuple(inventory[i]))
         for i in range(k)
     )
+    slope = None
+    if s.peak_slope and k < full_layers:
+        from dataclasses import replace
+
+        say(f"tracing {k + 1} layers for the peak's growth per layer")
+        slope = trace_config(cfg, replace(s, layers=k + 1, peak_slope=False)).peak_bytes - peak
     return TraceResult(
         model_type=cfg.get("model_type", "?"),
         settings=s,
@@ -280,6 +288,7 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
         forward_flops_by_class=fwd_by_class,
         fp8_linears=n_fp8,
         seconds=time.perf_counter() - t0,
+        peak_slope_bytes_per_layer=slope,
     )
 
 

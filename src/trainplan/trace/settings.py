@@ -28,6 +28,10 @@ class TraceSettings:
     layers: int = 2  # decoder layers actually built and traced; the rest is extrapolated
     fsdp: int = 1  # FSDP2 world size (fake process group) when > 1
     steps: int = 2  # training steps run; the second one has optimizer states, as in steady state
+    # Trace K+1 layers too and extrapolate the peak linearly in depth (twice the time). The live
+    # bytes at the peak grow by a constant per layer, but not by a sum of the traced categories:
+    # under checkpointing, recomputed tensors backward never unpacks stay alive to its end.
+    peak_slope: bool = True
 
     def __post_init__(self):
         for k in ("seq_len", "micro_batch", "layers", "fsdp", "steps"):

@@ -24,8 +24,8 @@ from trainplan.job import Job, Workload
 from trainplan.layout import Layout
 from trainplan.models import resolve
 
-REPEAT = 400
-BLOCKS = 5
+REPEAT = 200
+BLOCKS = 15
 
 
 def _block(job, L) -> float:
@@ -48,9 +48,10 @@ def layouts():
 
 
 def clear():
-    for f in (memory._stage_activations, memory._candidate_stages, memory._layer, memory._context,
-              stage_params, layer_kinds):
-        f.cache_clear()
+    caches = (getattr(memory, n, None) for n in ("_stage_activations", "_candidate_stages", "_layer", "_context"))
+    for f in (*caches, stage_params, layer_kinds):
+        if hasattr(f, "cache_clear"):  # also runs against older trees (before/after comparisons)
+            f.cache_clear()
 
 
 def main(argv) -> int:

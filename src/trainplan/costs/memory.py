@@ -103,11 +103,10 @@ def memory_breakdown(job, layout: Layout) -> MemoryBreakdown:
     stages = stage_params(m, L.tp, L.ep, L.pp)
     best, best_total = None, 0.0
     for i in _candidate_stages(m, L.tp, L.ep, L.pp):
-        b = _stage(job, L, i, stages[i])
-        t = b.total
+        t, parts = _stage_terms(job, L, i, stages[i])
         if best is None or t > best_total:
-            best, best_total = b, t
-    return best
+            best, best_total = parts, t
+    return _build(*best)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -143,6 +142,17 @@ def _dominates(a: StageParams, b: StageParams, kinds: tuple[bool, ...]) -> bool:
 
 
 def _stage(job, L: Layout, i: int, sp: StageParams) -> MemoryBreakdown:
+    """The breakdown of pipeline stage i."""
+    return _build(*_stage_terms(job, L, i, sp)[1])
+
+
+def _build(terms: dict, groups: dict, scale: float) -> MemoryBreakdown:
+    return MemoryBreakdown(**terms, activation_groups={k: v * scale for k, v in groups.items()})
+
+
+def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[dict, dict, float]]:
+    """(device total, (terms, activation groups per token, tokens in flight)) of stage i; the
+    breakdown object is built only for the worst stage (the search calls this in its inner loop)."""
     m, w = job.model, job.workload
     r = recipe(L.precision)
     fp8_elem = ov.FP8_ELEM_BYTES.get(r.name, 1.0)
@@ -167,18 +177,19 @@ def _stage(job, L: Layout, i: int, sp: StageParams) -> MemoryBreakdown:
                                      L.fp8_allgather, fp8_elem)
         fp8_s = ov.fp8_scale_bytes(st.convention, _linears(m) * sp.num_layers)
     dynamic = activations + (working + grads) * tokens + logits + st.unsharded_params + st.unsharded_grads + fp8_w
-    return MemoryBreakdown(
-        params=st.params, grads=st.grads, master_params=st.master_params, optimizer_states=st.optimizer_states,
-        unsharded_params=st.unsharded_params, unsharded_grads=st.unsharded_grads,
-        activations=activations, recompute_working=working * tokens, activation_grads=grads * tokens,
-        logits=logits,
-        fp8_weights=fp8_w, fp8_scales=float(fp8_s), workspace=float(ov.CUBLAS_WORKSPACE_BYTES),
-        fragmentation=ov.FRAGMENTATION * dynamic,
-        nccl_buffers=float(ov.nccl_bytes((L.dp_replicate, L.dp_shard, L.tp, L.pp, L.cp, L.ep))),
-        cuda_context=float(ov.CUDA_CONTEXT_BYTES),
-        worst_stage=i, convention=st.convention, microbatches_in_flight=in_flight,
-        activation_groups={k: v * tokens * in_flight for k, v in groups.items()},
-    )
+    terms = {
+        "params": st.params, "grads": st.grads, "master_params": st.master_params,
+        "optimizer_states": st.optimizer_states, "unsharded_params": st.unsharded_params,
+        "unsharded_grads": st.unsharded_grads, "activations": activations, "recompute_working": working * tokens,
+        "activation_grads": grads * tokens, "logits": logits, "fp8_weights": fp8_w, "fp8_scales": float(fp8_s),
+        "workspace": float(ov.CUBLAS_WORKSPACE_BYTES), "fragmentation": ov.FRAGMENTATION * dynamic,
+        "nccl_buffers": float(ov.nccl_bytes((L.dp_replicate, L.dp_shard, L.tp, L.pp, L.cp, L.ep))),
+        "cuda_context": float(ov.CUDA_CONTEXT_BYTES),
+        "worst_stage": i, "convention": st.convention, "microbatches_in_flight": in_flight,
+    }
+    # the same sums, in the same order, as MemoryBreakdown.total (ties must resolve identically)
+    total = sum(terms[k] for k in ALLOCATED) + terms["fragmentation"] + terms["nccl_buffers"] + terms["cuda_context"]
+    return total, (terms, groups, tokens * in_flight)
 
 
 @functools.lru_cache(maxsize=256)

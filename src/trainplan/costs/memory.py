@@ -1,7 +1,10 @@
 """Memory per GPU for one layout: a named breakdown for the worst pipeline stage.
 
-Every stage is estimated and the largest total wins: stage 0 usually holds the most in-flight
-micro-batches plus the embedding, the last stage the LM head and the logits. The terms come from
+The largest total over the pipeline stages wins: stage 0 usually holds the most in-flight
+micro-batches plus the embedding, the last stage the LM head and the logits. Only the stages that
+can win are evaluated (`_candidate_stages`: the first of each group of identical stages, minus the
+middle stages another earlier stage dominates term by term), which gives exactly the scan of every
+stage (tests/costs/test_memory_conventions.py) at a few microseconds per call. The terms come from
 states.py (parameters, gradients, optimizer), activations.py (saved tensors per layer and the
 pipeline micro-batches in flight) and overheads.py (logits, fp8 extras, runtime overheads).
 """

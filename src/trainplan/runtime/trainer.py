@@ -103,7 +103,8 @@ def make_scaler(precision: str, device: torch.device, fsdp: bool):
 
 
 def train(plan, opts: RunOptions) -> dict:
-    """Run `plan` in this process (one rank of torchrun). Returns the summary (on every rank)."""
+    """Run `plan` in this process (one rank of torchrun). Returns the run summary on rank 0 (also
+    written to <out>/summary.json), {} on the other ranks."""
     device = distributed.init()
     stop = _Stop()
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -133,8 +134,9 @@ def train(plan, opts: RunOptions) -> dict:
     if rank == 0:
         opts.out.mkdir(parents=True, exist_ok=True)
         (opts.out / "plan.json").write_text(plan.to_json())
-    recorder = metrics.Recorder(opts.out, total, opts.tensorboard, opts.progress,
-                                                fresh=start == 0) if rank == 0 else None
+    recorder = None
+    if rank == 0:
+        recorder = metrics.Recorder(opts.out, total, opts.tensorboard, opts.progress, fresh=start == 0)
     flops_tok = (metrics.flops_per_token(plan.job.model, w.seq_len),
                  metrics.flops_per_token(plan.job.model, w.seq_len, causal=False))
     peak, peak_gpu = peak_flops_for(device, plan)

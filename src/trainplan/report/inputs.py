@@ -130,7 +130,8 @@ def _memory_total_gib(est: dict, terms: dict[str, float]) -> float:
 # Parallel dimensions: a step-time part named after one is the communication of that dimension
 # that is not hidden behind compute (the step-time helper's StepTime fields).
 _DIMS = ("dp", "fsdp", "hsdp", "tp", "pp", "cp", "ep", "sp")
-_PART_NAMES = {"nongemm": "non-GEMM", "non_gemm": "non-GEMM"}
+# StepTime is an exact partition (costs/steptime.py): `compute` is GEMM + attention only.
+_PART_NAMES = {"compute": "GEMM + attention", "nongemm": "non-GEMM", "non_gemm": "non-GEMM"}
 
 
 def time_terms_s(t: dict | None) -> dict[str, float]:
@@ -154,21 +155,12 @@ def time_terms_s(t: dict | None) -> dict[str, float]:
 
 
 def _reconcile(parts: dict[str, float], total: float | None) -> dict[str, float]:
-    """Make the stacked parts add up to the step's total.
-
-    The step-time model reports non-GEMM time as a part of `compute` (StepTime.nongemm is
-    inside compute, costs/steptime.py); stacked side by side it would count twice, so when the
-    parts exceed the total by exactly that much, compute is shown without it. A total larger
-    than its parts keeps the rest visible as 'other'.
-    """
+    """Make the stacked parts add up to the step's total: a total larger than its parts keeps the
+    rest visible as 'other' (a step-time source with terms this report does not know)."""
     if total is None or not parts:
         return parts
     excess = sum(parts.values()) - total
     tol = 1e-6 * max(total, 1e-9)
-    nongemm = parts.get("non-GEMM", 0.0)
-    if nongemm and "compute" in parts and abs(excess - nongemm) <= tol:
-        rest = {k: v for k, v in parts.items() if k != "compute"}
-        return {"GEMM + attention": parts["compute"] - nongemm, **rest}
     if excess < -tol:
         return {**parts, "other": -excess}
     return parts

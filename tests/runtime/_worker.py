@@ -42,7 +42,7 @@ def run_one(cfg: dict, device) -> dict:
     data = make_batches("", None, spec.vocab_size, 64, L.micro_batch, L.grad_accum, L.dp, dp_rank, 2)
     out = {"losses": [], "grad_norms": [], "params": sum(p.numel() for p in model.parameters())}
     # Sharded init must not repeat one shard's values on every rank (DTensor RNG on CPU).
-    emb = model.tok_embeddings.weight if hasattr(model, "tok_embeddings") else None
+    emb = getattr(getattr(model, "tok_embeddings", None), "weight", None)  # pp: only on stage 0
     if emb is not None and hasattr(emb, "full_tensor"):
         full = emb.full_tensor()
         half = full.shape[0] // 2

@@ -39,6 +39,26 @@ CONFIGS = {
     "moe": {"moe": {"num_experts": 4, "experts_per_token": 2, "expert_ffn_size": 64,
                     "num_shared_experts": 1, "shared_expert_ffn_size": 64}},
     "hf_llama_selective": {"hf": HF_LLAMA, "layout": {"ac": "selective"}},
+    # Pipeline parallel (pp=2 leaves dp=1: 2 micro-batches of 2 hold fsdp's 2 ranks x 2 windows).
+    # The runtime refuses pp with tied embeddings, so these compare with untied baselines.
+    "fsdp_untied": {"model": {"tied_embeddings": False}},
+    "fsdp_untied_4layers": {"model": {"tied_embeddings": False, "num_layers": 4}},
+    "pp2_1f1b": {"model": {"tied_embeddings": False}, "layout": {"pp": 2, "grad_accum": 2}},
+    "pp2_gpipe": {"model": {"tied_embeddings": False}, "layout": {"pp": 2, "grad_accum": 2, "pp_schedule": "gpipe"}},
+    "pp2_1f1b_ac_full": {"model": {"tied_embeddings": False},
+                         "layout": {"pp": 2, "grad_accum": 2, "ac": "full"}},
+    "pp2_interleaved_vp2": {"model": {"tied_embeddings": False, "num_layers": 4},
+                            "layout": {"pp": 2, "vp": 2, "grad_accum": 2, "pp_schedule": "interleaved"}},
+    "pp2_gpipe_4_micro": {"model": {"tied_embeddings": False},
+                          "layout": {"pp": 2, "grad_accum": 4, "micro_batch": 1, "pp_schedule": "gpipe"}},
+}
+# Pipelined layouts and the baseline each must match: (baseline, rel. tol. losses, grad norms).
+# A pipeline runs the same ops on the same micro-batches, its gradients are averaged by the
+# schedule instead of by dividing each loss: float rounding only.
+PP_EXPECT = {
+    "pp2_1f1b": ("fsdp_untied", 1e-5, 1e-4), "pp2_gpipe": ("fsdp_untied", 1e-5, 1e-4),
+    "pp2_1f1b_ac_full": ("fsdp_untied", 1e-5, 1e-4), "pp2_gpipe_4_micro": ("fsdp_untied", 1e-5, 1e-4),
+    "pp2_interleaved_vp2": ("fsdp_untied_4layers", 1e-5, 1e-4),
 }
 
 
@@ -80,7 +100,14 @@ def test_every_layout_runs_and_matches_fsdp(tmp_path):
                 r["grad_norms"] != pytest.approx(base["grad_norms"], rel=rel_norm):
             failures.append(f"{name}: losses {r['losses']} grad norms {r['grad_norms']} vs fsdp "
                             f"{base['losses']} {base['grad_norms']}")
+    for name, (ref, rel_loss, rel_norm) in PP_EXPECT.items():
+        r, b = results[name], results[ref]
+        if r["losses"] != pytest.approx(b["losses"], rel=rel_loss) or \
+                r["grad_norms"] != pytest.approx(b["grad_norms"], rel=rel_norm):
+            failures.append(f"{name}: losses {r['losses']} grad norms {r['grad_norms']} vs {ref} "
+                            f"{b['losses']} {b['grad_norms']}")
     assert not failures, "\n".join(failures)
+    assert results["fsdp_untied"]["losses"] != base["losses"]  # untied is a different model: not a no-op
     for name in ("moe", "hf_llama_selective"):
         assert abs(results[name]["losses"][0] - math.log(259)) < 0.2, name  # starts at uniform
     assert results["hf_llama_selective"]["params"] == 90624  # = count_params of the same llama config

@@ -69,11 +69,18 @@ def build_hf_model(hf_config: dict) -> HFCausalLM:
 def build_model(plan, mesh, device: torch.device, use_hf: bool):
     """The model of `plan` on `device`, parallelised per its layout. Returns (model, fsdp applied).
     On a single process (dp = tp = 1) FSDP is not applied (as torchtitan): mixed precision then
-    comes from autocast (parallel.forward_context), and no sharding machinery costs step time."""
+    comes from autocast (parallel.forward_context), and no sharding machinery costs step time.
+
+    pp > 1: the model is cut into this rank's pipeline chunks (pipeline.py), each parallelised as
+    a model of its own; the returned module holds all of this rank's parameters under the whole
+    model's names (for the optimizer and checkpoints) and carries the schedule as `.pipe`, which
+    trainer.train_step runs instead of calling the module."""
     layout, spec = plan.layout, plan.job.model
     if use_hf:
         if not plan.hf_config:
             raise TrainplanError("--hf needs a plan with hf_config (a plan made from a config.json)")
+        if layout.pp > 1:
+            raise TrainplanError("pp > 1 is implemented for trainplan's own model, not for --hf models; use pp=1")
         model = build_hf_model(plan.hf_config)
     else:
         if spec.mla is not None:
@@ -82,7 +89,23 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
         with torch.device("meta"):
             model = Decoder(spec, plan.job.workload.seq_len)
     model.loss_chunks = 8 if layout.chunked_loss else 1
+    if layout.pp == 1:
+        return _parallelize(model, plan, mesh, device), mesh.size() > 1
 
+    from trainplan.runtime import pipeline
+
+    pipeline.check_pipeline(layout, spec)
+    parts, make = pipeline.build_pipeline(model, layout, mesh["pp"], device)
+    view = pipeline.rank_view(parts)
+    for part in parts:
+        _parallelize(part, plan, mesh, device)
+    view.pipe = make()
+    return view, True
+
+
+def _parallelize(model, plan, mesh, device: torch.device):
+    """Steps 2-7 of parallel.py on one model (or one pipeline chunk)."""
+    layout = plan.layout
     fp8 = layout.precision.startswith("fp8")
     if layout.tp > 1 and fp8:
         # fp8 with tp: the one exception to the order. torchao's float8 tp styles shard
@@ -102,12 +125,11 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
         parallel.apply_compile(model)
     if layout.precision == "bf16_pure":
         model = model.to(torch.bfloat16)
-    fsdp = mesh.size() > 1
-    if fsdp:
+    if mesh.size() > 1:
         parallel.apply_fsdp(model, parallel.fsdp_mesh(mesh), layout.precision, layout.sharding)
     else:
         parallel.mp_policy(layout.precision)  # refuses an unsupported recipe, as apply_fsdp does
 
     model.to_empty(device=device)
     model.init_weights(plan.train.seed)
-    return model, fsdp
+    return model

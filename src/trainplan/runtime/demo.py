@@ -23,7 +23,7 @@ def demo_plan(world: int, steps: int = 30, seq_len: int = 128, micro_batch: int 
     The cluster is nominal: `world` GPUs of an H200 node (the planner needs one; the demo runs
     wherever it is started)."""
     L = Layout(micro_batch=micro_batch, dp_shard=world, **layout)
-    L = L.with_(dp_shard=world // (L.dp_replicate * L.tp))
+    L = L.with_(dp_shard=world // (L.dp_replicate * L.tp * L.pp * L.cp))
     return Plan(
         job=Job(model, Cluster(node_for_world(find_node("ml.p5e.48xlarge"), world), 1),
                 Workload(seq_len=seq_len, global_batch=L.micro_batch * L.grad_accum * L.dp)),

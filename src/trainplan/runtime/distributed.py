@@ -52,13 +52,15 @@ def reduce_step(loss_sum: float, stop: bool, device: torch.device) -> tuple[floa
     return (t[0] / dist.get_world_size()).item(), bool(t[1].item() > 0)
 
 
-def clip_grad_norm(params, max_norm: float) -> float:
+def clip_grad_norm(params, max_norm: float, pp_group=None) -> float:
     """Global gradient-norm clipping over DTensor and plain parameters. Parameters may live on
     different meshes (tp blocks on (dp, tp), embeddings on dp), which torch's clip_grad_norm_
-    cannot stack; so the squared norm is summed per mesh, made full, then combined."""
+    cannot stack; so the squared norm is summed per mesh, made full, then combined. With
+    pipeline parallelism each rank holds only its stages: the squares are summed over `pp_group`."""
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.experimental import implicit_replication
 
+    params = list(params)
     by_mesh: dict = {}
     for p in params:
         if p.grad is not None:
@@ -70,6 +72,11 @@ def clip_grad_norm(params, max_norm: float) -> float:
         if isinstance(sq, DTensor):
             sq = sq.full_tensor()
         total_sq = sq if total_sq is None else total_sq + sq
+    if pp_group is not None:
+        if total_sq is None:
+            total_sq = torch.zeros((), device=params[0].device if params else "cpu")
+        total_sq = total_sq.float()
+        dist.all_reduce(total_sq, group=pp_group)
     if total_sq is None:
         return 0.0
     norm = total_sq.sqrt()

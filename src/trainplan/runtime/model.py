@@ -167,22 +167,34 @@ class Decoder(nn.Module):
         self.output = None if spec.tied_embeddings else nn.Linear(spec.hidden_size, spec.vocab_size, bias=False)
         self.loss_chunks = 1  # set by apply_loss (layout.chunked_loss)
 
-    def forward(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
         """Mean next-token cross-entropy over the batch. The LM head runs inside forward (so FSDP
-        has the weights gathered), chunked over the sequence when `loss_chunks` > 1."""
-        s = tokens.shape[1]
-        h = self.tok_embeddings(tokens)
+        has the weights gathered), chunked over the sequence when `loss_chunks` > 1.
+
+        A pipeline stage (runtime/pipeline.py) is a Decoder with the parts it does not hold set to
+        None: without `tok_embeddings` the input is the previous stage's hidden state, without
+        `norm` the output is this stage's hidden state, and without labels the last stage returns
+        the logits (the schedule's loss_fn takes the loss)."""
+        if self.tok_embeddings is not None:
+            h = self.tok_embeddings(tokens)
+        else:
+            h = tokens
+        s = h.shape[1]
         rope = None
         if self.pos_embeddings is not None:
-            h = h + self.pos_embeddings(torch.arange(s, device=tokens.device))[None]
-        else:
+            h = h + self.pos_embeddings(torch.arange(s, device=h.device))[None]
+        elif self.spec.position_embedding != "learned":
             # Tables are recomputed per step (cheap next to the GEMMs) rather than kept as buffers,
             # so that meta-device construction and checkpoint keys stay free of non-parameters.
-            rope = rope_tables(self.spec.head_dim, s, device=tokens.device)
+            rope = rope_tables(self.spec.head_dim, s, device=h.device)
         for block in self.layers.values():
             h = block(h, rope)
+        if self.norm is None:
+            return h
         h = self.norm(h)
         head = self.tok_embeddings.weight if self.output is None else self.output.weight
+        if labels is None:
+            return F.linear(h, head)
         return lm_loss(h, head, labels, self.loss_chunks)
 
     @torch.no_grad()

@@ -1,6 +1,7 @@
 """One function per parallelism/memory concern, applied by `build.build_model` in this fixed order:
 
     1. build the model on the meta device        (model.Decoder / hf.build_hf_model)
+       pp > 1: cut it into this rank's pipeline chunks (pipeline.py); steps 2-7 apply per chunk
     2. apply_tp       tensor parallel: DTensor parallelize_module over the "tp" mesh dimension
     3. apply_float8   torchao convert_to_float8_training (fp8 recipes)
     4. apply_ac       activation checkpointing per policy (none/selective/full/partial/offload)
@@ -25,24 +26,33 @@ from torch import nn
 from trainplan.errors import TrainplanError
 
 
+MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
+
+
 def build_mesh(layout, world_size: int, device_type: str):
-    """The 3-D mesh (dp_replicate, dp_shard, tp). pp and cp are planner-only for now."""
+    """The 5-D mesh (pp, dp_replicate, dp_shard, cp, tp), pp outermost and tp innermost as in
+    torchtitan: tp's all-reduces stay on the fastest links, pp's point-to-point sends can cross
+    nodes. Dimensions of size 1 cost nothing."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    for k in ("pp", "cp", "ep"):
+    for k in ("cp", "ep"):
         if getattr(layout, k) > 1:
             raise TrainplanError(
                 f"the runtime does not implement {k} > 1 yet (plan has {k}={getattr(layout, k)}); "
-                "choose a plan with pp = cp = ep = 1"
+                f"choose a plan with {k} = 1"
             )
-    shape = (layout.dp_replicate, layout.dp_shard, layout.tp)
-    if shape[0] * shape[1] * shape[2] != world_size:
+    shape = tuple(getattr(layout, k) for k in MESH_DIMS)
+    n = 1
+    for v in shape:
+        n *= v
+    if n != world_size:
+        product = "*".join(str(v) for v in shape)
         raise TrainplanError(
-            f"the plan's layout needs dp_replicate*dp_shard*tp = {shape[0]}*{shape[1]}*{shape[2]} = "
-            f"{shape[0] * shape[1] * shape[2]} processes but {world_size} were started; start that many "
-            "(torchrun --nproc-per-node) or pass --fit-world to rescale dp_shard"
+            f"the plan's layout needs pp*dp_replicate*dp_shard*cp*tp = {product} = {n} processes but "
+            f"{world_size} were started; start that many (torchrun --nproc-per-node) or pass --fit-world "
+            "to rescale dp_shard"
         )
-    return init_device_mesh(device_type, shape, mesh_dim_names=("dp_replicate", "dp_shard", "tp"))
+    return init_device_mesh(device_type, shape, mesh_dim_names=MESH_DIMS)
 
 
 def blocks(model: nn.Module) -> list[tuple[str | int, nn.Module]]:

@@ -69,16 +69,23 @@ def train_step(model, optimizer, scheduler, scaler, data, step: int, grad_accum:
                forward_ctx, device) -> tuple[torch.Tensor, float, float]:
     """One optimizer step (0-based `step`): grad_accum micro-batches, unscale (fp16), clip, step.
     Returns (this rank's loss as a tensor, global grad norm, the lr used)."""
-    loss_sum = torch.zeros((), device=device, dtype=torch.float32)
-    for micro in range(grad_accum):
-        x, y = (t.to(device, non_blocking=True) for t in data.micro(step, micro))
-        with forward_ctx():
-            loss = model(x, y) / grad_accum
-        (scaler.scale(loss) if scaler is not None else loss).backward()
-        loss_sum += loss.detach()
+    pipe = getattr(model, "pipe", None)  # pp > 1: build.build_model attached the schedule
+    if pipe is not None:
+        # The schedule splits the rank's whole batch into grad_accum micro-batches itself.
+        pipe.scaler_ref[0] = scaler
+        xs, ys = zip(*(data.micro(step, micro) for micro in range(grad_accum)))
+        loss_sum = pipe.forward_backward(torch.cat(xs).to(device), torch.cat(ys).to(device), forward_ctx)
+    else:
+        loss_sum = torch.zeros((), device=device, dtype=torch.float32)
+        for micro in range(grad_accum):
+            x, y = (t.to(device, non_blocking=True) for t in data.micro(step, micro))
+            with forward_ctx():
+                loss = model(x, y) / grad_accum
+            (scaler.scale(loss) if scaler is not None else loss).backward()
+            loss_sum += loss.detach()
     if scaler is not None:
         scaler.unscale_(optimizer)
-    grad_norm = distributed.clip_grad_norm(model.parameters(), grad_clip)
+    grad_norm = distributed.clip_grad_norm(model.parameters(), grad_clip, pipe.group if pipe else None)
     if scaler is not None:
         scaler.step(optimizer)
         scaler.update()

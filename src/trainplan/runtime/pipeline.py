@@ -1,0 +1,173 @@
+"""Pipeline parallelism with torch.distributed.pipelining, for trainplan's own Decoder.
+
+The model is cut into pp * vp chunks of consecutive layers, the way the planner counts them
+(costs/steptime.py, costs/memory.py): chunk 0 also holds the embeddings, the last chunk the
+final norm and the LM head. Rank r of the pipeline holds chunks r, r + pp, r + 2 pp, ... (the
+"loop" placement of Narayanan et al. 2021, section 2.2, which the interleaved schedule needs).
+Each chunk is a Decoder with the parts it does not hold set to None (model.Decoder.forward
+documents how a stage runs), so parameter names are those of the whole model: checkpoints keep
+the whole model's keys, and init (runtime/init.py, seeded by name) gives every parameter the
+value it has without pipelining.
+
+Schedules (layout.pp_schedule; Narayanan et al. 2021 for 1F1B and interleaving, Huang et al.
+2019 for GPipe): 1f1b -> Schedule1F1B, gpipe -> ScheduleGPipe, interleaved -> ScheduleInterleaved1F1B
+(ScheduleLoopedBFS when the micro-batch count does not fit its rounds). The schedule splits each
+rank's batch of micro_batch * grad_accum sequences into grad_accum micro-batches (the plan's
+grad_accum counts micro-batches per stage) and scales gradients by 1/grad_accum, which makes the
+step the same mean loss as gradient accumulation without pipelining.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from trainplan.errors import TrainplanError
+
+
+def layer_ranges(num_layers: int, chunks: int) -> list[range]:
+    """Consecutive layer ranges for `chunks` pipeline chunks, the first ones one layer longer
+    when the layers do not divide evenly (the planner sizes a stage at ceil(layers / pp))."""
+    base, extra = divmod(num_layers, chunks)
+    out, start = [], 0
+    for c in range(chunks):
+        n = base + (1 if c < extra else 0)
+        out.append(range(start, start + n))
+        start += n
+    return out
+
+
+def stage_indices(pp_rank: int, pp: int, vp: int) -> list[int]:
+    """The chunks rank `pp_rank` runs: r, r + pp, ... (loop placement)."""
+    return [pp_rank + v * pp for v in range(vp)]
+
+
+def check_pipeline(layout, spec) -> None:
+    """Refuse what this pipeline does not run, with what to change."""
+    if spec.tied_embeddings:
+        raise TrainplanError(
+            f"pp={layout.pp} with tied embeddings ({spec.name}) is not implemented in the runtime: the "
+            "embedding (first stage) and the LM head (last stage) would have to share one weight across "
+            "ranks; use pp=1 for this model"
+        )
+    if layout.chunked_loss:
+        raise TrainplanError("chunked_loss with pp > 1 is not implemented in the runtime (the last stage "
+                             "returns full logits to the schedule's loss); set chunked_loss false or pp=1")
+    if layout.tp > 1 or layout.cp > 1:
+        raise TrainplanError("pp > 1 together with tp or cp > 1 is not implemented in the runtime; "
+                             "choose a plan with pp > 1 and tp = cp = 1, or pp = 1")
+
+
+def split_decoder(model: nn.Module, chunks: list[int], num_chunks: int) -> list[nn.Module]:
+    """The given chunks of a meta-device Decoder, each a pruned deep copy (cheap on meta)."""
+    ranges = layer_ranges(len(model.layers), num_chunks)
+    parts = []
+    for c in chunks:
+        part = copy.deepcopy(model)
+        keep = {str(i) for i in ranges[c]}
+        for key in list(part.layers.keys()):
+            if key not in keep:
+                del part.layers[key]
+        if c > 0:
+            part.tok_embeddings = None
+            part.pos_embeddings = None
+        if c < num_chunks - 1:
+            part.norm = None
+            part.output = None
+        parts.append(part)
+    return parts
+
+
+def rank_view(parts: list[nn.Module]) -> nn.Module:
+    """One module holding every parameter of this rank's chunks under the whole model's names
+    (the optimizer, gradient clipping and checkpoints see this); it shares the chunks' modules
+    and is never run."""
+    view = copy.deepcopy(parts[0]).to("meta")
+    view.layers = nn.ModuleDict({k: v for p in parts for k, v in p.layers.items()})
+    for name in ("tok_embeddings", "pos_embeddings", "norm", "output"):
+        setattr(view, name, next((getattr(p, name) for p in parts if getattr(p, name) is not None), None))
+    return view
+
+
+@dataclass
+class Pipeline:
+    """This rank's stages and schedule. `step` runs one optimizer step's forward and backward."""
+
+    schedule: object
+    stages: list
+    parts: list[nn.Module]
+    group: object  # the pp process group
+    is_last: bool
+    scaler_ref: list  # [fp16 grad scaler or None]: the loss is scaled before backward
+
+    def forward_backward(self, x: torch.Tensor, y: torch.Tensor, forward_ctx) -> torch.Tensor:
+        """Run the schedule on this data-parallel rank's whole batch; returns the mean loss over
+        its micro-batches, the same on every rank of the pipeline (a sum over the pp group, where
+        only the last stage holds losses)."""
+        losses: list = []  # the schedule's per-micro-batch loss_fn values (last stage only)
+        with forward_ctx():
+            if self.stages[0].is_first:
+                self.schedule.step(x, target=y, losses=losses, return_outputs=False)
+            else:
+                self.schedule.step(target=y, losses=losses, return_outputs=False)
+        if self.is_last:
+            scaler = self.scaler_ref[0]
+            loss = torch.stack([t.detach() for t in losses]).mean().float()
+            if scaler is not None:  # loss_fn returned the fp16-scaled loss
+                loss = loss / scaler.get_scale()
+        else:
+            loss = torch.zeros((), device=x.device, dtype=torch.float32)
+        torch.distributed.all_reduce(loss, group=self.group)
+        return loss
+
+
+def make_schedule(layout, stages, loss_fn):
+    from torch.distributed.pipelining import (
+        Schedule1F1B,
+        ScheduleGPipe,
+        ScheduleInterleaved1F1B,
+        ScheduleLoopedBFS,
+    )
+
+    n = layout.grad_accum
+    if layout.pp_schedule == "gpipe":
+        return ScheduleGPipe(stages[0], n, loss_fn=loss_fn)
+    if layout.pp_schedule == "1f1b" and layout.vp == 1:
+        return Schedule1F1B(stages[0], n, loss_fn=loss_fn)
+    # interleaved: the flexible Interleaved1F1B needs grad_accum to be a multiple of its rounds
+    # (max(1, grad_accum // pp)); otherwise breadth-first looping runs any count.
+    rounds = max(1, n // layout.pp)
+    if n % rounds == 0:
+        return ScheduleInterleaved1F1B(stages, n, loss_fn=loss_fn)
+    return ScheduleLoopedBFS(stages, n, loss_fn=loss_fn)
+
+
+def build_pipeline(model: nn.Module, layout, pp_mesh, device: torch.device):
+    """Cut a meta-device Decoder into this rank's chunks. Returns (chunks, make) where make()
+    builds the PipelineStages and the schedule once the chunks hold real weights (after FSDP and
+    init)."""
+    pp, vp = layout.pp, layout.vp
+    pp_rank = pp_mesh.get_local_rank()
+    chunks = stage_indices(pp_rank, pp, vp)
+    parts = split_decoder(model, chunks, pp * vp)
+    scaler_ref: list = [None]  # the fp16 grad scaler, set by the trainer (Pipeline.scaler_ref)
+
+    def loss_fn(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        # The same fp32 cross-entropy as loss.lm_loss; the schedule averages over micro-batches.
+        loss = F.cross_entropy(logits.float().flatten(0, -2), labels.flatten())
+        scaler = scaler_ref[0]
+        return scaler.scale(loss) if scaler is not None else loss
+
+    def make() -> Pipeline:
+        from torch.distributed.pipelining import PipelineStage
+
+        group = pp_mesh.get_group()
+        stages = [PipelineStage(part, c, pp * vp, device, group=group) for part, c in zip(parts, chunks)]
+        schedule = make_schedule(layout, stages, loss_fn)
+        return Pipeline(schedule, stages, parts, group, chunks[-1] == pp * vp - 1, scaler_ref)
+
+    return parts, make

@@ -31,7 +31,8 @@ def test_text_output_has_every_section(cli):
 
 
 @pytest.mark.parametrize("args,msg", [
-    (("--tp", "3"), "tp*pp*cp*dp_replicate = 3 does not divide the 8 GPUs"),
+    (("--tp", "3"), "tp=3 does not divide the 64 attention heads of llama-3.1-70b"),
+    (("--tp", "2", "--dp-shard", "2"), "= 4 GPUs but the cluster has 8"),
     (("--global-batch", "12"), "global batch 12 is not a multiple of micro_batch*dp = 1*8"),
     (("--precision", "fp8_rowwise", "--instance", "ml.p4d.24xlarge"), "needs fp8 tensor cores"),
     (("--ep", "2",), "ep=2 but llama-3.1-70b has no experts"),

@@ -3,86 +3,25 @@ explicit layout."""
 
 from __future__ import annotations
 
+from trainplan.commands._layout_args import add_layout_arguments, job_and_layout
+
 NAME = "estimate"
 HELP = "Estimate step time, communication, throughput, MFU, cost and memory for one explicit layout."
 
 
 def add_arguments(p) -> None:
-    from trainplan.commands._common import positive_int, tokens
-    from trainplan.layout import AC_MODES, PP_SCHEDULES, SHARDING
+    from trainplan.commands._common import tokens
 
-    p.add_argument("--model", default="llama-3.1-70b", help="catalog name or HF config.json path")
-    p.add_argument("--instance", default="ml.p6-b200.48xlarge")
-    p.add_argument("--nodes", type=positive_int, default=1)
-    p.add_argument("--seq-len", type=positive_int, default=8192)
-    p.add_argument("--global-batch", type=positive_int, default=None,
-                   help="sequences per step (default: micro-batch x data-parallel degree)")
-    p.add_argument("--precision", default="bf16")
-    p.add_argument("--ac", default="full", choices=AC_MODES)
-    p.add_argument("--ac-layers", type=int, default=0)
-    p.add_argument("--micro-batch", type=positive_int, default=1)
-    p.add_argument("--dp-replicate", type=positive_int, default=1)
-    p.add_argument("--dp-shard", type=positive_int, default=None,
-                   help="default: the GPUs left after tp*pp*cp*dp_replicate")
-    p.add_argument("--sharding", default="fsdp", choices=SHARDING)
-    p.add_argument("--tp", type=positive_int, default=1)
-    p.add_argument("--no-sequence-parallel", action="store_true")
-    p.add_argument("--pp", type=positive_int, default=1)
-    p.add_argument("--pp-schedule", default=None, choices=PP_SCHEDULES)
-    p.add_argument("--vp", type=positive_int, default=1)
-    p.add_argument("--cp", type=positive_int, default=1)
-    p.add_argument("--ep", type=positive_int, default=1)
-    p.add_argument("--fp8-allgather", action="store_true")
-    p.add_argument("--chunked-loss", action="store_true")
-    p.add_argument("--optimizer-offload", action="store_true", help="optimizer states in host memory")
-    p.add_argument("--no-flash-attention", action="store_true", help="materialised s x s attention scores")
-    p.add_argument("--torch-compile", action="store_true")
+    add_layout_arguments(p)
     p.add_argument("--tokens", type=tokens, default=0, help="token budget, e.g. 15T, 300B")
     p.add_argument("--price", type=float, default=None, help="USD per node-hour (overrides the catalog)")
     p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def build(args):
     """(job, layout) from the flags, checked."""
-    from trainplan.errors import TrainplanError
-    from trainplan.hardware import Cluster, find_node, with_price
-    from trainplan.job import Job, Workload
-    from trainplan.layout import Layout, check_layout
-    from trainplan.models import resolve
-
-    node = find_node(args.instance)
-    if args.price is not None:
-        node = with_price(node, args.price)
-    cluster = Cluster(node, args.nodes)
-    model = resolve(args.model)
-    fixed = args.tp * args.pp * args.cp * args.dp_replicate
-    if cluster.num_gpus % fixed:
-        raise TrainplanError(
-            f"tp*pp*cp*dp_replicate = {fixed} does not divide the {cluster.num_gpus} GPUs of the cluster"
-        )
-    shard = args.dp_shard or cluster.num_gpus // fixed
-    dp_rep, sharding = args.dp_replicate, args.sharding
-    if sharding == "none" and args.dp_shard is None:
-        dp_rep, shard = dp_rep * shard, 1
-    dp = dp_rep * shard
-    gb = args.global_batch or args.micro_batch * dp
-    if gb % (args.micro_batch * dp):
-        raise TrainplanError(
-            f"global batch {gb} is not a multiple of micro_batch*dp = {args.micro_batch}*{dp}"
-        )
-    schedule = args.pp_schedule or ("interleaved" if args.vp > 1 else "1f1b")
-    layout = Layout(
-        precision=args.precision, ac=args.ac, ac_layers=args.ac_layers, micro_batch=args.micro_batch,
-        grad_accum=gb // (args.micro_batch * dp), dp_replicate=dp_rep, dp_shard=shard, sharding=sharding,
-        tp=args.tp, sequence_parallel=not args.no_sequence_parallel, pp=args.pp, pp_schedule=schedule,
-        vp=args.vp, cp=args.cp, ep=args.ep, fp8_allgather=args.fp8_allgather, chunked_loss=args.chunked_loss,
-        optimizer_offload=args.optimizer_offload, flash_attention=not args.no_flash_attention,
-        torch_compile=args.torch_compile,
-    )
-    job = Job(model, cluster, Workload(seq_len=args.seq_len, global_batch=gb, tokens=args.tokens))
-    check_layout(job, layout)
-    return job, layout
+    return job_and_layout(args, tokens=args.tokens, price=args.price)
 
 
 def run(args) -> int:

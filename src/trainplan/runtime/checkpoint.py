@@ -59,10 +59,19 @@ def _set_rng_state(s: dict) -> None:
         torch.cuda.set_rng_state(s["cuda"])
 
 
+def _options():
+    # Optimizer state keyed by parameter name, one entry per parameter: ranks that hold different
+    # parameters (pipeline stages) each save their own param-group settings, where the nested
+    # form would keep only rank 0's group list (DCP dedups non-tensor values by key).
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(flatten_optimizer_state_dict=True)
+
+
 def _app_state(model, optimizer) -> dict:
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    model_sd, optim_sd = get_state_dict(model, optimizer)
+    model_sd, optim_sd = get_state_dict(model, optimizer, options=_options())
     return {"model": model_sd, "optim": optim_sd}
 
 
@@ -124,7 +133,8 @@ def load(path: str | Path, model, optimizer, scheduler, scaler=None) -> int:
     path = Path(path)
     state = _app_state(model, optimizer)
     dcp.load(state, checkpoint_id=str(path))
-    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
+                   options=_options())
     rank = dist.get_rank()
     extras_file = path / f"extras-rank{rank}.pt"
     if not extras_file.is_file():  # resumed on a different world size: rank 0's schedule and RNG

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainplan.calibration.profile import Profile
-from trainplan.costs.flops import ModelFlops, keys_per_query
+from trainplan.costs.flops import MEGATRON_FAMILY, ModelFlops, keys_per_query, layer_recompute
 from trainplan.hardware.types import GPUSpec
 from trainplan.models.spec import ModelSpec
 
@@ -73,8 +73,9 @@ BWD_BYTES_RATIO = 2.0
 FP8_CAST_BYTES = {"eager": (5 + 2, 5 + 2), "fused": (1 + 2, 1 + 2)}  # (per K elem, per N elem)
 # Weight cast per micro-batch: amax read 2 B, read 2 B, write fp8 1 B and its transpose 1 B.
 FP8_WEIGHT_BYTES = 6.0
-# Frameworks whose element-wise kernels are fused (Transformer Engine, Apex) without torch.compile.
-FUSED_FRAMEWORKS = frozenset({"megatron", "nemo", "megatron_bridge"})
+# Frameworks whose element-wise kernels are fused (Transformer Engine, Apex) without torch.compile:
+# the Megatron-Core family, the same set whose checkpointing flops.py steps 9 and 12 describe.
+FUSED_FRAMEWORKS = MEGATRON_FAMILY
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,13 +139,20 @@ def microbatch_compute(
     m: ModelSpec, mf: ModelFlops, gpu: GPUSpec, prof: Profile, *, gemm_dtype: str, tokens: float,
     seq_len: int, tp: int, ep: int, layers_on_stage: float, head_on_stage: bool, recompute_frac: float,
     selective: bool, fp8: bool, flash: bool = True, fused: bool = False, compiled_loss: bool = False,
-    te_attention: bool = False,
+    te_attention: bool = False, family: str = "pytorch",
 ) -> MicrobatchCompute:
     """`tokens` = tokens of the micro-batch on this GPU (micro_batch * seq_len / cp).
 
+    `recompute_frac`: share of the stage's layers fully checkpointed; with `selective` the other
+    layers run the selective policy. What a checkpointed layer re-runs depends on the framework
+    `family` (flops.layer_recompute, flops.py steps 9-12): each re-run GEMM is charged at its own
+    shape's rate, the attention core at its kernel's forward rate.
     `fused`: element-wise ops run as fused kernels (torch.compile or a TE-based framework).
     `te_attention`: Transformer Engine's attention (cuDNN / FA3-class) rather than PyTorch SDPA (FA2).
     """
+    policies = [(p, share) for p, share in (("full", recompute_frac),
+                                             ("selective", (1.0 - recompute_frac) if selective else 0.0))
+                if share > 0]
     native = te_attention or gpu.arch in NATIVE_ATTENTION_ARCHS
     scale = layers_on_stage / mf.num_layers
     bf16 = gemm_rate(gpu, "bf16", prof)
@@ -153,10 +161,12 @@ def microbatch_compute(
     cast_k, cast_n = FP8_CAST_BYTES["fused" if fused else "eager"]
     head_dim = m.head_dim if m.mla is None else m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim
     gemm_fwd = attn_fwd = attn_bwd = ng_fwd_bytes = cast_bytes = flops_fwd = 0.0
+    rec_time = rec_flops = rec_ng_bytes = 0.0  # recompute: seconds (GEMM + attention), FLOPs, HBM bytes
     for kind in mf.layers:
         count = kind.count * scale
         is_moe = any(g[3] == "expert" for g in kind.gemms)
-        for k, n, c, what in kind.gemms:
+        rec = [(share, layer_recompute(kind, p, family)) for p, share in policies]
+        for i, (k, n, c, what) in enumerate(kind.gemms):
             row = n == m.hidden_size  # row-parallel (output to the residual stream): K is split
             kk, nn = (k / tp, n) if row else (k, n / tp)
             mm = tokens * c * ep / m.moe.num_experts if what == "expert" else tokens  # balanced routing
@@ -164,6 +174,9 @@ def microbatch_compute(
             eff = shape_eff(mm, kk, nn, d) * (prof.moe_gemm_eff if what == "expert" else 1.0)
             gemm_fwd += count * f / (rate * eff)
             flops_fwd += count * f
+            for share, r in rec:
+                rec_time += share * r.gemms[i] * count * f / (rate * eff)
+                rec_flops += share * r.gemms[i] * count * f
             if fp8:  # quantisation terms (module docstring); weights once per micro-batch
                 n_w = m.moe.num_experts / ep if what == "expert" else c  # weight matrices held here
                 cast_bytes += count * (n_w * kk * nn * FP8_WEIGHT_BYTES + tokens * c * (kk * cast_k + nn * cast_n))
@@ -173,12 +186,17 @@ def microbatch_compute(
         attn_fwd += af / a_rate
         attn_bwd += FA_BWD_FLOP_RATIO * af / (a_rate * FA_BWD_RATE_RATIO)
         flops_fwd += af
-        ng_fwd_bytes += count * tokens * _layer_nongemm_bytes(m, kind.gemms, is_moe, fused, tp)
+        layer_ng = count * tokens * _layer_nongemm_bytes(m, kind.gemms, is_moe, fused, tp)
+        scores = 0.0
         if not flash:  # materialised scores: the full s x s is written, soft-maxed (read + write), read
             heads = m.num_heads / tp
-            ng_fwd_bytes += count * tokens * heads * keys_per_query(seq_len, kind.window, causal=False) * 4 * BF16_BYTES
-    layers_fwd = gemm_fwd + attn_fwd  # for recompute (the head is never recomputed)
-    layers_flops_fwd = flops_fwd
+            scores = count * tokens * heads * keys_per_query(seq_len, kind.window, causal=False) * 4 * BF16_BYTES
+        ng_fwd_bytes += layer_ng + scores
+        for share, r in rec:
+            rec_time += share * r.attention * af / a_rate
+            rec_flops += share * r.attention * af
+            # the materialised softmax belongs to the attention core (what Megatron's selective re-runs)
+            rec_ng_bytes += share * (r.nongemm * layer_ng + max(r.nongemm, r.attention) * scores)
     layers_ng_fwd = ng_fwd_bytes
     loss_bytes = 0.0
     if head_on_stage:
@@ -193,10 +211,7 @@ def microbatch_compute(
     # forward bytes x (1 + BWD_BYTES_RATIO); fp8 cast bytes are already forward + backward
     nongemm = (ng_layers_fwd * (1 + BWD_BYTES_RATIO)) + (loss_bytes + cast_bytes) / bw
     ng_fwd = ng_layers_fwd + loss_bytes / bw / 2
-    recompute = recompute_frac * (layers_fwd + ng_layers_fwd)
-    if selective and recompute_frac < 1.0:
-        recompute += (1.0 - recompute_frac) * attn_fwd  # Megatron: attention core re-run
-    rec_flops = recompute_frac * layers_flops_fwd
+    recompute = rec_time + rec_ng_bytes / bw  # the LM head is never re-run
     return MicrobatchCompute(
         gemm=3 * gemm_fwd, attention=attn_fwd + attn_bwd, nongemm=nongemm, recompute=recompute,
         forward=gemm_fwd + attn_fwd + ng_fwd, model_flops=3 * flops_fwd,

@@ -24,9 +24,39 @@ Derivation, per token of a sequence of length s, one layer, forward pass:
   7. Backward = 2 x forward (grad w.r.t. inputs and grad w.r.t. weights, each a matmul of the same
      size; the attention core's backward also does 2 x its forward: dQ, dK, dV with a recomputed
      P in flash attention are counted as recompute-free here, as all published MFU conventions do).
-  8. Step = 3 x forward x tokens. Recompute adds forward work again: full checkpointing re-runs
-     each layer's forward (not the LM head); Megatron's selective recompute re-runs the attention
-     core (Korthikanti et al. 2022 sec. 4.2); `partial` re-runs ac_layers of each stage's layers.
+  8. Step = 3 x forward x tokens. Recompute adds forward work again, and how much depends on the
+     policy and on the framework family that runs it (`layer_recompute`, steps 9-12 below);
+     `partial` applies full checkpointing to ac_layers of each stage's layers, none to the rest.
+
+Recompute (hardware FLOPs, and the time compute.py charges for it), per checkpointed layer:
+  9. Megatron family (megatron, nemo, megatron_bridge), full (`recompute_granularity=full`, method
+     uniform): `tensor_parallel.checkpoint` (megatron/core/tensor_parallel/random.py,
+     CheckpointFunction) runs the layers under no_grad and, in backward, calls the wrapped forward
+     again as a whole: every GEMM, the attention core and the element-wise work re-run.
+ 10. PyTorch family (torchtitan, FSDP/HF, Composer, KempnerForge, fms: non-reentrant
+     `torch.utils.checkpoint`), full: the re-run forward stops as soon as the last tensor backward
+     needs has been rebuilt, so the work after it never runs again. In a dense layer that is the
+     MLP down projection (its input is what backward needs; its output only feeds the residual add).
+     A MoE layer scales the routed experts' outputs by the router scores after the down projection,
+     and that product's backward needs them: the whole MoE layer is re-run. Traced (`trainplan trace
+     --model llama-3.1-8b --seq-len 8192 --micro-batch 1 --ac full`): 8.36e13 matmul FLOP re-run,
+     exactly the layers' matmuls less w2 (1.14e14 with w2).
+ 11. PyTorch family, selective = torchtitan's per-op policy (torchtitan/distributed/
+     activation_checkpoint.py, `_custom_policy` with its mm counter): the outputs of attention and of
+     the 1st, 3rd, 5th... `aten.mm` of a layer are saved; the 2nd, 4th, ... matmuls are re-run with
+     all element-wise ops. In Llama execution order (q, k, v, o, gate, up, down) that re-runs k, o
+     and up; attention is not re-run. Routed experts run as grouped GEMMs, which the counter does not
+     count and the policy saves. Traced (`--ac selective`, same model): 4.18e13 matmul FLOP, 0
+     attention.
+ 12. Megatron family, selective (default `recompute_modules=["core_attn"]`, Korthikanti et al. 2022
+     sec. 4.2): the attention core softmax(QK^T)V is re-run, once per layer, as a forward; with a
+     fused (flash) kernel its backward recomputes the probabilities on its own anyway (counted in
+     compute.FA_BWD_FLOP_RATIO), so the checkpoint adds exactly one forward attention kernel.
+ 13. Attention FLOPs stay causal here (steps 3, 7), in model FLOPs (the MFU convention) and in the
+     recompute: flash kernels skip the fully masked blocks, so causal is what they execute.
+     torch.utils.flop_counter counts s x s and a 2.5x flash backward; `trainplan trace` numbers are
+     compared with `causal=False` (the forward attention of the trace above, 3.52e13, is
+     attention_per_token(8192, causal=False) x 8192 tokens).
 """
 
 from __future__ import annotations
@@ -50,6 +80,10 @@ class LayerFlops:
     attn_pair_flops: int  # FLOP per (query, key) pair, all heads: 2*heads*(d_qk + d_v)
     window: int | None  # sliding window (keys per query) or None
     count: int  # how many layers of this kind
+    # Per GEMM, the output widths of the separate matmuls it stands for, in the execution order of
+    # the reference (torchtitan / Hugging Face) code: q, k, v for a fused qkv; gate, up for a fused
+    # gate/up. Empty for routed experts (grouped GEMMs). Used by the per-op selective policy (step 11).
+    parts: tuple[tuple[int, ...], ...] = ()
 
     @property
     def linear_per_token(self) -> int:
@@ -88,6 +122,12 @@ def keys_per_query(s: int, window: int | None, causal: bool = True) -> float:
     return (window * s - window * window / 2.0) / s
 
 
+def _parts(gemms, split: dict | None = None) -> tuple[tuple[int, ...], ...]:
+    """Matmuls behind each GEMM (LayerFlops.parts): one each, unless `split` (index -> widths)."""
+    split = split or {}
+    return tuple(split.get(i, (() if g[3] == "expert" else (g[1],))) for i, g in enumerate(gemms))
+
+
 def _attention_gemms(m: ModelSpec) -> tuple[tuple[tuple[int, int, int, str], ...], int]:
     h = m.hidden_size
     if m.mla is not None:
@@ -111,6 +151,18 @@ def _mlp_gemms(m: ModelSpec, ff: int, count: int, kind: str) -> tuple[tuple[int,
     return ((h, up, count, kind), (ff, h, count, kind))
 
 
+def _layer_parts(m: ModelSpec, gemms) -> tuple[tuple[int, ...], ...]:
+    """Split the fused qkv and gate/up GEMMs into the matmuls the reference code runs."""
+    split = {}
+    if m.mla is None:
+        split[0] = (m.q_dim, m.kv_dim, m.kv_dim)
+    for i, (k, n, _, kind) in enumerate(gemms):
+        if kind == "mlp" and m.gated_mlp and k == m.hidden_size and n % 2 == 0 and i + 1 < len(gemms) \
+                and gemms[i + 1][0] * 2 == n:
+            split[i] = (n // 2, n // 2)
+    return _parts(gemms, split)
+
+
 @functools.lru_cache(maxsize=256)
 def model_flops(m: ModelSpec) -> ModelFlops:
     attn, pair = _attention_gemms(m)
@@ -120,10 +172,11 @@ def model_flops(m: ModelSpec) -> ModelFlops:
     def add(gemms, count):
         # Split a kind into its sliding-window and full-attention layers (Gemma, gpt-oss).
         win = min(windowed, count)
+        parts = _layer_parts(m, gemms)
         if win:
-            kinds.append(LayerFlops(gemms, pair, m.sliding_window, win))
+            kinds.append(LayerFlops(gemms, pair, m.sliding_window, win, parts))
         if count - win:
-            kinds.append(LayerFlops(gemms, pair, None, count - win))
+            kinds.append(LayerFlops(gemms, pair, None, count - win, parts))
         return win
 
     dense = m.num_dense_layers
@@ -153,3 +206,92 @@ def megatron_flops_per_step(batch: int, seq_len: int, layers: int, hidden: int, 
     72 B s l h^2 (1 + s/(6h) + V/(12 l h)), a GPT with a 4h GELU MLP and full (non-causal) attention."""
     B, s, l, h, V = batch, seq_len, layers, hidden, vocab
     return 72.0 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
+
+
+# Frameworks whose activation checkpointing is Megatron-Core's (steps 9 and 12); every other
+# framework checkpoints with torch.utils.checkpoint, non-reentrant (steps 10 and 11).
+MEGATRON_FAMILY = frozenset({"megatron", "nemo", "megatron_bridge"})
+FAMILIES = ("pytorch", "megatron")
+
+
+def ac_family(framework: str) -> str:
+    """'megatron' for Megatron-Core based frameworks, 'pytorch' for the others (and for trainplan's
+    own runtime, which uses torch.utils.checkpoint)."""
+    return "megatron" if framework in MEGATRON_FAMILY else "pytorch"
+
+
+@dataclass(frozen=True, slots=True)
+class LayerRecompute:
+    """What one checkpointed layer re-runs in backward: the fraction of each GEMM of
+    LayerFlops.gemms, of the attention core's forward and of the layer's forward element-wise work."""
+
+    gemms: tuple[float, ...]
+    attention: float
+    nongemm: float
+
+
+def _sac_fractions(kind: LayerFlops) -> tuple[float, ...]:
+    """Step 11: fraction of each GEMM's FLOPs that the per-op policy re-runs (every 2nd matmul)."""
+    out, n_mm = [], 0
+    for parts in kind.parts:
+        if not parts:  # grouped GEMM: saved, not counted
+            out.append(0.0)
+            continue
+        rerun = 0
+        for width in parts:
+            n_mm += 1
+            rerun += width if n_mm % 2 == 0 else 0
+        out.append(rerun / sum(parts))
+    return tuple(out)
+
+
+def layer_recompute(kind: LayerFlops, policy: str, family: str) -> LayerRecompute:
+    """Recompute of one layer under a per-layer policy ('none', 'selective', 'full'; 'offload' checkpoints
+    like 'full') in a framework family (FAMILIES), steps 9-12."""
+    n = len(kind.gemms)
+    if policy in ("full", "offload"):
+        frac = [1.0] * n
+        is_moe = any(g[3] == "expert" for g in kind.gemms)
+        if family == "pytorch" and not is_moe:
+            frac[-1] = 0.0  # step 10: the down projection, the layer's last matmul
+        return LayerRecompute(tuple(frac), 1.0, 1.0)
+    if policy == "selective":
+        if family == "megatron":
+            return LayerRecompute((0.0,) * n, 1.0, 0.0)  # step 12
+        return LayerRecompute(_sac_fractions(kind) if kind.parts else (0.0,) * n, 0.0, 1.0)  # step 11
+    return LayerRecompute((0.0,) * n, 0.0, 0.0)
+
+
+def layer_policies(ac: str, ac_layers: int, layers_per_stage: int) -> tuple[tuple[str, float], ...]:
+    """(per-layer policy, fraction of a stage's layers under it) for a layout's ac setting."""
+    if ac in ("full", "offload", "selective"):
+        return ((ac, 1.0),)
+    if ac == "partial":
+        f = recompute_fraction(ac, ac_layers, layers_per_stage)
+        return (("full", f), ("none", 1.0 - f))
+    return (("none", 1.0),)
+
+
+@dataclass(frozen=True, slots=True)
+class RecomputeFlops:
+    """Forward FLOPs re-run per trained token, all layers: matmuls and attention core."""
+
+    linear: float
+    attention: float
+
+    @property
+    def total(self) -> float:
+        return self.linear + self.attention
+
+
+def recompute_per_token(mf: ModelFlops, seq_len: int, ac: str, family: str, ac_layers: int = 0,
+                        causal: bool = True) -> RecomputeFlops:
+    """Recompute FLOPs per token of a whole model (one stage = all layers) for a layout's ac setting."""
+    linear = attention = 0.0
+    for policy, share in layer_policies(ac, ac_layers, mf.num_layers):
+        for kind in mf.layers:
+            r = layer_recompute(kind, policy, family)
+            linear += share * kind.count * sum(2 * k * n * c * f for (k, n, c, _), f in zip(kind.gemms, r.gemms))
+            attention += share * kind.count * r.attention * kind.attn_pair_flops * keys_per_query(
+                seq_len, kind.window, causal)
+    return RecomputeFlops(linear, attention)

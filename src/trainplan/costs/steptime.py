@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from trainplan.calibration.profile import Profile
 from trainplan.costs.comm import CommEntry, Span, bytes_on_wire, collective_time, span, tier_name
 from trainplan.costs.compute import FUSED_FRAMEWORKS, MicrobatchCompute, microbatch_compute
-from trainplan.costs.flops import model_flops, recompute_fraction
+from trainplan.costs.flops import ac_family, model_flops, recompute_fraction
 from trainplan.job import Job
 from trainplan.layout import Layout
 from trainplan.models.params import count_params
@@ -94,7 +94,7 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
         layers_on_stage=layers_stage, head_on_stage=True, recompute_frac=r,
         selective=L.ac == "selective", fp8=rec.fp8, flash=L.flash_attention,
         fused=L.torch_compile or prof.framework in FUSED_FRAMEWORKS, compiled_loss=L.compiled_loss,
-        te_attention=prof.framework in FUSED_FRAMEWORKS,
+        te_attention=prof.framework in FUSED_FRAMEWORKS, family=ac_family(prof.framework),
     )
     n_mb = L.grad_accum
     fwd, bwd = mb.forward, mb.total - mb.forward

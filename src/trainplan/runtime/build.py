@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from trainplan.errors import TrainplanError
-from trainplan.runtime import parallel
+from trainplan.runtime import context, parallel
 from trainplan.runtime.init import fill
 from trainplan.runtime.loss import lm_loss
 from trainplan.runtime.model import Decoder
@@ -89,8 +89,12 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
         with torch.device("meta"):
             model = Decoder(spec, plan.job.workload.seq_len)
     model.loss_chunks = 8 if layout.chunked_loss else 1
+    context.check_context_parallel(layout, plan.job.workload.seq_len, device.type, use_hf)
     if layout.pp == 1:
-        return _parallelize(model, plan, mesh, device), mesh.size() > 1
+        model = _parallelize(model, plan, mesh, device)
+        # cp > 1: trainer.train_step runs each micro-batch inside context.sequence_shard(cp_mesh).
+        model.cp_mesh = mesh["cp"] if layout.cp > 1 else None
+        return model, mesh.size() > 1
 
     from trainplan.runtime import pipeline
 

@@ -27,10 +27,14 @@ def _norm(spec: ModelSpec, dim: int) -> nn.Module:
     return nn.RMSNorm(dim, eps=1e-6)
 
 
-def rope_tables(head_dim: int, seq_len: int, theta: float = 500000.0, device=None):
-    """cos/sin tables for rotary embeddings (Su et al. 2021, RoFormer, eq. 34), shape (seq, head_dim/2)."""
+def rope_tables(head_dim: int, seq_len: int, theta: float = 500000.0, device=None, positions=None):
+    """cos/sin tables for rotary embeddings (Su et al. 2021, RoFormer, eq. 34), shape (seq, head_dim/2),
+    at positions 0..seq_len-1 or at the given `positions` (a context-parallel shard's own)."""
     inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
-    t = torch.arange(seq_len, device=device, dtype=torch.float32)
+    if positions is not None:
+        t = positions.to(torch.float32)
+    else:
+        t = torch.arange(seq_len, device=device, dtype=torch.float32)
     freqs = torch.outer(t, inv)
     return freqs.cos(), freqs.sin()
 
@@ -167,14 +171,17 @@ class Decoder(nn.Module):
         self.output = None if spec.tied_embeddings else nn.Linear(spec.hidden_size, spec.vocab_size, bias=False)
         self.loss_chunks = 1  # set by apply_loss (layout.chunked_loss)
 
-    def forward(self, tokens: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, labels: torch.Tensor | None = None,
+                positions: torch.Tensor | None = None) -> torch.Tensor:
         """Mean next-token cross-entropy over the batch. The LM head runs inside forward (so FSDP
         has the weights gathered), chunked over the sequence when `loss_chunks` > 1.
 
         A pipeline stage (runtime/pipeline.py) is a Decoder with the parts it does not hold set to
         None: without `tok_embeddings` the input is the previous stage's hidden state, without
         `norm` the output is this stage's hidden state, and without labels the last stage returns
-        the logits (the schedule's loss_fn takes the loss)."""
+        the logits (the schedule's loss_fn takes the loss). `positions`: the absolute positions of
+        the sequence entries (context parallel: each rank holds a load-balanced part of the
+        sequence, runtime/context.py); default 0..seq-1."""
         if self.tok_embeddings is not None:
             h = self.tok_embeddings(tokens)
         else:
@@ -182,11 +189,11 @@ class Decoder(nn.Module):
         s = h.shape[1]
         rope = None
         if self.pos_embeddings is not None:
-            h = h + self.pos_embeddings(torch.arange(s, device=h.device))[None]
+            h = h + self.pos_embeddings(positions if positions is not None else torch.arange(s, device=h.device))[None]
         elif self.spec.position_embedding != "learned":
             # Tables are recomputed per step (cheap next to the GEMMs) rather than kept as buffers,
             # so that meta-device construction and checkpoint keys stay free of non-parameters.
-            rope = rope_tables(self.spec.head_dim, s, device=h.device)
+            rope = rope_tables(self.spec.head_dim, s, device=h.device, positions=positions)
         for block in self.layers.values():
             h = block(h, rope)
         if self.norm is None:

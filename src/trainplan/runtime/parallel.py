@@ -25,7 +25,6 @@ from torch import nn
 
 from trainplan.errors import TrainplanError
 
-
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 
 
@@ -35,12 +34,10 @@ def build_mesh(layout, world_size: int, device_type: str):
     nodes. Dimensions of size 1 cost nothing."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    for k in ("cp", "ep"):
-        if getattr(layout, k) > 1:
-            raise TrainplanError(
-                f"the runtime does not implement {k} > 1 yet (plan has {k}={getattr(layout, k)}); "
-                f"choose a plan with {k} = 1"
-            )
+    if layout.ep > 1:
+        raise TrainplanError(
+            f"the runtime does not implement ep > 1 yet (plan has ep={layout.ep}); choose a plan with ep = 1"
+        )
     shape = tuple(getattr(layout, k) for k in MESH_DIMS)
     n = 1
     for v in shape:
@@ -250,7 +247,15 @@ def apply_fsdp(model: nn.Module, dp_mesh, precision: str, sharding: str) -> None
 
 
 def fsdp_mesh(mesh):
-    """The data-parallel sub-mesh FSDP shards over: 2-D for HSDP, 1-D otherwise."""
+    """The data-parallel sub-mesh FSDP shards over: 2-D for HSDP, 1-D otherwise. With context
+    parallelism the cp ranks hold the same weights and see different tokens, so they join the
+    shard group (dp_shard x cp flattened, as torchtitan): FSDP's gradient average then covers them."""
+    if mesh["cp"].size() > 1:
+        flat = mesh["dp_shard", "cp"]._flatten("dp_shard_cp")  # idempotent for the same name
+        if mesh["dp_replicate"].size() > 1:
+            # Slicing a flattened dim from the root works in torch 2.13 (with a deprecation warning).
+            return mesh["dp_replicate", "dp_shard_cp"]
+        return flat
     if mesh["dp_replicate"].size() > 1:
         return mesh["dp_replicate", "dp_shard"]
     return mesh["dp_shard"]

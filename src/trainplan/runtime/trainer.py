@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from trainplan.errors import TrainplanError
-from trainplan.runtime import checkpoint, distributed, metrics, parallel
+from trainplan.runtime import checkpoint, context, distributed, metrics, parallel
 from trainplan.runtime.build import build_model
 from trainplan.runtime.data import make_batches
 from trainplan.runtime.fit import fit_to_world
@@ -77,11 +77,13 @@ def train_step(model, optimizer, scheduler, scaler, data, step: int, grad_accum:
         loss_sum = pipe.forward_backward(torch.cat(xs).to(device), torch.cat(ys).to(device), forward_ctx)
     else:
         loss_sum = torch.zeros((), device=device, dtype=torch.float32)
+        cp_mesh = getattr(model, "cp_mesh", None)  # cp > 1: this rank's part of each sequence
         for micro in range(grad_accum):
             x, y = (t.to(device, non_blocking=True) for t in data.micro(step, micro))
-            with forward_ctx():
-                loss = model(x, y) / grad_accum
-            (scaler.scale(loss) if scaler is not None else loss).backward()
+            with context.sequence_shard(cp_mesh, x, y) as extra:
+                with forward_ctx():
+                    loss = model(x, y, **extra) / grad_accum
+                (scaler.scale(loss) if scaler is not None else loss).backward()
             loss_sum += loss.detach()
     if scaler is not None:
         scaler.unscale_(optimizer)

@@ -111,3 +111,36 @@ def test_offload_recomputes_like_full_and_none_recomputes_nothing():
     assert layer_recompute(kind, "offload", "pytorch") == layer_recompute(kind, "full", "pytorch")
     none = layer_recompute(kind, "none", "pytorch")
     assert sum(none.gemms) == none.attention == none.nongemm == 0.0
+
+
+def _mb(framework_family, **kw):
+    from trainplan.calibration.profile import Profile
+    from trainplan.costs.compute import microbatch_compute
+    from trainplan.hardware import find_gpu
+
+    m = resolve("llama-3.1-8b")
+    args = {"gemm_dtype": "bf16", "tokens": LLAMA_S, "seq_len": LLAMA_S, "tp": 1, "ep": 1,
+            "layers_on_stage": m.num_layers, "head_on_stage": True, "recompute_frac": 0.0, "selective": False,
+            "fp8": False, "family": framework_family} | kw
+    return microbatch_compute(m, model_flops(m), find_gpu("h100-sxm-80gb"), Profile(), **args)
+
+
+@pytest.mark.parametrize("family", ["pytorch", "megatron"])
+@pytest.mark.parametrize("ac,kw", [("full", {"recompute_frac": 1.0}), ("selective", {"selective": True})])
+def test_step_hardware_flops_add_exactly_the_recompute_flops(family, ac, kw):
+    # the time model charges what flops.recompute_per_token counts (causal attention, no LM head)
+    mb = _mb(family, **kw)
+    r = recompute_per_token(model_flops(resolve("llama-3.1-8b")), LLAMA_S, ac, family)
+    assert mb.hardware_flops - mb.model_flops == pytest.approx(r.total * LLAMA_S, rel=1e-9)
+    assert mb.recompute > 0
+
+
+def test_selective_recompute_time_follows_the_family():
+    # torchtitan's per-op policy re-runs k, o, up and the element-wise ops, Megatron's only the
+    # attention core; at s = 8192 on H100 both cost a few percent of a step, never a forward
+    tt, mg = _mb("pytorch", selective=True), _mb("megatron", selective=True)
+    fwd = _mb("pytorch").forward
+    assert 0 < tt.recompute < 0.5 * fwd and 0 < mg.recompute < 0.5 * fwd
+    assert tt.recompute != pytest.approx(mg.recompute, rel=0.01)
+    full_pt, full_mg = _mb("pytorch", recompute_frac=1.0), _mb("megatron", recompute_frac=1.0)
+    assert full_pt.recompute < full_mg.recompute < fwd

@@ -193,7 +193,8 @@ def model_flops(m: ModelSpec) -> ModelFlops:
 
 
 def recompute_fraction(ac: str, ac_layers: int, layers_per_stage: int) -> float:
-    """Fraction of the layers' forward re-run in backward under full-layer recompute (step 8)."""
+    """Share of a stage's layers that are fully checkpointed (step 8); what each of them re-runs is
+    `layer_recompute`'s answer. Also the share of per-layer collectives issued again (steptime)."""
     if ac in ("full", "offload"):
         return 1.0
     if ac == "partial":

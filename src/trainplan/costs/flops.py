@@ -40,7 +40,9 @@ Recompute (hardware FLOPs, and the time compute.py charges for it), per checkpoi
      A MoE layer scales the routed experts' outputs by the router scores after the down projection,
      and that product's backward needs them: the whole MoE layer is re-run. Traced (`trainplan trace
      --model llama-3.1-8b --seq-len 8192 --micro-batch 1 --ac full`): 8.36e13 matmul FLOP re-run,
-     exactly the layers' matmuls less w2 (1.14e14 with w2).
+     exactly the layers' matmuls less w2 (1.14e14 with w2). The reentrant variant
+     (`use_reentrant=True`, e.g. Composer's FSDPConfig default; llm-foundry's YAMLs turn it off)
+     re-runs the whole layer like step 9: pass family 'megatron' for it.
  11. PyTorch family, selective = torchtitan's per-op policy (torchtitan/distributed/
      activation_checkpoint.py, `_custom_policy` with its mm counter): the outputs of attention and of
      the 1st, 3rd, 5th... `aten.mm` of a layer are saved; the 2nd, 4th, ... matmuls are re-run with

@@ -1,6 +1,18 @@
+import os
+from pathlib import Path
+
 import pytest
 
 from trainplan.cli import main
+
+# Published runs to validate against live in the shared tree beside the checkout. Tests that need
+# them skip when it is absent on a laptop; in CI its absence is an error, not a silent skip.
+DEV_DATASET = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_dev.json"
+
+
+def pytest_sessionstart(session):
+    if os.environ.get("CI") and not DEV_DATASET.is_file():
+        raise pytest.UsageError(f"CI: {DEV_DATASET} is missing; the validation tests would skip")
 
 
 @pytest.fixture

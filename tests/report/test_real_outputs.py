@@ -13,9 +13,8 @@ from trainplan.report.pages import compare_html, plan_html, validate_html
 from trainplan.report.records import compare_rows, validate_points
 from trainplan.report.summary import compare_table, plan_lines, validate_table
 
-DEV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_dev.json"
-if not DEV.is_file():  # the shared tree sits next to the checkout, not inside it
-    DEV = Path("/work/shared/validation/published_dev.json")
+# the shared tree sits next to the checkout, not inside it (tests/conftest.py checks it in CI)
+DEV = Path(__file__).resolve().parents[3] / "shared" / "validation" / "published_dev.json"
 
 
 def _json(cli, *argv) -> dict:

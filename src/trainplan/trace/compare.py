@@ -7,9 +7,10 @@ Like-for-like conventions:
 - FLOPs: torch.utils.flop_counter counts attention without causal skipping and its flash backward
   at 2.5x the forward, so the model matmul FLOPs (projections, MLP, experts, LM head; forward +
   backward, no recompute) are compared exactly (`flops_matmul`); recompute is compared on its own
-  (`recompute_flops_matmul`): torch's non-reentrant checkpoint stops recomputing once the last
-  saved tensor is rebuilt (the layer's last matmul is not re-run), and torchtitan's selective
-  policy recomputes every second matmul; the step total is reported with attention non-causal.
+  (`recompute_flops_matmul`) with the planner's own rule (costs/flops.recompute_per_token): torch's
+  non-reentrant checkpoint stops recomputing once the last saved tensor is rebuilt (the layer's
+  last matmul is not re-run), and torchtitan's selective policy recomputes every second matmul;
+  the step total is reported with attention non-causal.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def rel(traced: float, analytic: float) -> float | None:
 
 def analytic(spec, r: TraceResult) -> dict:
     from trainplan.costs.activations import ActivationContext, layer_activations, layer_kinds
-    from trainplan.costs.flops import model_flops
+    from trainplan.costs.flops import model_flops, recompute_per_token
     from trainplan.models import count_params
 
     s = r.settings
@@ -45,9 +46,11 @@ def analytic(spec, r: TraceResult) -> dict:
     linear = mf.linear_per_token() * tokens
     head = mf.head_per_token * tokens
     attn_fwd = mf.attention_per_token(s.seq_len, causal=False) * tokens
-    recompute_layers = sum(1 for p in policies if p == "full") / len(policies)
     matmul = 3 * (linear + head)
-    recompute = recompute_layers * linear
+    # The planner's recompute rule for PyTorch's non-reentrant checkpoint and torchtitan's per-op
+    # policy (costs/flops.py steps 9-13), with attention non-causal as torch's flop counter counts it.
+    re = recompute_per_token(mf, s.seq_len, s.ac, "pytorch", s.ac_layers, causal=False)
+    recompute = re.linear * tokens
     return {
         "params": count_params(spec).total,
         "activation_bytes_per_layer": round(sum(act) / len(act)),
@@ -56,7 +59,7 @@ def analytic(spec, r: TraceResult) -> dict:
         "activation_groups_per_layer": {k: round(v) for k, v in groups.items() if v},
         "flops_matmul": round(matmul),
         "recompute_flops_matmul": round(recompute),
-        "flops_per_step": round(matmul + recompute + (3 + recompute_layers) * attn_fwd),
+        "flops_per_step": round(matmul + recompute + 3 * attn_fwd + re.attention * tokens),
     }
 
 

@@ -51,6 +51,8 @@ CONFIGS = {
                             "layout": {"pp": 2, "vp": 2, "grad_accum": 2, "pp_schedule": "interleaved"}},
     "pp2_gpipe_4_micro": {"model": {"tied_embeddings": False},
                           "layout": {"pp": 2, "grad_accum": 4, "micro_batch": 1, "pp_schedule": "gpipe"}},
+    "pp2_fp16": {"model": {"tied_embeddings": False},
+                 "layout": {"pp": 2, "grad_accum": 2, "precision": "fp16"}},
     # Refused with a one-line reason (REFUSED below).
     "cp2_on_cpu": {"layout": {"cp": 2}},
     "pp2_tied": {"layout": {"pp": 2, "grad_accum": 2}},
@@ -74,6 +76,7 @@ PP_EXPECT = {
     "pp2_1f1b": ("fsdp_untied", 1e-5, 1e-4), "pp2_gpipe": ("fsdp_untied", 1e-5, 1e-4),
     "pp2_1f1b_ac_full": ("fsdp_untied", 1e-5, 1e-4), "pp2_gpipe_4_micro": ("fsdp_untied", 1e-5, 1e-4),
     "pp2_interleaved_vp2": ("fsdp_untied_4layers", 1e-5, 1e-4),
+    "pp2_fp16": ("fsdp_untied", 2e-3, 2e-2),  # fp16 quantisation; the loss is scaled inside the schedule
 }
 
 

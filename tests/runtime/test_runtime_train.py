@@ -67,8 +67,17 @@ def test_pipeline_resume_gives_the_losses_of_an_uninterrupted_run(tmp_path):
     ck = tmp_path / "ck"
     first = _run(tmp_path / "a", *args, "--checkpoint-dir", str(ck), "--stop-at-step", "2")
     assert first == ref[:2] and len(ref) == 4
-    resumed = _run(tmp_path / "a", *args, "--checkpoint-dir", str(ck))
+    # The resumed run ends as a SageMaker job does: the whole model exported from all stages.
+    p = torchrun("-m", "trainplan.runtime", "--no-progress", "--out", str(tmp_path / "a"), *args,
+                 "--checkpoint-dir", str(ck), env={"SM_MODEL_DIR": str(tmp_path / "model"), "SM_CURRENT_HOST": "algo-1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    resumed = [r["loss"] for r in read_jsonl(tmp_path / "a" / "measurements.jsonl")]
     assert resumed == ref  # bit for bit
+    from safetensors.torch import load_file
+
+    weights = load_file(tmp_path / "model" / "model.safetensors")
+    assert {"tok_embeddings.weight", "layers.0.attention.wq.weight", "layers.3.feed_forward.w2.weight",
+            "norm.weight", "output.weight"} <= set(weights) and len(weights) == 4 * 9 + 3
     assert json.loads((tmp_path / "a" / "summary.json").read_text())["layout"].endswith("pp=2 1f1b")
     import torch.distributed.checkpoint as dcp
 

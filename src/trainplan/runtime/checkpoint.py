@@ -152,7 +152,21 @@ def export_model(model, out_dir: str | Path) -> Path | None:
     (SageMaker uploads SM_MODEL_DIR when the job ends). Collective; returns the file on rank 0."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    pipe = getattr(model, "pipe", None)
+    if pipe is None:
+        sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    else:
+        # Pipeline parallel: each rank holds its stages only. Every rank gathers its stages'
+        # tensors one at a time to host memory (collective over its data-parallel group; torch's
+        # cpu_offload would keep them on global rank 0 only), then the first rank of each pipeline
+        # collects the other stages' (every pipeline does the same; rank 0 writes).
+        sd = {}
+        for k, v in get_model_state_dict(model).items():
+            sd[k] = (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().cpu()
+        first = dist.get_global_rank(pipe.group, 0)
+        parts = [None] * dist.get_world_size(pipe.group) if dist.get_rank() == first else None
+        dist.gather_object(sd, parts, dst=first, group=pipe.group)
+        sd = {k: v for part in parts or () for k, v in part.items()}
     if dist.get_rank() != 0:
         return None
     from safetensors.torch import save_file

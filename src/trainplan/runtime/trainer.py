@@ -73,6 +73,8 @@ def train_step(model, optimizer, scheduler, scaler, data, step: int, grad_accum:
     if pipe is not None:
         # The schedule splits the rank's whole batch into grad_accum micro-batches itself.
         pipe.scaler_ref[0] = scaler
+        if scaler is not None:  # only the last stage scales a loss; this creates the scale on every rank
+            scaler.scale(torch.zeros((), device=device))
         xs, ys = zip(*(data.micro(step, micro) for micro in range(grad_accum)))
         loss_sum = pipe.forward_backward(torch.cat(xs).to(device), torch.cat(ys).to(device), forward_ctx)
     else:

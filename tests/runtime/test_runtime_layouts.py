@@ -133,6 +133,34 @@ def test_every_layout_runs_and_matches_fsdp(tmp_path):
     assert results["hf_llama_selective"]["params"] == 90624  # = count_params of the same llama config
 
 
+# pp composed with the other dimensions needs 4 ranks: pp outermost in the mesh, FSDP/HSDP or tp
+# inside each stage. Same global batch (8 windows) in every layout.
+FOUR_RANKS = {
+    "fsdp_untied": {"model": {"tied_embeddings": False}},
+    "fsdp_untied_4layers": {"model": {"tied_embeddings": False, "num_layers": 4}},
+    "pp2_dp2": {"model": {"tied_embeddings": False}, "layout": {"pp": 2, "grad_accum": 2}},
+    "pp2_hsdp_2x1": {"model": {"tied_embeddings": False}, "layout": {"pp": 2, "grad_accum": 2, "dp_replicate": 2}},
+    "pp2_tp2": {"model": {"tied_embeddings": False}, "layout": {"pp": 2, "grad_accum": 2, "tp": 2, "micro_batch": 4}},
+    "pp4_gpipe": {"model": {"tied_embeddings": False, "num_layers": 4},
+                  "layout": {"pp": 4, "grad_accum": 4, "pp_schedule": "gpipe"}},
+}
+FOUR_EXPECT = {"pp2_dp2": ("fsdp_untied", 1e-5, 1e-4), "pp2_hsdp_2x1": ("fsdp_untied", 1e-5, 1e-4),
+               "pp2_tp2": ("fsdp_untied", 1e-4, 2e-3), "pp4_gpipe": ("fsdp_untied_4layers", 1e-5, 1e-4)}
+
+
+def test_pipeline_composes_with_fsdp_hsdp_and_tp_on_four_ranks(tmp_path):
+    out = tmp_path / "results.json"
+    p = torchrun(str(HERE / "_worker.py"), str(out), json.dumps(FOUR_RANKS), nproc=4, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    results = json.loads(out.read_text())
+    errors = [f"{k}: {r['error']}" for k, r in results.items() if "error" in r]
+    assert not errors, "\n".join(errors)
+    for name, (ref, rel_loss, rel_norm) in FOUR_EXPECT.items():
+        r, b = results[name], results[ref]
+        assert r["losses"] == pytest.approx(b["losses"], rel=rel_loss), name
+        assert r["grad_norms"] == pytest.approx(b["grad_norms"], rel=rel_norm), name
+
+
 @pytest.mark.skipif(not os.environ.get("TRAINPLAN_TEST_COMPILE"),
                     reason="torch.compile on CPU adds ~30 s of compilation; set TRAINPLAN_TEST_COMPILE=1")
 def test_torch_compile_matches_eager(tmp_path):

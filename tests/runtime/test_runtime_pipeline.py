@@ -59,3 +59,15 @@ def test_positions_default_to_the_sequence_order():
     base = m(x)
     assert torch.allclose(base, m(x, positions=torch.arange(32) + 5), atol=1e-6)
     assert (base - m(x, positions=torch.arange(32) * 2)).abs().max() > 1e-5
+
+
+def test_tied_embedding_gets_an_equal_head_copy_on_the_last_stage():
+    tied = replace(SPEC, tied_embeddings=True)
+    with torch.device("meta"):
+        meta = Decoder(tied, 32)
+    first, last = split_decoder(meta, [0, 1], 2)
+    for p in (first, last):
+        p.to_empty(device="cpu")
+        p.init_weights(seed=0)
+    assert first.output is None and last.tok_embeddings is None
+    assert torch.equal(first.tok_embeddings.weight, last.output.weight)

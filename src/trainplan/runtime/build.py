@@ -99,7 +99,7 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
     from trainplan.runtime import pipeline
 
     pipeline.check_pipeline(layout, spec)
-    parts, make = pipeline.build_pipeline(model, layout, mesh["pp"], device)
+    parts, make = pipeline.build_pipeline(model, layout, mesh, device)
     view = pipeline.rank_view(parts)
     for part in parts:
         _parallelize(part, plan, mesh, device)

@@ -167,6 +167,8 @@ def export_model(model, out_dir: str | Path) -> Path | None:
         parts = [None] * dist.get_world_size(pipe.group) if dist.get_rank() == first else None
         dist.gather_object(sd, parts, dst=first, group=pipe.group)
         sd = {k: v for part in parts or () for k, v in part.items()}
+        if pipe.tied_group is not None:  # the last stage's copy of a tied embedding: not a weight of its own
+            sd.pop("output.weight", None)
     if dist.get_rank() != 0:
         return None
     from safetensors.torch import save_file

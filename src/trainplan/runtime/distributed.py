@@ -52,11 +52,12 @@ def reduce_step(loss_sum: float, stop: bool, device: torch.device) -> tuple[floa
     return (t[0] / dist.get_world_size()).item(), bool(t[1].item() > 0)
 
 
-def clip_grad_norm(params, max_norm: float, pp_group=None) -> float:
+def clip_grad_norm(params, max_norm: float, pp_group=None, norm_skip=None) -> float:
     """Global gradient-norm clipping over DTensor and plain parameters. Parameters may live on
     different meshes (tp blocks on (dp, tp), embeddings on dp), which torch's clip_grad_norm_
     cannot stack; so the squared norm is summed per mesh, made full, then combined. With
-    pipeline parallelism each rank holds only its stages: the squares are summed over `pp_group`."""
+    pipeline parallelism each rank holds only its stages: the squares are summed over `pp_group`;
+    `norm_skip` (the last stage's copy of a tied embedding) is clipped but counted once, on the first stage."""
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.experimental import implicit_replication
 
@@ -68,7 +69,10 @@ def clip_grad_norm(params, max_norm: float, pp_group=None) -> float:
             by_mesh.setdefault(key, []).append(p)
     total_sq = None
     for ps in by_mesh.values():
-        sq = torch.nn.utils.get_total_norm([p.grad for p in ps], 2.0, foreach=True) ** 2
+        counted = [p.grad for p in ps if p is not norm_skip]
+        if not counted:
+            continue
+        sq = torch.nn.utils.get_total_norm(counted, 2.0, foreach=True) ** 2
         if isinstance(sq, DTensor):
             sq = sq.full_tensor()
         total_sq = sq if total_sq is None else total_sq + sq

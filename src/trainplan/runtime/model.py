@@ -214,6 +214,9 @@ class Decoder(nn.Module):
         for mname, mod in self.named_modules():
             for pname, p in mod.named_parameters(recurse=False):
                 name = f"{mname}.{pname}" if mname else pname
+                if self.spec.tied_embeddings and name == "output.weight":
+                    # The last pipeline stage's copy of a tied embedding (pipeline.py): same values.
+                    name = "tok_embeddings.weight"
                 if isinstance(mod, (nn.RMSNorm, nn.LayerNorm)):
                     fill(p, name, seed, "ones" if pname == "weight" else "zeros")
                 elif pname == "bias":

@@ -48,12 +48,6 @@ def stage_indices(pp_rank: int, pp: int, vp: int) -> list[int]:
 
 def check_pipeline(layout, spec) -> None:
     """Refuse what this pipeline does not run, with what to change."""
-    if spec.tied_embeddings:
-        raise TrainplanError(
-            f"pp={layout.pp} with tied embeddings ({spec.name}) is not implemented in the runtime: the "
-            "embedding (first stage) and the LM head (last stage) would have to share one weight across "
-            "ranks; use pp=1 for this model"
-        )
     if layout.chunked_loss:
         raise TrainplanError("chunked_loss with pp > 1 is not implemented in the runtime (the last stage "
                              "returns full logits to the schedule's loss); set chunked_loss false or pp=1")
@@ -80,8 +74,41 @@ def split_decoder(model: nn.Module, chunks: list[int], num_chunks: int) -> list[
         if c < num_chunks - 1:
             part.norm = None
             part.output = None
+        elif c > 0 and part.output is None:
+            # Tied embeddings: the last stage holds its own copy of the embedding as the LM head,
+            # kept equal to the first stage's by summing the two gradients (tied_grad_sync), as
+            # Megatron-LM does (Narayanan et al. 2021, section 3.2's embedding all-reduce).
+            with torch.device("meta"):
+                part.output = nn.Linear(part.spec.hidden_size, part.spec.vocab_size, bias=False)
         parts.append(part)
     return parts
+
+
+def tied_group(mesh, pp: int):
+    """The process group of {first stage, last stage} of this rank's pipeline (the same position
+    on the other mesh dimensions), for the tied embedding's gradient sum. Collective: every rank
+    creates every such group, in the same order."""
+    import torch.distributed as dist
+
+    ranks = mesh.mesh.reshape(pp, -1)
+    me, mine = dist.get_rank(), None
+    for j in range(ranks.shape[1]):
+        pair = [int(ranks[0, j]), int(ranks[-1, j])]
+        g = dist.new_group(pair)
+        if me in pair:
+            mine = g
+    return mine
+
+
+def tied_grad_sync(param: nn.Parameter, group) -> None:
+    """Sum the tied embedding's gradient over its two copies (first and last stage). Both copies
+    are sharded alike over the data-parallel mesh, so the local shards line up."""
+    import torch.distributed as dist
+
+    grad = param.grad
+    if grad is None:
+        return
+    dist.all_reduce(grad.to_local() if hasattr(grad, "to_local") else grad, group=group)
 
 
 def rank_view(parts: list[nn.Module]) -> nn.Module:
@@ -105,6 +132,9 @@ class Pipeline:
     group: object  # the pp process group
     is_last: bool
     scaler_ref: list  # [fp16 grad scaler or None]: the loss is scaled before backward
+    tied: nn.Parameter | None = None  # this rank's copy of a tied embedding (first or last stage)
+    tied_group: object = None
+    tied_copy: nn.Parameter | None = None  # the last stage's copy: counted once in the grad norm
 
     def forward_backward(self, x: torch.Tensor, y: torch.Tensor, forward_ctx) -> torch.Tensor:
         """Run the schedule on this data-parallel rank's whole batch; returns the mean loss over
@@ -124,6 +154,8 @@ class Pipeline:
         else:
             loss = torch.zeros((), device=x.device, dtype=torch.float32)
         torch.distributed.all_reduce(loss, group=self.group)
+        if self.tied is not None:
+            tied_grad_sync(self.tied, self.tied_group)
         return loss
 
 
@@ -148,12 +180,14 @@ def make_schedule(layout, stages, loss_fn):
     return ScheduleLoopedBFS(stages, n, loss_fn=loss_fn)
 
 
-def build_pipeline(model: nn.Module, layout, pp_mesh, device: torch.device):
+def build_pipeline(model: nn.Module, layout, mesh, device: torch.device):
     """Cut a meta-device Decoder into this rank's chunks. Returns (chunks, make) where make()
     builds the PipelineStages and the schedule once the chunks hold real weights (after FSDP and
     init)."""
     pp, vp = layout.pp, layout.vp
+    pp_mesh = mesh["pp"]
     pp_rank = pp_mesh.get_local_rank()
+    tied_pg = tied_group(mesh, pp) if model.spec.tied_embeddings else None
     chunks = stage_indices(pp_rank, pp, vp)
     parts = split_decoder(model, chunks, pp * vp)
     scaler_ref: list = [None]  # the fp16 grad scaler, set by the trainer (Pipeline.scaler_ref)
@@ -170,6 +204,11 @@ def build_pipeline(model: nn.Module, layout, pp_mesh, device: torch.device):
         group = pp_mesh.get_group()
         stages = [PipelineStage(part, c, pp * vp, device, group=group) for part, c in zip(parts, chunks)]
         schedule = make_schedule(layout, stages, loss_fn)
-        return Pipeline(schedule, stages, parts, group, chunks[-1] == pp * vp - 1, scaler_ref)
+        pipe = Pipeline(schedule, stages, parts, group, chunks[-1] == pp * vp - 1, scaler_ref)
+        if tied_pg is not None:
+            first = next((p.tok_embeddings.weight for p in parts if p.tok_embeddings is not None), None)
+            last = next((p.output.weight for p in parts if p.norm is not None), None)
+            pipe.tied, pipe.tied_group, pipe.tied_copy = first if first is not None else last, tied_pg, last
+        return pipe
 
     return parts, make

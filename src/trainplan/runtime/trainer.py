@@ -89,7 +89,8 @@ def train_step(model, optimizer, scheduler, scaler, data, step: int, grad_accum:
             loss_sum += loss.detach()
     if scaler is not None:
         scaler.unscale_(optimizer)
-    grad_norm = distributed.clip_grad_norm(model.parameters(), grad_clip, pipe.group if pipe else None)
+    grad_norm = distributed.clip_grad_norm(model.parameters(), grad_clip, pipe.group if pipe else None,
+                                           pipe.tied_copy if pipe else None)
     if scaler is not None:
         scaler.step(optimizer)
         scaler.update()

@@ -22,7 +22,28 @@ from trainplan.runtime.trainer import make_scaler, train_step
 TINY = replace(DEMO_MODEL, num_layers=2, hidden_size=64, num_heads=4, num_kv_heads=2, head_dim=16, ffn_size=128)
 
 
+def probe_cp_shard(device) -> dict:
+    """Context parallel's sequence sharding (runtime/context.py) on 2 ranks: which positions each
+    rank holds, and whether its tokens and labels are the same positions. The ring attention
+    itself needs CUDA; the sharding runs anywhere."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from trainplan.runtime.context import sequence_shard
+
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),), mesh_dim_names=("cp",))
+    x = torch.arange(16, device=device)[None].repeat(2, 1)
+    y = x + 100
+    with sequence_shard(mesh, x, y) as extra:
+        mine = torch.stack([extra["positions"], x[1], y[1] - 100])
+    every = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(every, mine)
+    return {"positions": [t[0].tolist() for t in every], "tokens": [t[1].tolist() for t in every],
+            "labels": [t[2].tolist() for t in every]}
+
+
 def run_one(cfg: dict, device) -> dict:
+    if cfg.get("probe") == "cp_shard":
+        return probe_cp_shard(device)
     spec = replace(TINY, **cfg.get("model", {}))
     if "moe" in cfg:
         from trainplan.models.spec import MoESpec

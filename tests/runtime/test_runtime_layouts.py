@@ -58,6 +58,7 @@ CONFIGS = {
     "pp2_tied_interleaved_vp2": {"model": {"num_layers": 4},
                                  "layout": {"pp": 2, "vp": 2, "grad_accum": 2, "pp_schedule": "interleaved"}},
     "fsdp_4layers": {"model": {"num_layers": 4}},
+    "cp_shard": {"probe": "cp_shard"},  # not a layout: context parallel's sequence sharding alone
     # Refused with a one-line reason (REFUSED below).
     "cp2_on_cpu": {"layout": {"cp": 2}},
     "ep2": {"moe": {"num_experts": 4, "experts_per_token": 2, "expert_ffn_size": 64}, "layout": {"ep": 2}},
@@ -107,6 +108,11 @@ def test_every_layout_runs_and_matches_fsdp(tmp_path):
     failures = []
     for name, message in REFUSED.items():
         assert results.pop(name).get("error") == message, name
+    # Load-balanced causal sharding, as the planner assumes: seq 16 in 2*cp = 4 chunks, rank 0
+    # holds the first and last, rank 1 the middle two; tokens and labels follow their positions.
+    shard = results.pop("cp_shard")
+    assert shard.get("positions") == [[0, 1, 2, 3, 12, 13, 14, 15], [4, 5, 6, 7, 8, 9, 10, 11]], shard
+    assert shard["tokens"] == shard["positions"] and shard["labels"] == shard["positions"]
     for name, r in results.items():
         if "error" in r:
             failures.append(f"{name}: {r['error']}\n{r.get('trace')}")

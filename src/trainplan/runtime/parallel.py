@@ -6,8 +6,11 @@
     3. apply_float8   torchao convert_to_float8_training (fp8 recipes)
     4. apply_ac       activation checkpointing per policy (none/selective/full/partial/offload)
     5. apply_compile  torch.compile per block (optional)
-    6. apply_fsdp     FSDP2 fully_shard per block, then the root; HSDP over (dp_replicate, dp_shard)
+    6. apply_fsdp     FSDP2 fully_shard per block, then the root; HSDP over (dp_replicate, dp_shard);
+                      with cp > 1 the shard group is dp_shard x cp (fsdp_mesh)
     7. init weights on the real device, then the optimizer
+    pp > 1: the PipelineStages and schedule are built last, on the initialised chunks; cp > 1:
+    each micro-batch's forward and backward run inside context.sequence_shard (trainer.train_step)
 
 Why this order (the same as torchtitan's): tp rewrites the Linear modules' weights into DTensors,
 so it comes first; float8 swaps nn.Linear for Float8Linear and must see the tp-sharded linears;

@@ -136,9 +136,11 @@ def apply_float8(model: nn.Module, precision: str, fp8_allgather: bool) -> None:
     convert_to_float8_training(model, config=float8_config(precision, fp8_allgather), module_filter_fn=keep)
 
 
-# Ops whose outputs selective checkpointing keeps: the matmuls and attention (expensive to
-# recompute); everything else (norms, activations, rotary, element-wise) is recomputed. This is
-# the planner's "selective" policy (layout.py) in torch's per-op SAC form.
+# Ops whose outputs selective checkpointing keeps: attention and the matmuls, except every second
+# plain matmul, which is recomputed (torchtitan's per-op SAC policy). Norms, activations, rotary and
+# element-wise ops are recomputed. This is exactly what the planner's "selective" prices for a
+# PyTorch-checkpoint framework: costs/flops.py (recompute of every second matmul: k, o, up in a
+# Llama layer) and costs/activations.py (the kept tensors), both pinned to `trainplan trace`.
 def _save_list():
     ops = torch.ops.aten
     keep = [ops.mm.default, ops.addmm.default, ops.bmm.default, ops.linear.default,
@@ -152,15 +154,29 @@ def _save_list():
     return set(keep)
 
 
-def _selective_context():
-    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+def selective_policy():
+    """A fresh per-op policy for one checkpointed block call (see the comment above)."""
+    from torch.utils.checkpoint import CheckpointPolicy
 
-    save = _save_list()
+    save, mm = _save_list(), torch.ops.aten.mm.default
+    # One counter for the forward and one for the recompute, so both see the same numbering and
+    # recompute exactly the matmuls the forward did not keep.
+    counts = {False: 0, True: 0}
 
     def policy(ctx, op, *args, **kwargs):
+        if op == mm:
+            counts[ctx.is_recompute] += 1
+            if counts[ctx.is_recompute] % 2 == 0:
+                return CheckpointPolicy.PREFER_RECOMPUTE
         return CheckpointPolicy.MUST_SAVE if op in save else CheckpointPolicy.PREFER_RECOMPUTE
 
-    return create_selective_checkpoint_contexts(policy)
+    return policy
+
+
+def _selective_context():
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    return create_selective_checkpoint_contexts(selective_policy())
 
 
 def apply_ac(model: nn.Module, mode: str, ac_layers: int = 0) -> None:

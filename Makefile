@@ -19,6 +19,7 @@ plan: $(BIN)/trainplan
 
 test: $(BIN)/trainplan
 	@bash tests/report/ensure_chromium.sh >/dev/null 2>&1 || echo "chromium could not be installed: the HTML browser test will skip"
+	$(BIN)/ruff check --quiet src tests bench
 	$(BIN)/python -m pytest -n 2 -q
 
 bench: $(BIN)/trainplan

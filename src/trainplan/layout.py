@@ -66,7 +66,7 @@ class Layout:
     def num_gpus(self) -> int:
         return self.dp * self.tp * self.pp * self.cp
 
-    def with_(self, **changes) -> "Layout":
+    def with_(self, **changes) -> Layout:
         return replace(self, **changes)
 
     def to_dict(self) -> dict:

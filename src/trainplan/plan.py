@@ -22,7 +22,7 @@ refused with the same one-line errors as the planner's.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from trainplan import __version__

@@ -22,5 +22,5 @@ def test_core_imports_with_torch_made_unimportable():
         assert main(["fit", "--model", "llama-3.1-8b", "--instance", "ml.p5.48xlarge", "--json"]) == 0
         assert "torch" not in [m for m in sys.modules if sys.modules[m] is not None]
     """)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -8,8 +8,8 @@ from trainplan.errors import TrainplanError
 from trainplan.hardware import cluster
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
-from trainplan.plan import SCHEMA, Plan, load_plan, plan_from_dict
 from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
+from trainplan.plan import SCHEMA, Plan, load_plan, plan_from_dict
 
 DSV3_LIKE = ModelSpec(
     name="tiny-mla-moe", model_type="deepseek_v3", num_layers=4, hidden_size=256, num_heads=4,

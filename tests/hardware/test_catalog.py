@@ -5,7 +5,7 @@ import json
 import pytest
 
 from trainplan.errors import TrainplanError
-from trainplan.hardware import find_gpu, find_node, gpus, nodes
+from trainplan.hardware import find_gpu, find_node, nodes
 from trainplan.hardware.catalog import _apply_price_overrides
 from trainplan.units import GiB
 

@@ -7,9 +7,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch.utils.checkpoint import CheckpointPolicy  # noqa: E402
+from torch.utils.checkpoint import CheckpointPolicy
 
-from trainplan.runtime.parallel import selective_policy  # noqa: E402
+from trainplan.runtime.parallel import selective_policy
 
 MM = torch.ops.aten.mm.default
 SAVE, RECOMPUTE = CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_RECOMPUTE

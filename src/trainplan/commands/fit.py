@@ -77,12 +77,12 @@ def render(a: dict) -> str:
     g = m["gib"]
     verdict = "FITS" if a["fits"] else "DOES NOT FIT"
     lines = [
-        f"{a['model']} on {a['nodes']} x {a['instance']} ({a['gpus']} GPUs), seq {a['seq_len']}, "
-        f"global batch {a['global_batch']}",
-        f"{verdict}: {a['total_gib']:.1f} GiB of {a['capacity_gib']:.1f} GiB per GPU, headroom "
-        f"{a['headroom_gib']:.1f} GiB ({a['headroom_pct']:.1f}%)",
-        f"worst pipeline stage {m['worst_stage']}, {m['microbatches_in_flight']:g} micro-batch(es) in flight, "
-        f"{m['convention']} state convention",
+        (f"{a['model']} on {a['nodes']} x {a['instance']} ({a['gpus']} GPUs), seq {a['seq_len']}, "
+        f"global batch {a['global_batch']}"),
+        (f"{verdict}: {a['total_gib']:.1f} GiB of {a['capacity_gib']:.1f} GiB per GPU, headroom "
+        f"{a['headroom_gib']:.1f} GiB ({a['headroom_pct']:.1f}%)"),
+        (f"worst pipeline stage {m['worst_stage']}, {m['microbatches_in_flight']:g} micro-batch(es) in flight, "
+        f"{m['convention']} state convention"),
         f"largest micro-batch that fits: {a['max_micro_batch']}; longest sequence that fits: {a['max_seq_len']:,}",
         "",
         "memory per GPU (GiB):",

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from trainplan.commands._common import print_json
 from trainplan.errors import TrainplanError
 from trainplan.hardware import GPUSpec, NodeType, find_gpu, find_node, gpus, nodes
-from trainplan.units import GB, GiB, TFLOPS
+from trainplan.units import GB, TFLOPS, GiB
 
 NAME = "hardware"
 HELP = "list the GPU and instance catalogs, or show one entry with its sources"

@@ -11,7 +11,7 @@ from pathlib import Path
 from trainplan.errors import TrainplanError, unknown
 from trainplan.hardware.types import ARCH_DTYPES, Cluster, GPUSpec, NodeType
 from trainplan.parsing import check_keys, read_toml
-from trainplan.units import GB, GBPS_TO_BYTES_PER_S, GiB, TFLOPS
+from trainplan.units import GB, GBPS_TO_BYTES_PER_S, TFLOPS, GiB
 
 _HERE = Path(__file__).parent
 

@@ -97,7 +97,7 @@ def _binding(t: StepTime, fits: bool) -> str:
     if not fits:
         return "memory"
     parts = {"compute": t.compute + t.recompute + t.optimizer + t.nongemm, "communication": t.exposed_comm,
-             "bubble": t.bubble}
+             "bubble": t.bubble, "host offload": t.offload}
     return max(parts, key=parts.get)
 
 

@@ -19,12 +19,29 @@ def job(model="llama-3.1-8b", instance="ml.p5.48xlarge", nodes=1, seq=4096, gb=8
     return Job(resolve(model), Cluster(find_node(instance), nodes), Workload(seq, gb))
 
 
-def test_total_is_the_sum_of_its_parts():
-    t = step_time(job(nodes=2, gb=16), Layout(dp_shard=8, tp=2, grad_accum=1, micro_batch=2), PRIOR).time
-    parts = t.compute + t.recompute + t.dp + t.tp + t.pp + t.cp + t.ep + t.bubble + t.optimizer + t.overhead \
-        + t.nongemm
-    assert t.total == pytest.approx(parts, rel=1e-12)
+@pytest.mark.parametrize("ac", ["none", "full", "offload"])
+def test_total_is_the_sum_of_its_parts(ac):
+    t = step_time(job(nodes=2, gb=16), Layout(dp_shard=8, tp=2, grad_accum=1, micro_batch=2, ac=ac), PRIOR).time
+    fields = [k for k in t.__slots__ if k != "total"]
+    assert t.total == pytest.approx(sum(getattr(t, k) for k in fields), rel=1e-12)
     assert 0 < t.nongemm < t.compute
+
+
+def test_activation_offload_pays_for_its_pcie_copies():
+    # ac="offload" recomputes like "full" and also moves each layer's input to host and back
+    # over PCIe; the copies are in the ledger and what compute does not hide is exposed.
+    j, base = job(seq=8192, gb=8), Layout(dp_shard=8, micro_batch=1, ac="full")
+    full, off = step_time(j, base, PRIOR), step_time(j, base.with_(ac="offload"), PRIOR)
+    copies = [c for c in off.comm if c.dimension == "offload"]
+    assert {c.collective for c in copies} == {"d2h", "h2d"} and {c.tier for c in copies} == {"pcie"}
+    layer_input = 8192 * j.model.hidden_size * 2
+    assert all(c.bytes == layer_input * j.model.num_layers for c in copies)
+    assert off.time.offload == pytest.approx(sum(c.exposed_seconds for c in copies))
+    assert off.time.total == pytest.approx(full.time.total + off.time.offload, rel=1e-12)
+    assert full.time.offload == 0
+    # no overlap at all: every copy is exposed
+    none = step_time(j, base.with_(ac="offload"), replace(PRIOR, overlap=0.0))
+    assert none.time.offload == pytest.approx(sum(c.seconds for c in copies))
 
 
 def test_exposed_never_exceeds_the_collective_and_hides_behind_long_compute():

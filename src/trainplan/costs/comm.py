@@ -108,8 +108,8 @@ def collective_time(op: str, nbytes: float, sp: Span, node: NodeType, net_eff: f
 class CommEntry:
     """One line of the communication ledger: a collective of one parallel dimension, per step."""
 
-    collective: str  # all_gather | reduce_scatter | all_reduce | all_to_all | p2p
-    dimension: str  # dp | fsdp | tp | pp | cp | ep
+    collective: str  # all_gather | reduce_scatter | all_reduce | all_to_all | p2p | d2h | h2d
+    dimension: str  # dp | fsdp | tp | pp | cp | ep | offload (activations to host memory)
     tier: str  # nvlink | efa | pcie
     bytes: float  # bytes each GPU sends per step (busbw convention: S * factor)
     seconds: float  # time of all calls per step, if nothing overlapped

@@ -36,7 +36,8 @@ from trainplan.precision import recipe
 @dataclass(frozen=True, slots=True)
 class StepTime:
     """Seconds per optimizer step, by cause. The fields before `total` partition it exactly:
-    total = compute + recompute + dp + tp + pp + cp + ep + bubble + optimizer + nongemm + overhead."""
+    total = compute + recompute + dp + tp + pp + cp + ep + bubble + optimizer + nongemm + overhead
+    + offload."""
 
     compute: float  # GEMMs and attention of all micro-batches (slowest stage), no recompute
     recompute: float  # activation-checkpointing re-runs
@@ -50,6 +51,7 @@ class StepTime:
     nongemm: float  # element-wise work (norms, activations, RoPE, loss, fp8 casts), no recompute
     overhead: float  # fixed per-step overhead from the profile
     total: float
+    offload: float = 0.0  # exposed host<->GPU copies of offloaded activations (ac="offload")
 
     @property
     def exposed_comm(self) -> float:
@@ -66,6 +68,12 @@ class StepResult:
     model_flops: float  # per step, whole cluster, no recompute
     hardware_flops: float  # per step, whole cluster, with recompute
     microbatch: MicrobatchCompute
+
+
+# Pinned host<->device copies reach ~80% of the PCIe link's per-direction rate (NVIDIA nvbandwidth
+# host_to_device/device_to_host on Gen5 x16 systems report ~50-55 of 64 GB/s; an assumption until a
+# lent GPU measures it with bench/gpu_check.py).
+_PCIE_EFFICIENCY = 0.8
 
 
 def exposed(c: float, window: float, overlap: float) -> float:
@@ -188,6 +196,22 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
             full = span(L.dp_replicate * L.cp, L.tp, node)
             dp_exp += add("all_reduce", "dp", params * gbytes, full, 1, bwd, prof.overlap)
 
+    # --- activation offload: each layer's checkpointed input goes to host memory in forward and
+    # comes back in backward over the GPU's PCIe link (torch.autograd.graph.save_on_cpu with
+    # pin_memory on a side stream). The copy of one layer overlaps the compute of the next, so a
+    # micro-batch's copies hide behind its forward (to host) and backward (back) up to the
+    # profile's overlap fraction; what does not fit in that window is exposed.
+    off_exp = 0.0
+    if L.ac == "offload":
+        layer_in = tokens * m.hidden_size * 2 / (L.tp if L.sequence_parallel else 1)
+        link = gpu.pcie_bandwidth * _PCIE_EFFICIENCY
+        for op, window in (("d2h", fwd), ("h2d", bwd)):
+            t = layer_in * layers_stage * n_mb / link
+            e = exposed(t, window * n_mb, prof.overlap)
+            entries.append(CommEntry(op, "offload", "pcie", layer_in * layers_stage * n_mb, t, e,
+                                     int(layers_stage * n_mb)))
+            off_exp += e
+
     # --- optimizer: AdamW reads and writes its states once per step (memory-bound) --------------
     local = p_dense / (shard if L.sharding != "none" else 1) + p_exp / (
         max(1, shard // L.ep) if L.sharding != "none" else 1)
@@ -204,9 +228,9 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     f = prof.time_factor
     compute, nongemm, recompute, bubble, optimizer = (x * f for x in (compute, nongemm, recompute, bubble, optimizer))
     total = compute + recompute + dp_exp + tp_exp + pp_exp + cp_exp + ep_exp + bubble + optimizer \
-        + nongemm + prof.step_overhead_s
+        + nongemm + prof.step_overhead_s + off_exp
     t = StepTime(compute, recompute, dp_exp, tp_exp, pp_exp, cp_exp, ep_exp, bubble, optimizer,
-                 nongemm, prof.step_overhead_s, total)
+                 nongemm, prof.step_overhead_s, total, off_exp)
     tokens_step = w.tokens_per_step
     model = tokens_step * mf.model_per_token(s)
     hw = model * mb.hardware_flops / mb.model_flops if mb.model_flops else model

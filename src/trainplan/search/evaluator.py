@@ -123,7 +123,8 @@ def metrics_from_estimate(est, job: Job, memory: float, memory_error: float,
     each dimension, so bytes x GPUs / tokens per step is the cluster's traffic per token.
     """
     per_token = job.cluster.num_gpus / job.workload.tokens_per_step
-    total = sum(e.bytes for e in est.comm)
+    # host copies of offloaded activations cross PCIe, not the GPU fabric: not GPU-to-GPU traffic
+    total = sum(e.bytes for e in est.comm if e.dimension != "offload")
     inter = sum(e.bytes for e in est.comm if e.tier in NETWORK_TIERS)
     cap = job.cluster.gpu.memory_bytes
     tps = est.tokens_per_s

@@ -5,7 +5,9 @@
 Records come through trainplan.validation.dataset (the shared record -> Job/Layout converter).
 The measured kind decides what is compared: 'reserved' (torchtitan's max reserved GiB) against
 MemoryBreakdown.total_reserved, 'allocated' against total_allocated, 'unknown' (a 'GB' column)
-against the device total (with the CUDA context and NCCL buffers), as `trainplan validate` does.
+against what the framework's logger prints when the source code says it (dataset.peak_mem_kind:
+KempnerForge prints max_memory_allocated in GiB), else the device total (with the CUDA context and
+NCCL buffers), as `trainplan validate` does.
 Nothing here is fitted: the error is out-of-sample by construction.
 """
 
@@ -18,7 +20,7 @@ from pathlib import Path
 
 from trainplan.costs.memory import memory_breakdown
 from trainplan.units import GiB
-from trainplan.validation.dataset import load_dataset
+from trainplan.validation.dataset import load_dataset, peak_mem_kind
 
 DEFAULT = Path(__file__).resolve().parents[1] / ".." / "shared" / "validation" / "published_dev.json"
 
@@ -30,7 +32,7 @@ def rows(path):
         meas = c.measured.get("peak_mem_gib")
         if meas is None:
             continue
-        row = {"id": c.id, "source": c.source_key, "quality": c.quality, "kind": c.measured.get("peak_mem_kind"),
+        row = {"id": c.id, "source": c.source_key, "quality": c.quality, "kind": peak_mem_kind(c),
                "measured_gib": meas}
         if c.skipped_reason:
             row["skipped"] = c.skipped_reason

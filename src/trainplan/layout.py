@@ -27,7 +27,7 @@ AC_MODES = ("none", "selective", "full", "partial", "offload")
 PP_SCHEDULES = ("1f1b", "interleaved", "gpipe")
 
 
-_OPTIONAL = ("grad_reduce_fp32", "compiled_loss")
+_OPTIONAL = ("grad_reduce_fp32", "compiled_loss", "vocab_parallel_loss", "bf16_loss", "fsdp_sync_last_microbatch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +57,9 @@ class Layout:
     # Memory-only knobs (costs/states.py, costs/overheads.py); defaults are the conservative choice.
     grad_reduce_fp32: bool = True  # gradients accumulated/reduced in fp32 (False: bf16, NeMo perf recipes)
     compiled_loss: bool = False  # cross-entropy compiled with the upcast fused (torchtitan 2025+ with compile)
+    vocab_parallel_loss: bool = True  # with tp > 1: loss on vocabulary-sharded logits (False: gathered to every rank)
+    bf16_loss: bool = False  # eager cross-entropy straight on bf16 logits, which the loop keeps through backward
+    fsdp_sync_last_microbatch: bool = False  # FSDP reduce-scatters on the last micro-batch only (unsharded accumulation)
 
     @property
     def dp(self) -> int:

@@ -28,11 +28,6 @@ EXCEPTIONS = {
     # not a layout trainplan has (ac='offload' moves every layer), and the reader maps the record's
     # cpu_offload to optimizer offload. The source notes say not to use it for memory.
     "M179": "CPU activation offload of 40 layers is not representable",
-    # KempnerForge on one H200: 80.7 'GB' measured for an 8.0B-parameter model trained with AdamW
-    # in bf16 mixed precision, below the 12 bytes/param (96 GB) that bf16 weights and gradients
-    # plus fp32 AdamW states need before any activation: the recipe must differ from what the
-    # record says (bf16 optimizer states or an 8-bit optimizer), which the record does not name.
-    "M097": "measured below the model states of the stated recipe; optimizer not described",
     # DeepSeek-V3 on GB200 (Megatron): 'selective' here is recompute of the dense layers' MLP and
     # of the experts' activation function, with bf16 optimizer states; trainplan's Megatron
     # 'selective' is attention-core recompute and its optimizer states are fp32.

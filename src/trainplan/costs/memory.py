@@ -161,7 +161,8 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[
     fp8_elem = ov.FP8_ELEM_BYTES.get(r.name, 1.0)
     st = state_bytes(sp, sharding=L.sharding, pure=r.pure, dp_shard=L.dp_shard, cp=L.cp, ep=L.ep, pp=L.pp,
                      optimizer_offload=L.optimizer_offload, fp8_allgather=L.fp8_allgather,
-                     fp8_elem_bytes=fp8_elem, grad_fp32=L.grad_reduce_fp32)
+                     fp8_elem_bytes=fp8_elem, grad_fp32=L.grad_reduce_fp32,
+                     sync_last_microbatch=L.fsdp_sync_last_microbatch and L.grad_accum > 1)
     tokens = L.micro_batch * w.seq_len / L.cp  # tokens of one micro-batch on this GPU
     ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile,
                    L.sharding == "fsdp", r.fp8)
@@ -172,8 +173,10 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[
     if i == L.pp - 1:
         sp_div = L.tp if (L.sequence_parallel and L.tp > 1) else 1
         head_inputs = tokens * ctx.elem_bytes * m.hidden_size * (1 / sp_div + 1)  # final-norm in, head in
-        logits = ov.logits_bytes(tokens, m.vocab_size / L.tp, m.hidden_size, L.chunked_loss,
-                                 L.compiled_loss) + head_inputs
+        # without a vocabulary-parallel loss the head's output is gathered whole on every tp rank
+        vocab = m.vocab_size / (L.tp if L.vocab_parallel_loss else 1)
+        logits = ov.logits_bytes(tokens, vocab, m.hidden_size, L.chunked_loss,
+                                 L.compiled_loss, L.bf16_loss) + head_inputs
     fp8_w = fp8_s = 0.0
     if r.fp8:
         fp8_w = ov.fp8_weight_copies(st.convention, sp.largest_unit_linear, sp.fp8_linear,

@@ -55,9 +55,15 @@ LOGIT_BYTES = 4 + 4 + 4
 # not the Dec 2024 one) fuses the upcast into the log-softmax: the bf16 logits are kept (with one
 # fp32 log-sum-exp per token) and backward writes their bf16 gradient directly: 2 + 2 bytes.
 COMPILED_LOGIT_BYTES = 2 + 2
+# Eager cross_entropy straight on bf16 logits, the loop keeping its `logits` variable through
+# backward (KempnerForge scripts/train.py @01b461a: F.cross_entropy(logits.view(...)) then
+# backward inside the same block): log_softmax returns bf16 log-probs; at the backward peak the
+# bf16 logits, log-probs, their gradient and the logits' gradient are alive: 2 + 2 + 2 + 2.
+BF16_LOGIT_BYTES = 2 + 2 + 2 + 2
 
 
-def logits_bytes(tokens: float, vocab_per_rank: float, hidden: int, chunked: bool, compiled: bool = False) -> float:
+def logits_bytes(tokens: float, vocab_per_rank: float, hidden: int, chunked: bool, compiled: bool = False,
+                 bf16: bool = False) -> float:
     """Logits, cross-entropy and its gradient for one micro-batch on the last stage.
 
     Chunked loss (fused linear + cross-entropy over token chunks) keeps one chunk of logits alive.
@@ -67,7 +73,8 @@ def logits_bytes(tokens: float, vocab_per_rank: float, hidden: int, chunked: boo
     if chunked:
         n_chunks = max(1, math.ceil(vocab_per_rank / hidden))
         tokens = math.ceil(tokens / n_chunks)
-    return tokens * vocab_per_rank * (COMPILED_LOGIT_BYTES if compiled else LOGIT_BYTES)
+    per = COMPILED_LOGIT_BYTES if compiled else BF16_LOGIT_BYTES if bf16 else LOGIT_BYTES
+    return tokens * vocab_per_rank * per
 
 
 # Bytes per element of an fp8-family copy of a weight, scales included:

@@ -139,7 +139,7 @@ class StateBytes:
 
 def state_bytes(sp: StageParams, *, sharding: str, pure: bool, dp_shard: int, cp: int, ep: int, pp: int,
                 optimizer_offload: bool, fp8_allgather: bool, fp8_elem_bytes: float,
-                grad_fp32: bool = True) -> StateBytes:
+                grad_fp32: bool = True, sync_last_microbatch: bool = False) -> StateBytes:
     """Model-state bytes for one GPU of a stage; see the module docstring for the conventions.
 
     grad_fp32=False: gradients are accumulated and reduced in bf16 (Megatron-core's
@@ -149,6 +149,12 @@ def state_bytes(sp: StageParams, *, sharding: str, pure: bool, dp_shard: int, cp
     row, 4 + 16/DP, dist_optimizer.md), but those are set to None by zero_grad before the next
     forward, so they never coexist with activations and are not part of the training peak:
     2 + 2 + 12/DP here.
+    sync_last_microbatch (FSDP with gradient accumulation, gradient sync turned off on all but the
+    last micro-batch, FSDP2 set_requires_gradient_sync(False)): FSDP2 keeps every unit's unsharded
+    gradient between micro-batches, upcast to the reduce dtype when it differs from the compute
+    dtype (_fsdp_param.py to_accumulated_grad_if_needed), and reduce-scatters in the last one. The
+    sharded gradients are made from those accumulators unit by unit and zero_grad(set_to_none)
+    freed the previous step's, so at the peak the accumulators are the gradients.
     fp8_allgather under the Megatron convention is --fp8-param-gather: the block matmul weights are
     stored as fp8 tensors (their transposes are counted with the fp8 copies), not in bf16.
     """
@@ -176,6 +182,10 @@ def state_bytes(sp: StageParams, *, sharding: str, pure: bool, dp_shard: int, cp
             u_params = 2 * (unit * BF16 - (BF16 - fp8_elem_bytes) * sp.largest_unit_linear * fp8_allgather)
             # bf16 gradients of the current unit + their fp32 copy for the reduce-scatter
             u_grads = unit * (BF16 + (0 if pure or not grad_fp32 else FP32))
+            if sync_last_microbatch:
+                # every unit's accumulator (reduce dtype) + the current unit's bf16 gradient
+                u_grads = (sp.dense + sp.experts) * (FP32 if grad_fp32 else BF16) + unit * BF16
+                grads = 0.0
         bpp = (2 * w + opt) / d
         conv = "fsdp2"
     else:

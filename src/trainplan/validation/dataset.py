@@ -24,7 +24,9 @@ Mapping (the dataset `description` defines the source fields):
     grad_reduce_in_fp32=False) and their fp8 recipes keep fp8 parameters (fp8_param_gather=True)
     when the record does not say; torchtitan with torch.compile compiles the loss too
     (components/loss.py), except in records dated 2024, before that existed; llm-foundry (composer)
-    uses flash-attn's fused cross-entropy.
+    uses flash-attn's fused cross-entropy; KempnerForge stores the model in bf16, accumulates
+    unsharded fp32 gradients under FSDP, gathers the tp logits for an eager bf16 loss.
+  * peak memory kind: the record's, else the framework's logger (`peak_mem_kind`), else the device.
 """
 
 from __future__ import annotations
@@ -218,6 +220,25 @@ def _memory_conventions(r: dict, layout: Layout, assumed: list[str]) -> Layout:
         # kernel: fp32 math on chip, bf16 logits and their gradient written in place)
         changes["compiled_loss"] = True
         assumed.append("composer: fused cross-entropy (llm-foundry loss_fn fused_crossentropy)")
+    if fw == "kempnerforge":
+        # KempnerForge @01b461a (the commit its mfu_scaling.md benchmarks name):
+        # * build_parallel_model (distributed/parallel.py) and scripts/train.py call
+        #   model.to(dtype=param_dtype) with mixed_precision "bf16", so weights, gradients and the
+        #   fused AdamW states (torch keeps them in the parameter dtype) are bf16: pure bf16. Its
+        #   70B log (benchmarks/weak_scaling_160gpu, 32 GPUs TP4 x FSDP8) rises 84.6 -> 93.2 GB from
+        #   step 1 to step 2, when the AdamW states appear: 8.6 GiB, the bf16 size (fp32: 16.4).
+        # * FSDP2's MixedPrecisionPolicy reduces in fp32 and training/grad.py maybe_no_sync turns
+        #   gradient sync off on all but the last micro-batch: unsharded fp32 accumulators.
+        # * tensor_parallel.py gathers the output head to Replicate() for the loss (no loss
+        #   parallel) and turns sequence parallel on unless embeddings are tied.
+        # * the loop calls F.cross_entropy on the bf16 logits and keeps them through backward.
+        changes.update(precision="bf16_pure", vocab_parallel_loss=False, bf16_loss=True,
+                       fsdp_sync_last_microbatch=True)
+        if layout.tp > 1 and not r["model"].get("tied_embeddings"):
+            changes["sequence_parallel"] = True
+        assumed.append("kempnerforge: bf16 weights, gradients and AdamW states (model.to(bf16)); fp32 "
+                       "gradient accumulation without sync before the last micro-batch; tp output "
+                       "gathered for an eager bf16 loss; sequence parallel with tp")
     if fw == "torchtitan" and layout.torch_compile:
         if _DATED_2024.search(f"{r.get('source', '')} {r.get('notes', '')}"):
             assumed.append("torchtitan 2024: loss not compiled (components/loss.py came in 2025)")
@@ -225,6 +246,21 @@ def _memory_conventions(r: dict, layout: Layout, assumed: list[str]) -> Layout:
             changes["compiled_loss"] = True
             assumed.append("torchtitan with compile: loss compiled too (components/loss.py)")
     return layout.with_(**changes) if changes else layout
+
+
+# What a framework's logged peak is when the record leaves the kind open ("unknown"):
+# KempnerForge's "Mem/GPU" is metrics/memory.py get_memory_stats()["peak_gb"] =
+# torch.cuda.max_memory_allocated() / 1024**3 (GiB, printed as "GB" by metrics/tracker.py
+# "mem={peak_gb:.1f}/{total_gb:.0f}GB"), at @01b461a and today.
+_PEAK_KIND = {"kempnerforge": "allocated"}
+
+
+def peak_mem_kind(case: Case) -> str:
+    """'reserved', 'allocated' or the device total ('device') that a record's peak memory measures."""
+    kind = case.measured.get("peak_mem_kind")
+    if kind in ("reserved", "allocated"):
+        return kind
+    return _PEAK_KIND.get(case.framework, "device")
 
 
 def recipe_is_fp8(name: str) -> bool:

@@ -7,7 +7,9 @@ reported is the held-out error, not the fit error.
 Comparisons:
   * tokens_per_s_per_gpu and step_time_s: directly.
   * peak_mem_gib: against the allocator's reserved total when the source says 'reserved'
-    (torchtitan's logger), else against the device total (reserved + NCCL + CUDA context).
+    (torchtitan's logger), its allocated total when it says 'allocated' or the framework's logger
+    is known to print max_memory_allocated (dataset.peak_mem_kind), else against the device total
+    (reserved + NCCL + CUDA context).
   * mfu: in the record's own convention. A record's FLOPs per token under its convention are
     F = mfu x mfu_peak / tokens_per_s (both measured); the predicted MFU is predicted tokens/s x F /
     peak, so the MFU error equals the throughput error whenever both are published. Where only MFU
@@ -20,7 +22,7 @@ from __future__ import annotations
 from trainplan.calibration.profile import Profile
 from trainplan.estimate import estimate
 from trainplan.units import TFLOPS, GiB
-from trainplan.validation.dataset import Case
+from trainplan.validation.dataset import Case, peak_mem_kind
 from trainplan.validation.errors import METRICS, rel_error, summarize
 
 
@@ -28,8 +30,8 @@ def predict_case(case: Case, prof: Profile, cross_validated: bool = True) -> dic
     p = (prof.fold(case.source_key) if cross_validated else prof).for_framework(case.framework)
     e = estimate(case.job, case.layout, p)
     meas = case.measured
-    kind = meas.get("peak_mem_kind")
-    mem = e.memory.total_reserved if kind == "reserved" else e.memory.total
+    kind = peak_mem_kind(case)
+    mem = {"reserved": e.memory.total_reserved, "allocated": e.memory.total_allocated}.get(kind, e.memory.total)
     tps = e.tokens_per_s_per_gpu
     mfu = None
     if meas.get("mfu") is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import tomllib
 from pathlib import Path
@@ -21,22 +20,6 @@ def check_keys(data: dict, allowed: set[str], where: str, required: set[str] = f
     missing = sorted(required - set(data))
     if missing:
         raise TrainplanError(f"{where}: missing required key {missing[0]!r}")
-
-
-def dataclass_fields(cls) -> set[str]:
-    return {f.name for f in dataclasses.fields(cls)}
-
-
-def positive_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise TrainplanError(f"{what} must be a positive integer, got {value!r}")
-    return value
-
-
-def positive_number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise TrainplanError(f"{what} must be a positive number, got {value!r}")
-    return float(value)
 
 
 def read_json(path: str | Path, what: str) -> Any:

@@ -6,10 +6,3 @@ TB = 1000**4
 TFLOPS = 1e12
 GBPS_TO_BYTES_PER_S = 1e9 / 8  # one gigabit per second, in bytes per second
 
-
-def gib(nbytes: float) -> float:
-    return nbytes / GiB
-
-
-def gb_per_s(bytes_per_s: float) -> float:
-    return bytes_per_s / GB

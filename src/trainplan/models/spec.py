@@ -116,7 +116,7 @@ def spec_to_dict(m: ModelSpec) -> dict:
 
 def spec_from_dict(d: dict, where: str = "model") -> ModelSpec:
     """Parse a ModelSpec written by spec_to_dict (plan.json); unknown keys are refused."""
-    from dataclasses import fields
+    from dataclasses import MISSING, fields
 
     from trainplan.errors import TrainplanError
     from trainplan.parsing import check_keys
@@ -125,9 +125,7 @@ def spec_from_dict(d: dict, where: str = "model") -> ModelSpec:
         if not isinstance(data, dict):
             raise TrainplanError(f"{path} must be an object")
         names = {f.name for f in fields(cls)}
-        required = {f.name for f in fields(cls) if f.default is f.default_factory is None or
-                    (f.default.__class__.__name__ == "_MISSING_TYPE" and
-                     f.default_factory.__class__.__name__ == "_MISSING_TYPE")}
+        required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
         check_keys(data, names, path, required=required)
         return data
 

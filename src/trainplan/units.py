@@ -2,7 +2,6 @@
 
 GiB = 1024**3
 GB = 1000**3
-TB = 1000**4
 TFLOPS = 1e12
 GBPS_TO_BYTES_PER_S = 1e9 / 8  # one gigabit per second, in bytes per second
 

@@ -84,3 +84,14 @@ def test_hardware_cli_lists_and_shows_json(cli):
 def test_hardware_cli_unknown_name_is_one_line_exit_2(cli):
     code, out, err = cli("hardware", "tpu-v5")
     assert code == 2 and out == "" and err.count("\n") == 1 and "unknown GPU or instance 'tpu-v5'" in err
+
+
+def test_malformed_price_override_is_one_line(tmp_path):
+    with pytest.raises(TrainplanError, match="TRAINPLAN_PRICES is not valid JSON"):
+        _apply_price_overrides(nodes(), "{p5: 3")
+    f = tmp_path / "prices.json"
+    f.write_text("[1, 2]")
+    with pytest.raises(TrainplanError, match="expected a JSON object"):
+        _apply_price_overrides(nodes(), str(f))
+    with pytest.raises(TrainplanError, match="does not exist"):
+        _apply_price_overrides(nodes(), str(tmp_path / "missing.json"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from trainplan.errors import TrainplanError, unknown
 from trainplan.hardware.types import ARCH_DTYPES, Cluster, GPUSpec, NodeType
-from trainplan.parsing import check_keys, read_toml
+from trainplan.parsing import check_keys, read_json, read_toml
 from trainplan.units import GB, GBPS_TO_BYTES_PER_S, TFLOPS, GiB
 
 _HERE = Path(__file__).parent
@@ -89,8 +89,18 @@ def _apply_price_overrides(table: dict[str, NodeType], spec: str | None) -> dict
     """TRAINPLAN_PRICES: a JSON file {instance: usd_per_hour} or inline 'name=price,name=price'."""
     if not spec:
         return table
-    if spec.strip().startswith("{") or spec.endswith(".json"):
-        raw = json.loads(Path(spec).read_text()) if spec.endswith(".json") else json.loads(spec)
+    if spec.endswith(".json"):
+        raw = read_json(spec, "TRAINPLAN_PRICES file")
+    elif spec.strip().startswith("{"):
+        try:
+            raw = json.loads(spec)
+        except json.JSONDecodeError as e:
+            raise TrainplanError(f"TRAINPLAN_PRICES is not valid JSON ({e.msg}); use 'name=price,...'") from None
+    else:
+        raw = None
+    if raw is not None:
+        if not isinstance(raw, dict):
+            raise TrainplanError("TRAINPLAN_PRICES: expected a JSON object {instance: usd_per_hour}")
         pairs = list(raw.items())
     else:
         pairs = [p.split("=", 1) for p in spec.split(",") if p.strip()]

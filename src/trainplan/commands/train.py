@@ -11,29 +11,15 @@ from pathlib import Path
 
 from trainplan.commands._common import positive_int, print_json
 from trainplan.errors import TrainplanError
+from trainplan.runtime.args import PASSED, add_run_arguments
 
 NAME = "train"
 HELP = "Train a plan.json on this machine (torchrun, FSDP2); without --plan, a tiny demo on CPU/GPU."
 
-# Flags passed through to `python -m trainplan.runtime` unchanged: (flag, takes a value).
-_PASS = (("--steps", True), ("--checkpoint-dir", True), ("--tensorboard", True), ("--data", True),
-         ("--tokenizer", True), ("--hf", False), ("--fit-world", False), ("--no-progress", False))
-
-
 def add_arguments(p) -> None:
-    p.add_argument("--plan", help="plan.json to run (default: the built-in demo model)")
+    add_run_arguments(p, steps_type=positive_int)
     p.add_argument("--nproc", type=positive_int,
                    help="processes (GPUs) on this machine (default: the plan's GPUs, or 1 for the demo)")
-    p.add_argument("--steps", type=positive_int, help="optimizer steps (default: the plan's train.steps; demo 30)")
-    p.add_argument("--out", help="run directory for measurements.jsonl and summary.json (default: runs/<time>)")
-    p.add_argument("--checkpoint-dir", help="write DCP checkpoints here and resume from the newest one")
-    p.add_argument("--tensorboard", metavar="DIR", help="also write TensorBoard scalars to DIR")
-    p.add_argument("--data", help="training data: files/directories of .txt .jsonl .parquet .npy .bin")
-    p.add_argument("--tokenizer", help="a local tokenizer.json (default: byte-level)")
-    p.add_argument("--hf", action="store_true", help="build the Hugging Face model from the plan's hf_config")
-    p.add_argument("--fit-world", action="store_true",
-                   help="run the plan on --nproc processes by rescaling dp_shard (and the global batch)")
-    p.add_argument("--no-progress", action="store_true", help="no per-step progress lines")
     p.add_argument("--dry-run", action="store_true", help="print the torchrun command and exit")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
 
@@ -48,7 +34,7 @@ def torchrun_argv(nproc: int, runtime_args: list[str]) -> list[str]:
 def _runtime_args(args, out: Path) -> list[str]:
     argv = ["--plan", args.plan] if args.plan else ["--demo"]
     argv += ["--out", str(out)]
-    for flag, takes_value in _PASS:
+    for flag, takes_value, _ in PASSED:
         v = getattr(args, flag[2:].replace("-", "_"))
         if takes_value and v is not None:
             argv += [flag, str(v)]

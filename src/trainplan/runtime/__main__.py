@@ -12,23 +12,14 @@ import time
 from pathlib import Path
 
 from trainplan.errors import EXIT_USAGE, TrainplanError
+from trainplan.runtime.args import add_run_arguments
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m trainplan.runtime", description=__doc__.splitlines()[0])
-    p.add_argument("--plan", help="plan.json to run (default: the demo)")
+    add_run_arguments(p)
     p.add_argument("--demo", action="store_true", help="run the tiny demo model (FSDP over all processes)")
-    p.add_argument("--steps", type=int, help="optimizer steps (default: the plan's train.steps)")
-    p.add_argument("--out", help="directory for measurements.jsonl and summary.json (default: runs/<time>)")
-    p.add_argument("--checkpoint-dir", help="DCP checkpoints here; resumes from the newest one")
     p.add_argument("--json", action="store_true", help="print the summary as JSON on rank 0")
-    p.add_argument("--tensorboard", metavar="DIR", help="write TensorBoard scalars to DIR")
-    p.add_argument("--data", help="training data: files or directories (default: the plan's, else the stdlib corpus)")
-    p.add_argument("--tokenizer", help="a local tokenizer.json (default: bytes)")
-    p.add_argument("--hf", action="store_true", help="build the Hugging Face model from the plan's hf_config")
-    p.add_argument("--fit-world", action="store_true",
-                   help="rescale dp_shard (and the global batch) to the number of processes started")
-    p.add_argument("--no-progress", action="store_true", help="no per-step progress on stderr")
     p.add_argument("--stop-at-step", type=int, help=argparse.SUPPRESS)
     return p
 

@@ -1,0 +1,31 @@
+"""The run flags shared by `trainplan train` (which starts torchrun) and `python -m
+trainplan.runtime` (each rank): defined once, so the wrapper passes through exactly what a rank
+reads. Torch-free: the CLI imports it without the torch extra."""
+
+from __future__ import annotations
+
+# (flag, takes a value, argparse keywords): passed from `trainplan train` to every rank unchanged.
+PASSED = (
+    ("--steps", True, {"type": int, "help": "optimizer steps (default: the plan's train.steps; demo 30)"}),
+    ("--checkpoint-dir", True, {"help": "write DCP checkpoints here and resume from the newest one"}),
+    ("--tensorboard", True, {"metavar": "DIR", "help": "also write TensorBoard scalars to DIR"}),
+    ("--data", True, {"help": "training data: files/directories of .txt .jsonl .parquet .npy .bin "
+                              "(default: the plan's, else the standard library's sources)"}),
+    ("--tokenizer", True, {"help": "a local tokenizer.json (default: byte-level)"}),
+    ("--hf", False, {"help": "build the Hugging Face model from the plan's hf_config"}),
+    ("--fit-world", False, {"help": "rescale dp_shard (and the global batch) to the processes started"}),
+    ("--no-progress", False, {"help": "no per-step progress on stderr"}),
+)
+
+
+def add_run_arguments(p, steps_type=int) -> None:
+    """--plan, --out and the passed-through flags; `steps_type` lets the CLI refuse non-positive steps."""
+    p.add_argument("--plan", help="plan.json to run (default: the built-in demo model)")
+    p.add_argument("--out", help="run directory for measurements.jsonl and summary.json (default: runs/<time>)")
+    for flag, takes_value, kw in PASSED:
+        kw = dict(kw)
+        if not takes_value:
+            kw["action"] = "store_true"
+        elif flag == "--steps":
+            kw["type"] = steps_type
+        p.add_argument(flag, **kw)

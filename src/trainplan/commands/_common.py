@@ -47,23 +47,3 @@ def _default(o):
         return str(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write a file so that it is complete or absent: no half-written output on failure."""
-    import os
-    import tempfile
-
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        # mkstemp creates 0600; a plan or report is an ordinary file, readable as the umask allows.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

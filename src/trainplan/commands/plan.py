@@ -118,7 +118,7 @@ def evaluator(profile_path: str | None):
 
     profile = None
     if profile_path:
-        from trainplan.calibration.profile import load_profile
+        from trainplan.profile import load_profile
 
         profile = load_profile(profile_path)
     return model_evaluator(profile)
@@ -142,7 +142,8 @@ def progress_bar():
 # ---- the command ---------------------------------------------------------------------------------
 
 def run(args) -> int:
-    from trainplan.commands._common import print_json, write_atomic
+    from trainplan.commands._common import print_json
+    from trainplan.fileio import write_atomic
     from trainplan.search import search
 
     q = query(args)

@@ -20,8 +20,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from trainplan.calibration.profile import default_profile, load_profile
     from trainplan.commands._common import print_json
+    from trainplan.profile import default_profile, load_profile
     from trainplan.validation.dataset import load_dataset
     from trainplan.validation.run import run as run_validation
 
@@ -31,7 +31,7 @@ def run(args) -> int:
         import sys
 
         from trainplan.calibration.build import build_profile
-        from trainplan.commands._common import write_atomic
+        from trainplan.fileio import write_atomic
 
         prof = build_profile(cases, args.dataset, progress=lambda s: print(s, file=sys.stderr))
         write_atomic(args.fit, json.dumps(prof.to_dict(), indent=1) + "\n")

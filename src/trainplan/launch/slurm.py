@@ -67,7 +67,7 @@ def _one_line(text: str) -> str:
 
 def submit(rendered: Rendered, directory: str | Path = ".") -> int:
     """Write the script next to the plan and hand it to sbatch."""
-    from trainplan.commands._common import write_atomic
+    from trainplan.fileio import write_atomic
 
     path = Path(directory) / SCRIPT
     write_atomic(path, rendered.files[SCRIPT])

@@ -16,7 +16,7 @@ from trainplan.report.terminal import fmt_count, fmt_pct, fmt_seconds
 def _write(path: str | Path, text: str) -> Path:
     import os
 
-    from trainplan.commands._common import write_atomic
+    from trainplan.fileio import write_atomic
 
     write_atomic(path, text)
     # write_atomic's temporary file is private (0600); a report is for sharing: honour the umask.

@@ -173,7 +173,7 @@ def build(seq_len: int = 64, progress=None) -> dict:
 
 def main(argv=None) -> int:
     from trainplan.calibration.activations import FILE
-    from trainplan.commands._common import write_atomic
+    from trainplan.fileio import write_atomic
 
     p = argparse.ArgumentParser(prog="python -m trainplan.trace.calibrate", description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(FILE))

@@ -17,12 +17,12 @@ import platform
 import time
 from pathlib import Path
 
-from trainplan.calibration.profile import default_profile
 from trainplan.estimate import estimate
 from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
 from trainplan.models import resolve
+from trainplan.profile import default_profile
 
 DEV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_dev.json"
 

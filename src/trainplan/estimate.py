@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainplan.calibration.profile import Profile, default_profile
 from trainplan.costs.comm import CommEntry
 from trainplan.costs.cost import Cost, cost
 from trainplan.costs.flops import model_flops
@@ -23,6 +22,7 @@ from trainplan.costs.steptime import StepTime, step_time
 from trainplan.job import Job
 from trainplan.layout import Layout
 from trainplan.precision import recipe
+from trainplan.profile import Profile, default_profile
 from trainplan.units import GiB
 
 

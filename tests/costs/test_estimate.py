@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from trainplan.calibration.profile import Profile
 from trainplan.estimate import Estimate, estimate
 from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
 from trainplan.models import resolve
+from trainplan.profile import Profile
 
 
 def _job(model="llama-3.1-8b", instance="ml.p6-b200.48xlarge", nodes=1, gb=8, tokens=10**12):

@@ -114,9 +114,9 @@ def test_offload_recomputes_like_full_and_none_recomputes_nothing():
 
 
 def _mb(framework_family, **kw):
-    from trainplan.calibration.profile import Profile
     from trainplan.costs.compute import microbatch_compute
     from trainplan.hardware import find_gpu
+    from trainplan.profile import Profile
 
     m = resolve("llama-3.1-8b")
     args = {"gemm_dtype": "bf16", "tokens": LLAMA_S, "seq_len": LLAMA_S, "tp": 1, "ep": 1,

@@ -4,12 +4,12 @@ from dataclasses import replace
 
 import pytest
 
-from trainplan.calibration.profile import Profile, default_profile
 from trainplan.costs.steptime import exposed, step_time
 from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
 from trainplan.models import resolve
+from trainplan.profile import Profile, default_profile
 from trainplan.validation.dataset import model_spec
 
 PRIOR = Profile()

@@ -5,7 +5,6 @@ from dataclasses import replace
 
 import pytest
 
-from trainplan.calibration.profile import Profile
 from trainplan.costs.compute import (
     ATTN_KEYS_HALF,
     FA2_ON_NEWER,
@@ -16,6 +15,7 @@ from trainplan.costs.compute import (
 from trainplan.costs.flops import model_flops
 from trainplan.hardware import find_gpu
 from trainplan.models import resolve
+from trainplan.profile import Profile
 
 PRIOR = Profile()
 

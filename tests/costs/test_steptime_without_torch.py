@@ -13,7 +13,7 @@ def test_estimate_and_validate_without_torch():
         import sys
         sys.modules["torch"] = None
         from trainplan.cli import main
-        from trainplan.calibration import fit, build  # noqa: F401
+        from trainplan.calibration import fitting, build  # noqa: F401
         assert main(["estimate", "--model", "mixtral-8x7b", "--ep", "8", "--json"]) == 0
         if {DEV.exists()!r}:
             assert main(["validate", "--dataset", {str(DEV)!r}, "--json"]) == 0

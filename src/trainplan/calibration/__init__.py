@@ -1,6 +1,5 @@
-"""Calibration: efficiency coefficients of the step-time model, fitted on measurements with
-leave-one-source-out cross-validation, kept as data (profiles/*.json)."""
+"""Calibration: the efficiency coefficients of the step-time model (trainplan/profile.py), fitted on
+measurements with leave-one-source-out cross-validation and kept as data (trainplan/profiles/*.json).
 
-from trainplan.calibration.profile import Profile, default_profile, load_profile
-
-__all__ = ["Profile", "default_profile", "load_profile"]
+Calibration sits above the estimate and validation (it fits by predicting records); the profile
+type it fits lives below costs, so the cost model never imports calibration."""

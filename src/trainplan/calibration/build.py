@@ -6,8 +6,8 @@ from __future__ import annotations
 import datetime
 from dataclasses import replace
 
-from trainplan.calibration.fit import BOUNDS, FITTED, fit, loso
-from trainplan.calibration.profile import Profile
+from trainplan.calibration.fitting import BOUNDS, FITTED, fit, loso
+from trainplan.profile import Profile
 
 FIT_QUALITIES = ("full", "layout")  # records with a known layout; 'partial' ones are too uncertain
 

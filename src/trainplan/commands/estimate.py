@@ -25,9 +25,9 @@ def build(args):
 
 
 def run(args) -> int:
-    from trainplan.calibration.profile import load_profile
     from trainplan.commands._common import print_json
     from trainplan.estimate import estimate
+    from trainplan.profile import load_profile
 
     job, layout = build(args)
     prof = load_profile(args.profile) if args.profile else None

@@ -32,10 +32,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainplan.calibration.profile import Profile
 from trainplan.costs.flops import MEGATRON_FAMILY, ModelFlops, keys_per_query, layer_recompute
 from trainplan.hardware.types import GPUSpec
 from trainplan.models.spec import ModelSpec
+from trainplan.profile import Profile
 
 BF16_BYTES = 2
 FP32_BYTES = 4

@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from trainplan.calibration.profile import Profile
 from trainplan.costs.comm import CommEntry, Span, bytes_on_wire, collective_time, span, tier_name
 from trainplan.costs.compute import FUSED_FRAMEWORKS, MicrobatchCompute, microbatch_compute
 from trainplan.costs.flops import ac_family, model_flops, recompute_fraction
@@ -31,6 +30,7 @@ from trainplan.layout import Layout
 from trainplan.models.params import count_params
 from trainplan.models.spec import ModelSpec
 from trainplan.precision import recipe
+from trainplan.profile import Profile
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +223,7 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     compute = (mb.gemm + mb.attention) * n_mb
     nongemm = mb.nongemm * n_mb
     recompute = mb.recompute * n_mb
-    # A framework's kernels run slower or faster than the model's rates (calibration/profile.py):
+    # A framework's kernels run slower or faster than the model's rates (trainplan/profile.py):
     # the factor scales the compute-side terms; the communication ledger stays as computed.
     f = prof.time_factor
     compute, nongemm, recompute, bubble, optimizer = (x * f for x in (compute, nongemm, recompute, bubble, optimizer))

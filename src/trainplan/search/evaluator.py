@@ -85,9 +85,9 @@ class ModelEvaluator:
     peak memory in the calibration profile (leave-one-source-out, `cv_error.peak_mem_gib`)."""
 
     def __init__(self, profile=None):
-        from trainplan.calibration.profile import default_profile
         from trainplan.costs.memory import memory_breakdown
         from trainplan.estimate import estimate
+        from trainplan.profile import default_profile
 
         self.profile = profile or default_profile()
         self._memory, self._estimate = memory_breakdown, estimate

@@ -1,7 +1,7 @@
 """Predict every representable record of a validation dataset and compare with what was measured.
 
 Predictions are cross-validated when the profile carries leave-one-source-out folds: a record is
-predicted with the coefficients fitted without its own source (calibration/fit.py), so the error
+predicted with the coefficients fitted without its own source (calibration/fitting.py), so the error
 reported is the held-out error, not the fit error.
 
 Comparisons:
@@ -19,8 +19,8 @@ Comparisons:
 
 from __future__ import annotations
 
-from trainplan.calibration.profile import Profile
 from trainplan.estimate import estimate
+from trainplan.profile import Profile
 from trainplan.units import TFLOPS, GiB
 from trainplan.validation.dataset import Case, peak_mem_kind
 from trainplan.validation.errors import METRICS, rel_error, summarize

@@ -4,6 +4,9 @@ Each coefficient has a physical meaning and a prior default with its reason. A p
 (`trainplan-profile/1`) holds the fitted values, the records they were fitted on, the
 leave-one-source-out fold values and the cross-validated error; `estimate` uses the packaged
 `profiles/default.json` when it exists, else the priors below.
+
+The type sits below costs (tests/core/test_layering.py): the cost model reads coefficients, and
+calibration (which fits them by running the cost model) sits above it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ _HERE = Path(__file__).parent / "profiles"
 class Profile:
     """Coefficients of the step-time model (costs/compute.py, costs/steptime.py)."""
 
-    # Every efficiency below is a fraction of a physical ceiling, bounded to (0, 1] (calibration/fit.py
+    # Every efficiency below is a fraction of a physical ceiling, bounded to (0, 1] (calibration/fitting.py
     # BOUNDS): nothing in the model runs faster than its measured or datasheet limit.
     # Achieved fraction of the measured matmul ceiling (GPUSpec.matmul_ceiling, per dtype: fp8 GEMMs
     # are bounded by the fp8 MAMF) inside a real training step: clocks under sustained load, launch
@@ -61,7 +64,7 @@ class Profile:
     name: str = "prior"
     cv_error: dict = field(default_factory=dict, compare=False, hash=False)
     folds: dict = field(default_factory=dict, compare=False, hash=False)
-    source: str = "priors in calibration/profile.py"
+    source: str = "priors in trainplan/profile.py"
     # When and on what the profile was fitted, and the coefficients' bounds (calibration/build.py).
     meta: dict = field(default_factory=dict, compare=False, hash=False)
 

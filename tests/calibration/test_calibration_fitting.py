@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from trainplan.calibration.fit import fit, framework_factors, loso, predicted_tps
-from trainplan.calibration.profile import Profile, default_profile, load_profile
+from trainplan.calibration.fitting import fit, framework_factors, loso, predicted_tps
 from trainplan.errors import TrainplanError
 from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
 from trainplan.models import resolve
+from trainplan.profile import Profile, default_profile, load_profile
 
 
 @dataclass
@@ -79,7 +79,7 @@ def test_packaged_profile_carries_its_cross_validated_error():
 
 
 def test_packaged_coefficients_are_within_their_physical_bounds():
-    from trainplan.calibration.fit import BOUNDS
+    from trainplan.calibration.fitting import BOUNDS
 
     p = default_profile()
     for k in p.meta["fitted"]:

@@ -21,8 +21,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from trainplan.calibration.profile import Profile
 from trainplan.costs.steptime import step_time
+from trainplan.profile import Profile
 
 # Physical bounds: efficiencies are fractions of a ceiling (a measured MAMF, the bf16 peak, the HBM
 # datasheet bandwidth) and cannot exceed 1; d_half is a GEMM dimension between a warp tile and a

@@ -6,7 +6,7 @@ import sys
 CODE = """
 import sys
 sys.modules['torch'] = None  # any `import torch` now raises ImportError
-import trainplan.commands.train, trainplan.commands.compare_run, trainplan.runtime, trainplan.runtime.fit
+import trainplan.commands.train, trainplan.commands.compare_run, trainplan.runtime, trainplan.runtime.world
 from trainplan.cli import main
 sys.exit(main(['train', '--dry-run', '--nproc', '2']))
 """

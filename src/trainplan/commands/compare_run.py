@@ -38,7 +38,7 @@ def predict(plan) -> dict | None:
 
 def compare(run_dir: str | Path) -> dict:
     from trainplan.parsing import read_json
-    from trainplan.runtime.fit import plan_from_run
+    from trainplan.runtime.world import plan_from_run
 
     run = Path(run_dir)
     summary = read_json(run / "summary.json", "run summary")

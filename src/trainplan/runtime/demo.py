@@ -8,7 +8,7 @@ from trainplan.layout import Layout
 from trainplan.models.spec import ModelSpec
 from trainplan.plan import Plan, TrainSettings
 from trainplan.runtime.data import BYTE_TOKENIZER_VOCAB
-from trainplan.runtime.fit import node_for_world
+from trainplan.runtime.world import node_for_world
 
 DEMO_MODEL = ModelSpec(
     name="demo-llama-tiny", model_type="llama", num_layers=4, hidden_size=128, num_heads=4,

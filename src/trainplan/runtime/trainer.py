@@ -16,8 +16,8 @@ from trainplan.errors import TrainplanError
 from trainplan.runtime import checkpoint, context, distributed, metrics, parallel
 from trainplan.runtime.build import build_model
 from trainplan.runtime.data import make_batches
-from trainplan.runtime.fit import fit_to_world
 from trainplan.runtime.optim import make_optimizer
+from trainplan.runtime.world import fit_to_world
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,10 @@ dp_shard * cp, as in torchtitan (Megatron carves it out of dp; for cp = 1 the tw
 states (FSDP2 / ZeRO-3; with dp_replicate > 1 this is HSDP); "zero2" shards gradients and optimizer
 states; "zero1" shards optimizer states and fp32 master weights (Megatron's distributed optimizer);
 "none" is plain data parallel (dp_shard must be 1).
+
+`stack` names the software that runs the layout and `execution` its settings (stacks.py): what it
+overlaps (TP, DP, PP communication), its MoE dispatcher, context-parallel exchange, cross-entropy
+kernel, CUDA graphs and power cap. Left out, `execution` is the stack's preset.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from trainplan.errors import TrainplanError
+from trainplan.stacks import DEFAULT_STACK, Execution, execution_from_dict
+from trainplan.stacks import stack as stack_preset
 
 SHARDING = ("none", "zero1", "zero2", "fsdp")
 # Activation checkpointing policies (costs/memory.py documents what each keeps):
@@ -60,6 +66,13 @@ class Layout:
     vocab_parallel_loss: bool = True  # with tp > 1: loss on vocabulary-sharded logits (False: gathered to every rank)
     bf16_loss: bool = False  # eager cross-entropy straight on bf16 logits, which the loop keeps through backward
     fsdp_sync_last_microbatch: bool = False  # FSDP reduce-scatters on the last micro-batch only (unsharded accumulation)
+    # Which software runs the layout and how (stacks.py); execution None = the stack's preset.
+    stack: str = DEFAULT_STACK
+    execution: Execution | None = None
+
+    def __post_init__(self):
+        if self.execution is None:  # frozen: fill the preset in once, at construction
+            object.__setattr__(self, "execution", stack_preset(self.stack).execution)
 
     @property
     def dp(self) -> int:
@@ -72,11 +85,28 @@ class Layout:
     def with_(self, **changes) -> Layout:
         return replace(self, **changes)
 
+    def with_stack(self, name: str, **settings) -> Layout:
+        """The same layout run by stack `name`: its preset settings, with `settings` overriding keys."""
+        return replace(self, stack=name, execution=stack_preset(name).execution.with_(**settings))
+
+    @property
+    def loss_kind(self) -> str:
+        """The cross-entropy that runs ('plain', 'fused', 'chunked'): the stack's `cross_entropy`
+        setting, unless the layout's own options ask for more (chunked_loss, compiled_loss: the loss
+        compiled with the model fuses its upcast like a fused kernel)."""
+        if self.chunked_loss:
+            return "chunked"
+        if self.compiled_loss and self.execution.cross_entropy == "plain":
+            return "fused"
+        return self.execution.cross_entropy
+
     def to_dict(self) -> dict:
         # The memory-only knobs are written only when set, so a plan.json of a layout that does not
-        # use them reads and renders exactly as before they existed.
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in _OPTIONAL or getattr(self, f.name) != f.default}
+        # use them reads and renders exactly as before they existed. Stack and execution always are.
+        out = {f.name: getattr(self, f.name) for f in fields(self)
+               if f.name not in _OPTIONAL or getattr(self, f.name) != f.default}
+        out["execution"] = self.execution.to_dict()
+        return out
 
     def short(self) -> str:
         """A compact one-line description: 'bf16 ac=full mb=2 dp=1x8(fsdp) tp=1 pp=1 cp=1'."""
@@ -98,7 +128,16 @@ def layout_from_dict(data: dict, where: str = "layout") -> Layout:
 
     names = {f.name: f for f in fields(Layout)}
     check_keys(data, set(names), where)
+    data = dict(data)
+    name = data.get("stack", DEFAULT_STACK)
+    if not isinstance(name, str):
+        raise TrainplanError(f"{where}: stack must be a string, got {name!r}")
+    preset = stack_preset(name).execution
+    if "execution" in data:  # keys left out come from the stack's preset
+        data["execution"] = execution_from_dict(data["execution"], f"{where}: execution", preset)
     for k, v in data.items():
+        if k == "execution":
+            continue
         default = getattr(Layout(), k)
         if isinstance(default, bool):
             if not isinstance(v, bool):

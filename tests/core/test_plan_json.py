@@ -34,6 +34,18 @@ def test_round_trip_keeps_every_field(tmp_path):
     assert json.loads(f.read_text())["schema"] == SCHEMA
 
 
+def test_plan_json_carries_the_stack_and_every_execution_setting(tmp_path):
+    from trainplan.stacks import SETTINGS
+
+    p = Plan(make_plan().job, make_plan().layout.with_stack("megatron", tp_comm_overlap=True))
+    d = json.loads(p.to_json())
+    assert d["layout"]["stack"] == "megatron"
+    assert list(d["layout"]["execution"]) == list(SETTINGS) and d["layout"]["execution"]["tp_comm_overlap"] is True
+    f = tmp_path / "plan.json"
+    f.write_text(p.to_json())
+    assert load_plan(f).layout.execution == p.layout.execution
+
+
 def test_unknown_schema_is_refused_with_what_to_do():
     d = make_plan().to_dict() | {"schema": "trainplan-plan/99"}
     with pytest.raises(TrainplanError, match=r"unknown schema 'trainplan-plan/99'.*re-create the plan"):

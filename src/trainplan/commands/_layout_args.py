@@ -1,7 +1,27 @@
 """The flags that spell one explicit job and layout, shared by `fit`, `estimate` (and any command
-that takes a layout by hand), and their one parse into a checked (Job, Layout)."""
+that takes a layout by hand), and their one parse into a checked (Job, Layout); and the stack flags
+(--stack, --set) that `plan` shares with them."""
 
 from __future__ import annotations
+
+
+def add_stack_arguments(p) -> None:
+    from trainplan.stacks import DEFAULT_STACK, SETTINGS, stacks
+
+    p.add_argument("--stack", default=DEFAULT_STACK,
+                   help=f"software that runs the layout: {', '.join(stacks())} (default {DEFAULT_STACK}); "
+                        "its preset gives the execution settings")
+    p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                   help=f"override one execution setting of the stack (repeatable): {', '.join(SETTINGS)}")
+
+
+def stack_and_execution(args):
+    """(stack name, Execution) from --stack and --set; unknown names, keys and values are one-line errors."""
+    from trainplan.stacks import parse_assignment, stack
+
+    preset = stack(args.stack).execution
+    changes = dict(parse_assignment(text) for text in args.settings)
+    return args.stack, preset.with_(**changes)
 
 
 def add_layout_arguments(p) -> None:
@@ -39,6 +59,7 @@ def add_layout_arguments(p) -> None:
     p.add_argument("--optimizer-offload", action="store_true", help="optimizer states in host memory")
     p.add_argument("--no-flash-attention", action="store_true", help="materialised s x s attention scores")
     p.add_argument("--torch-compile", action="store_true")
+    add_stack_arguments(p)
 
 
 def job_and_layout(args, *, tokens: int = 0, price: float | None = None):
@@ -56,6 +77,7 @@ def job_and_layout(args, *, tokens: int = 0, price: float | None = None):
         node = with_price(node, price)
     cluster = Cluster(node, args.nodes)
     model = resolve(args.model)
+    stack_name, execution = stack_and_execution(args)
     fixed = args.tp * args.pp * args.cp * args.dp_replicate
     shard = args.dp_shard or max(cluster.num_gpus // fixed, 1)
     rep = args.dp_replicate
@@ -76,7 +98,7 @@ def job_and_layout(args, *, tokens: int = 0, price: float | None = None):
         cp=args.cp, ep=args.ep, fp8_allgather=args.fp8_allgather, chunked_loss=args.chunked_loss,
         optimizer_offload=args.optimizer_offload, flash_attention=not args.no_flash_attention,
         torch_compile=args.torch_compile, compiled_loss=args.compiled_loss,
-        grad_reduce_fp32=not args.grad_reduce_bf16,
+        grad_reduce_fp32=not args.grad_reduce_bf16, stack=stack_name, execution=execution,
     )
     job = Job(model, cluster, Workload(seq_len=args.seq_len, global_batch=gb, tokens=tokens))
     check_layout(job, layout)

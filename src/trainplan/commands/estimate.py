@@ -34,10 +34,16 @@ def run(args) -> int:
     e = estimate(job, layout, prof)
     if args.json:
         print_json({"model": job.model.name, "instance": job.cluster.node.name, "nodes": job.cluster.nodes,
-                    "layout": layout.to_dict(), "estimate": e.to_dict()})
+                    "layout": layout.to_dict(), "stack": layout.stack,
+                    "execution": layout.execution.to_dict(), "estimate": e.to_dict()})
         return 0
     print(render(job, layout, e))
     return 0
+
+
+def _settings(ex) -> str:
+    return ", ".join(f"{k}={'null' if v is None else str(v).lower() if isinstance(v, bool) else v}"
+                     for k, v in ex.to_dict().items())
 
 
 def _fmt(v, unit="", digits=2):
@@ -51,7 +57,8 @@ def render(job, layout, e) -> str:
     t = e.time
     out = [(f"{job.model.name} on {c.nodes} x {c.node.name} ({c.num_gpus} GPUs), "
             f"seq {job.workload.seq_len}, global batch {job.workload.global_batch}"),
-           f"layout: {layout.short()}", "",
+           f"layout: {layout.short()}",
+           f"stack: {layout.stack} ({_settings(layout.execution)})", "",
            (f"step time {t.total:.3f} s   tokens/s {e.tokens_per_s:,.0f} (cluster), "
             f"{e.tokens_per_s_per_gpu:,.0f} per GPU (band {e.band[0]:,.0f}-{e.band[1]:,.0f})"),
            (f"MFU {e.mfu:.1%} (causal 6N+attention; Megatron/full-attention convention {e.mfu_noncausal:.1%}),"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import textwrap
 
+from trainplan.commands._layout_args import add_stack_arguments, stack_and_execution
 from trainplan.report.cli import add_html_argument, write_html
 
 NAME = "plan"
@@ -46,6 +47,7 @@ def add_arguments(p) -> None:
                    help="admit plans whose memory band crosses the GPU's capacity")
     p.add_argument("--top", type=positive_int, default=5, help="runners-up to show")
     p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")
+    add_stack_arguments(p)
     p.add_argument("--out", default=None, help="write the chosen plan to this plan.json")
     p.add_argument("--verify", action="store_true",
                    help="trace the chosen plan with the real model code (needs the torch extra)")
@@ -101,6 +103,7 @@ def query(args):
         raise TrainplanError(f"--budget must be a positive number of dollars, got {args.budget}")
     if args.nodes and args.max_nodes:
         raise TrainplanError("give --nodes (a fixed count) or --max-nodes (a range), not both")
+    stack_name, execution = stack_and_execution(args)
     if args.priority == "context" and args.seq_len == str(DEFAULT_SEQ_LEN):
         args.seq_len = "max"  # the context priority searches the sequence unless one is fixed
     return Query(
@@ -108,7 +111,7 @@ def query(args):
         seq_len=seq_len(args.seq_len), batch=parse_batch(args.global_batch), tokens=args.tokens,
         precision=recipe(args.precision).name if args.precision else None, priority=args.priority,
         tolerance=args.tolerance, budget_usd=args.budget, allow_risk=args.allow_risk, top=args.top,
-        hf_config=hf_config(args.model),
+        hf_config=hf_config(args.model), stack=stack_name, execution=execution,
     )
 
 

@@ -105,7 +105,8 @@ class _Count:
         layout = Layout(precision=prec, ac=ac, ac_layers=k, micro_batch=mb, grad_accum=ga,
                         pp_schedule=sched[0], vp=sched[1],
                         fp8_allgather=r.fp8 and prec == "fp8_tensorwise" and mesh.sharding == "fsdp",
-                        chunked_loss=self.context, **mesh.layout_fields())
+                        chunked_loss=self.context, stack=self.q.stack, execution=self.q.execution,
+                        **mesh.layout_fields())
         return self.job(seq, mesh.dp * mb * ga), layout
 
     def fits(self, mesh, prec, ac, k, mb, seq, sched) -> bool:

@@ -94,6 +94,8 @@ class Query:
     top: int = 5  # runners-up to report
     hf_config: dict | None = None
     fewest_nodes: bool = False  # with max_nodes: stop at the first node count that fits
+    stack: str = "trainplan"  # the software every candidate layout runs on (stacks.py)
+    execution: object = None  # its stacks.Execution; None: the stack's preset
 
     def node_range(self) -> tuple[int, int, bool]:
         """(first, last, stop_at_first_fit)."""

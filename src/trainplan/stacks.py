@@ -1,0 +1,171 @@
+"""Software stacks and their execution settings: the one home of "what the framework overlaps and fuses".
+
+A layout carries a `stack` (which software runs it: trainplan's own trainer, torchtitan, Megatron-Core,
+NeMo, ...) and an `Execution` (the settings below). The stack's preset (stacks.toml, a source per value)
+gives the defaults; `--set KEY=VALUE`, a plan.json or a validation record's `train.execution` override
+single keys. Memory, step time, the recompute family, the validation loader and the trainer read them
+from here, never from a framework name.
+
+Settings (exactly these keys, so plans and datasets can carry them):
+  tp_comm_overlap       tensor-parallel all-gathers / reduce-scatters hidden behind the GEMMs
+                        (TE userbuffers comm-GEMM overlap, async TP)
+  grad_reduce_overlap   data-parallel gradient reduce-scatter / all-reduce issued during backward
+  param_gather_overlap  sharded parameters all-gathered ahead of use (FSDP prefetch, Megatron
+                        overlap_param_gather)
+  pp_p2p_overlap        pipeline sends/receives overlapped with the neighbouring chunk's compute
+  moe_dispatcher        alltoall | allgather | deepep: how tokens reach their experts
+  cp_comm               p2p (ring) | a2a (Ulysses) | allgather | a2a+p2p: context-parallel exchange
+  cross_entropy         plain (fp32 logits) | fused (fused kernel, no fp32 copy) | chunked (vocabulary
+                        chunks, no full logits)
+  cuda_graphs           the step is captured as CUDA graphs (no launch gaps)
+  power_limit_w         a GPU power cap in watts, or null (the GPU's own limit)
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from trainplan.errors import TrainplanError
+from trainplan.parsing import check_keys, read_toml
+
+DEFAULT_STACK = "trainplan"
+CHOICES = {
+    "moe_dispatcher": ("alltoall", "allgather", "deepep"),
+    "cp_comm": ("p2p", "a2a", "allgather", "a2a+p2p"),
+    "cross_entropy": ("plain", "fused", "chunked"),
+}
+BOOLEAN = ("tp_comm_overlap", "grad_reduce_overlap", "param_gather_overlap", "pp_p2p_overlap", "cuda_graphs")
+NUMBER_OR_NULL = ("power_limit_w",)
+FAMILIES = ("pytorch", "megatron")
+_STACK_KEYS = {"description", "recompute_family", "fused_kernels", "frameworks", "source", "settings"}
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """How a stack runs a layout: what it overlaps, which kernels it uses (module doc)."""
+
+    tp_comm_overlap: bool
+    grad_reduce_overlap: bool
+    param_gather_overlap: bool
+    pp_p2p_overlap: bool
+    moe_dispatcher: str
+    cp_comm: str
+    cross_entropy: str
+    cuda_graphs: bool
+    power_limit_w: float | None
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in SETTINGS}
+
+    def with_(self, **changes) -> Execution:
+        return replace(self, **changes)
+
+
+SETTINGS = tuple(f.name for f in fields(Execution))
+
+
+@dataclass(frozen=True, slots=True)
+class Stack:
+    name: str
+    description: str
+    recompute_family: str  # costs/flops.py FAMILIES
+    fused_kernels: bool  # TE/Apex fused element-wise kernels and TE attention (costs/compute.py)
+    frameworks: tuple[str, ...]  # other names validation records use for it
+    source: str
+    execution: Execution  # the preset
+    sources: dict  # setting -> where its preset value comes from
+
+
+def _allowed(key: str) -> str:
+    if key in BOOLEAN:
+        return "true or false"
+    if key in NUMBER_OR_NULL:
+        return "a number or null"
+    return " | ".join(CHOICES[key])
+
+
+def check_value(key: str, value, where: str):
+    """The value of one setting, checked; a wrong key or value is a one-line error naming the allowed ones."""
+    if key not in SETTINGS:
+        raise TrainplanError(f"{where}: unknown execution setting {key!r}; allowed: {', '.join(SETTINGS)}")
+    ok = (isinstance(value, bool) if key in BOOLEAN else
+          (value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0))
+          if key in NUMBER_OR_NULL else value in CHOICES[key])
+    if not ok:
+        raise TrainplanError(f"{where}: {key} must be {_allowed(key)}, got {value!r}")
+    return float(value) if key in NUMBER_OR_NULL and value is not None else value
+
+
+def parse_assignment(text: str) -> tuple[str, object]:
+    """'KEY=VALUE' from the command line (--set) -> (key, typed value)."""
+    key, sep, raw = text.partition("=")
+    key, raw = key.strip(), raw.strip()
+    if not sep or not key:
+        raise TrainplanError(f"--set expects KEY=VALUE, got {text!r}; keys: {', '.join(SETTINGS)}")
+    if key not in SETTINGS:
+        raise TrainplanError(f"--set: unknown execution setting {key!r}; allowed: {', '.join(SETTINGS)}")
+    low = raw.lower()
+    value: object = raw
+    if key in BOOLEAN and low in ("true", "false", "1", "0", "on", "off", "yes", "no"):
+        value = low in ("true", "1", "on", "yes")
+    elif key in NUMBER_OR_NULL:
+        if low in ("null", "none", ""):
+            value = None
+        else:
+            try:
+                value = float(raw)
+            except ValueError:
+                pass
+    return key, check_value(key, value, "--set")
+
+
+def execution_from_dict(d: dict, where: str, base: Execution) -> Execution:
+    """`base` with the settings of `d` (plan.json layout.execution, a record's train.execution)."""
+    if not isinstance(d, dict):
+        raise TrainplanError(f"{where}: expected an object of execution settings, got {d!r}")
+    check_keys(d, set(SETTINGS), where)
+    return replace(base, **{k: check_value(k, v, where) for k, v in d.items()})
+
+
+def _load_stack(name: str, d: dict) -> Stack:
+    where = f"stacks.toml [{name}]"
+    check_keys(d, _STACK_KEYS, where, required=_STACK_KEYS)
+    assert d["recompute_family"] in FAMILIES, (name, d["recompute_family"])
+    raw = d["settings"]
+    check_keys(raw, set(SETTINGS), f"{where}.settings", required=set(SETTINGS))
+    values, sources = {}, {}
+    for key, entry in raw.items():
+        check_keys(entry, {"value", "source"}, f"{where}.settings.{key}", required={"source"})
+        values[key] = check_value(key, entry.get("value"), f"{where}.settings.{key}")
+        sources[key] = entry["source"]
+    return Stack(name=name, description=d["description"], recompute_family=d["recompute_family"],
+                 fused_kernels=bool(d["fused_kernels"]), frameworks=tuple(d["frameworks"]),
+                 source=d["source"], execution=Execution(**values), sources=sources)
+
+
+@functools.cache
+def stacks() -> dict[str, Stack]:
+    """Every stack preset, by name (stacks.toml, read once)."""
+    data = read_toml(Path(__file__).with_name("stacks.toml"))
+    return {name: _load_stack(name, d) for name, d in data.items()}
+
+
+def stack(name: str) -> Stack:
+    try:
+        return stacks()[name]
+    except KeyError:
+        raise TrainplanError(f"unknown stack {name!r}; known: {', '.join(stacks())}") from None
+
+
+def stack_for_framework(framework: str | None) -> Stack | None:
+    """The preset a validation record's `train.framework` names (its own name or one of `frameworks`)."""
+    for s in stacks().values():
+        if framework == s.name or framework in s.frameworks:
+            return s
+    return None
+
+
+def recompute_family(name: str) -> str:
+    return stack(name).recompute_family

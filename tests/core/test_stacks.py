@@ -1,0 +1,120 @@
+"""Stack presets and execution settings: data with a source per value, one parse for flags and files."""
+
+import pytest
+
+from trainplan.errors import TrainplanError
+from trainplan.layout import Layout, layout_from_dict
+from trainplan.stacks import (
+    CHOICES,
+    SETTINGS,
+    Execution,
+    execution_from_dict,
+    parse_assignment,
+    stack,
+    stack_for_framework,
+    stacks,
+)
+
+ISSUE_KEYS = ("tp_comm_overlap", "grad_reduce_overlap", "param_gather_overlap", "pp_p2p_overlap",
+              "moe_dispatcher", "cp_comm", "cross_entropy", "cuda_graphs", "power_limit_w")
+
+
+def test_settings_are_exactly_the_issue_keys():
+    assert SETTINGS == ISSUE_KEYS
+    assert CHOICES["cp_comm"] == ("p2p", "a2a", "allgather", "a2a+p2p")
+
+
+@pytest.mark.parametrize("name", ["trainplan", "torchtitan", "megatron", "nemo", "megatron_bridge", "composer",
+                                  "fms", "kempnerforge"])
+def test_every_preset_has_every_setting_with_a_source(name):
+    s = stack(name)
+    assert set(s.sources) == set(SETTINGS)
+    assert all(len(src) > 10 for src in s.sources.values())
+    assert isinstance(s.execution, Execution) and s.recompute_family in ("pytorch", "megatron")
+
+
+def test_presets_differ_where_the_frameworks_do():
+    # Megatron-LM's argparse defaults leave every DP/TP overlap off; NeMo's perf recipes turn them on;
+    # FSDP2 stacks overlap DP by construction; torch's CP rotates KV with an all-gather.
+    mg, nemo, tt = stack("megatron").execution, stack("nemo").execution, stack("torchtitan").execution
+    assert not mg.tp_comm_overlap and not mg.grad_reduce_overlap and mg.moe_dispatcher == "allgather"
+    assert nemo.tp_comm_overlap and nemo.grad_reduce_overlap and nemo.cross_entropy == "fused"
+    assert tt.grad_reduce_overlap and not tt.tp_comm_overlap and tt.cp_comm == "allgather"
+    assert mg.cp_comm == "p2p"
+
+
+def test_dataset_framework_names_map_to_presets():
+    for fw in ("nemo", "megatron", "torchtitan", "composer", "megatron_bridge", "kempnerforge"):
+        assert stack_for_framework(fw).name == fw
+    assert stack_for_framework("fms_fsdp").name == "fms"
+    assert stack_for_framework("other") is None
+
+
+def test_layout_takes_its_stacks_preset_unless_given():
+    assert Layout().stack == "trainplan" and Layout().execution == stack("trainplan").execution
+    assert Layout(stack="megatron").execution == stack("megatron").execution
+    L = Layout().with_stack("megatron", tp_comm_overlap=True)
+    assert L.stack == "megatron" and L.execution.tp_comm_overlap and not L.execution.grad_reduce_overlap
+
+
+def test_loss_kind_is_the_setting_unless_the_layout_asks_for_more():
+    assert Layout().loss_kind == "plain"
+    assert Layout(stack="nemo").loss_kind == "fused"
+    assert Layout(chunked_loss=True, stack="nemo").loss_kind == "chunked"
+    assert Layout(compiled_loss=True).loss_kind == "fused"
+    assert Layout().with_stack("trainplan", cross_entropy="chunked").loss_kind == "chunked"
+
+
+def test_layout_dict_round_trips_stack_and_settings():
+    L = Layout(tp=8).with_stack("megatron", tp_comm_overlap=True, power_limit_w=700.0)
+    d = L.to_dict()
+    assert d["stack"] == "megatron" and d["execution"]["tp_comm_overlap"] is True
+    assert d["execution"]["power_limit_w"] == 700.0
+    assert layout_from_dict(d) == L
+    # keys left out of execution come from the named stack's preset
+    partial = layout_from_dict({"stack": "nemo", "execution": {"tp_comm_overlap": False}})
+    assert partial.execution == stack("nemo").execution.with_(tp_comm_overlap=False)
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"stack": "nope"}, "unknown stack 'nope'; known: trainplan"),
+    ({"execution": {"tp_overlap": True}}, "unknown key 'tp_overlap'; allowed keys: cp_comm"),
+    ({"execution": {"cp_comm": "ring"}}, "cp_comm must be p2p | a2a | allgather | a2a+p2p, got 'ring'"),
+    ({"execution": {"cuda_graphs": "yes"}}, "cuda_graphs must be true or false"),
+    ({"execution": {"power_limit_w": -5}}, "power_limit_w must be a number or null"),
+])
+def test_bad_settings_in_a_file_are_one_line_errors(data, message):
+    with pytest.raises(TrainplanError) as e:
+        layout_from_dict(data)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("tp_comm_overlap=false", ("tp_comm_overlap", False)),
+    ("tp_comm_overlap=True", ("tp_comm_overlap", True)),
+    ("cp_comm=a2a+p2p", ("cp_comm", "a2a+p2p")),
+    ("power_limit_w=700", ("power_limit_w", 700.0)),
+    ("power_limit_w=null", ("power_limit_w", None)),
+])
+def test_set_flag_parses_typed_values(text, expected):
+    assert parse_assignment(text) == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ("colour=red", "unknown execution setting 'colour'; allowed: tp_comm_overlap, grad_reduce_overlap"),
+    ("moe_dispatcher=nccl", "moe_dispatcher must be alltoall | allgather | deepep"),
+    ("tp_comm_overlap", "--set expects KEY=VALUE"),
+    ("cuda_graphs=maybe", "cuda_graphs must be true or false"),
+])
+def test_set_flag_errors_name_the_allowed_values(text, message):
+    with pytest.raises(TrainplanError, match=message.replace("|", r"\|").replace("+", r"\+")):
+        parse_assignment(text)
+
+
+def test_execution_from_dict_refuses_non_objects():
+    with pytest.raises(TrainplanError, match="expected an object"):
+        execution_from_dict(["p2p"], "x", stack("trainplan").execution)
+
+
+def test_every_stack_is_listed():
+    assert set(stacks()) >= {"trainplan", "torchtitan", "megatron", "nemo", "composer", "fms"}

@@ -19,6 +19,7 @@ LAYERS: list[set[str]] = [
     {"parsing", "fileio"},
     {"hardware", "profile"},  # profile: the step-time coefficients, read by costs, fitted by calibration
     {"models"},
+    {"stacks"},  # the software that runs a layout and its execution settings (stacks.toml)
     {"precision"},
     {"layout", "job"},
     {"costs"},

@@ -47,8 +47,9 @@ def grid(family):
 
 def check(cfg, points, flops=True):
     from trainplan.calibration.activations import correction
-    from trainplan.costs.activations import ActivationContext, layer_activations, layer_kinds
+    from trainplan.costs.activations import ActivationContext, layer_activations
     from trainplan.models import spec_from_config
+    from trainplan.models.layers import moe_flags
     from trainplan.trace import TraceSettings, trace_config
     from trainplan.trace.compare import comparison
 
@@ -60,7 +61,7 @@ def check(cfg, points, flops=True):
         assert c["relative_difference"]["params"] == 0.0
         if flops:
             assert abs(c["relative_difference"]["flops_matmul"]) <= 0.02, (ac, mb, s, prec, c)
-        moe = layer_kinds(spec)
+        moe = moe_flags(spec)
         for layer in r.layers:  # each traced layer against the analytic layer of its kind
             is_moe = layer.kind.startswith("moe")
             per_token = layer_activations(spec, is_moe, ActivationContext(seq_len=s), ac).total

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from trainplan.errors import TrainplanError
+from trainplan.models import hf_config
 from trainplan.trace.config import layer_kinds, slice_config
 from trainplan.trace.settings import TraceSettings
 
@@ -29,8 +30,7 @@ def test_fp8_alias_maps_to_tensorwise():
     assert TraceSettings.make(precision="fp8").precision == "fp8_tensorwise"
 
 
-DEEPSEEK = {"model_type": "deepseek_v3", "num_hidden_layers": 61, "first_k_dense_replace": 3,
-            "n_routed_experts": 256, "moe_layer_freq": 1}
+DEEPSEEK = hf_config("deepseek-v3")  # 61 layers, first_k_dense_replace 3
 
 
 def test_deepseek_kinds_and_slice_keep_one_dense_and_one_moe_layer():
@@ -42,7 +42,7 @@ def test_deepseek_kinds_and_slice_keep_one_dense_and_one_moe_layer():
 
 
 def test_sliding_window_layers_keep_both_attention_kinds():
-    cfg = {"model_type": "gemma3_text", "num_hidden_layers": 6,
+    cfg = {**hf_config("gemma-2-9b"), "num_hidden_layers": 6,
            "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
     sliced = slice_config(cfg, 2)
     assert layer_kinds(sliced) == ["dense/sliding_attention", "dense/full_attention"]

@@ -34,7 +34,6 @@ Table 2 (tests/costs/test_memory_activations.py checks them).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, fields
 
 from trainplan.models.spec import ModelSpec
@@ -122,17 +121,6 @@ class ActivationContext:
     # GEMM instead of the bf16 tensor: the norm outputs and the fc2 input shrink; the attention
     # output is kept twice (bf16 by the attention kernel, fp8 by the output projection).
     fp8_linear_inputs: bool = False
-
-
-def _is_moe(m: ModelSpec, index: int) -> bool:
-    moe = m.moe
-    return moe is not None and index >= moe.first_dense_layers and (index + 1) % moe.moe_layer_freq == 0
-
-
-@functools.lru_cache(maxsize=256)
-def layer_kinds(m: ModelSpec) -> tuple[bool, ...]:
-    """True for MoE layers, in layer order."""
-    return tuple(_is_moe(m, i) for i in range(m.num_layers))
 
 
 def _heads_per_rank(n: int, tp: int) -> float:

@@ -22,11 +22,11 @@ from trainplan.costs.activations import (
     LayerActivations,
     layer_activations,
     layer_backward_grads,
-    layer_kinds,
     microbatches_in_flight,
 )
 from trainplan.costs.states import StageParams, stage_params, state_bytes
 from trainplan.layout import Layout
+from trainplan.models.layers import moe_flags
 from trainplan.precision import recipe
 from trainplan.units import GiB
 
@@ -118,7 +118,7 @@ def _candidate_stages(m, tp: int, ep: int, pp: int) -> tuple[int, ...]:
     parameters and layer kinds. Within a group only the micro-batches in flight differ, and they
     never grow with the stage index (1F1B, interleaved, GPipe), so the group's first stage has the
     largest total (and the first of equal totals, as a scan of every stage would pick)."""
-    kinds = layer_kinds(m)
+    kinds = moe_flags(m)
     stages = stage_params(m, tp, ep, pp)
     seen, out = set(), []
     for i, sp in enumerate(stages):
@@ -224,7 +224,7 @@ def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, first
 
     Each distinct (layer kind, policy) is evaluated once and multiplied by its count."""
     counts: dict[tuple[bool, str], int] = {}
-    for j, is_moe in enumerate(layer_kinds(m)[first:first + n]):
+    for j, is_moe in enumerate(moe_flags(m)[first:first + n]):
         key = (is_moe, _policy(ac, ac_layers, j))
         counts[key] = counts.get(key, 0) + 1
     groups = dict.fromkeys(GROUPS, 0.0)

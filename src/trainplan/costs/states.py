@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from trainplan.models.layers import moe_flags
 from trainplan.models.params import count_params
 from trainplan.models.spec import ModelSpec
 
@@ -66,14 +67,15 @@ def stage_params(m: ModelSpec, tp: int, ep: int, pp: int) -> tuple[StageParams, 
     pc = _counts(m)
     h = m.hidden_size
     kv_frac = max(1 / tp, 1 / m.num_kv_heads)  # tp beyond the kv-head count replicates kv heads
+    moe = moe_flags(m)
     per_layer = []
-    for lp in pc.layers:
+    for lp, is_moe in zip(pc.layers, moe, strict=True):
         if m.mla is None:
             kv = 2 * h * m.kv_dim + (2 * m.kv_dim if m.qkv_bias else 0)
             attn = (lp.attention - kv) / tp + kv * kv_frac
         else:
             attn = lp.attention / tp
-        if lp.experts:
+        if is_moe:
             router = lp.mlp - _shared(m)
             mlp_linear = _shared(m) / tp
             mlp = mlp_linear + router
@@ -99,7 +101,7 @@ def stage_params(m: ModelSpec, tp: int, ep: int, pp: int) -> tuple[StageParams, 
             units.append(head + pc.final_norm)
         out.append(StageParams(
             first_layer=first, num_layers=n,
-            moe_layers=sum(1 for lp in pc.layers[first:first + n] if lp.experts),
+            moe_layers=sum(moe[first:first + n]),
             dense=dense, experts=experts, fp8_linear=sum(x[2] for x in layers),
             largest_unit=max(units), largest_unit_linear=layers[biggest][2],
         ))

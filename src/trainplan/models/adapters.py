@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from trainplan.errors import TrainplanError
 from trainplan.models.config_reader import ConfigReader
+from trainplan.models.layers import DENSE, ffn_kinds
 from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
 
 # hidden_act of a gated MLP (act(x W_gate) * x W_up) -> ModelSpec.mlp
@@ -186,7 +187,7 @@ def _qwen_moe(c: ConfigReader, d: dict, **extra) -> dict:
         dense_layers=c.int_list("mlp_only_layers", []),
         **extra,
     )
-    dense = sum(not moe.is_moe_layer(i) for i in range(d["num_layers"]))
+    dense = ffn_kinds(moe, d["num_layers"]).count(DENSE)
     d["ffn_size"] = c.integer("intermediate_size") if dense else 0
     d["moe"] = moe
     return d

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainplan.models.layers import is_moe_layer
 from trainplan.models.spec import ModelSpec
 
 
@@ -120,7 +121,7 @@ def _layer(m: ModelSpec, index: int) -> LayerParams:
     attn = _attention(m)
     norms = m.norms_per_layer * _norm(m, h)
     moe = m.moe
-    if moe is None or not moe.is_moe_layer(index):
+    if not is_moe_layer(moe, index):
         return LayerParams(attn, _mlp(m, m.ffn_size, m.mlp_bias), 0, 0, norms)
     one_expert = _mlp(m, moe.expert_ffn_size, moe.expert_bias)
     router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainplan.models import layers
+
 
 @dataclass(frozen=True, slots=True)
 class MoESpec:
-    """Mixture-of-experts FFN. Layers [0, first_dense_layers) keep the dense FFN."""
+    """Mixture-of-experts FFN. Which layers have it: models/layers.py (is_moe_layer)."""
 
     num_experts: int  # routed experts per MoE layer
     experts_per_token: int  # top-k
@@ -28,14 +30,6 @@ class MoESpec:
     dense_layers: tuple[int, ...] = ()  # explicit dense-FFN layer indices (Qwen mlp_only_layers)
     num_groups: int = 1  # DeepSeek n_group: experts are split into groups (one per node in EP) ...
     topk_groups: int = 1  # ... and a token is routed to experts of at most topk_group groups
-
-    def is_moe_layer(self, index: int) -> bool:
-        """Whether decoder layer `index` (0-based) has the MoE FFN, as HF builds it."""
-        return (
-            index >= self.first_dense_layers
-            and (index + 1) % self.moe_layer_freq == 0
-            and index not in self.dense_layers
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +89,7 @@ class ModelSpec:
 
     @property
     def num_moe_layers(self) -> int:
-        if self.moe is None:
-            return 0
-        return sum(1 for i in range(self.num_layers) if self.moe.is_moe_layer(i))
+        return layers.layer_kinds(self).count(layers.MOE)
 
     @property
     def num_dense_layers(self) -> int:

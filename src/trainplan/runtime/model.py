@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainplan.models.layers import is_moe_layer
 from trainplan.models.spec import ModelSpec
 from trainplan.runtime.init import fill
 from trainplan.runtime.loss import lm_loss
@@ -144,7 +145,7 @@ class Block(nn.Module):
     def __init__(self, spec: ModelSpec, index: int):
         super().__init__()
         m = spec.moe
-        is_moe = m is not None and index >= m.first_dense_layers and (index + 1) % m.moe_layer_freq == 0
+        is_moe = is_moe_layer(m, index)
         self.attention_norm = _norm(spec, spec.hidden_size)
         self.attention = Attention(spec)
         self.ffn_norm = _norm(spec, spec.hidden_size)

@@ -24,15 +24,16 @@ def rel(traced: float, analytic: float) -> float | None:
 
 
 def analytic(spec, r: TraceResult) -> dict:
-    from trainplan.costs.activations import ActivationContext, layer_activations, layer_kinds
+    from trainplan.costs.activations import ActivationContext, layer_activations
     from trainplan.costs.flops import model_flops, recompute_per_token
     from trainplan.models import count_params
+    from trainplan.models.layers import moe_flags
 
     s = r.settings
     tokens = s.micro_batch * s.seq_len
     ctx = ActivationContext(seq_len=s.seq_len, elem_bytes=2)
     policies = r.full_policies()
-    moe = layer_kinds(spec)
+    moe = moe_flags(spec)
     per_layer = [layer_activations(spec, moe[i], ctx, policies[i]) for i in range(spec.num_layers)]
     from trainplan.calibration.activations import correction
 

@@ -14,8 +14,6 @@ from collections import Counter
 
 from trainplan.errors import TrainplanError
 
-# Keys that name the routed-expert count in the configs transformers knows.
-_EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
 # Keys that hold the number of decoder layers (first one present wins).
 _DEPTH_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 
@@ -40,36 +38,17 @@ def num_layers(cfg: dict) -> int:
     return cfg[depth_key(cfg)]
 
 
-def _num_experts(cfg: dict) -> int:
-    for k in _EXPERT_KEYS:
-        v = cfg.get(k)
-        if isinstance(v, int) and v > 0:
-            return v
-    return 0
-
-
-def _is_moe_layer(cfg: dict, i: int) -> bool:
-    if not _num_experts(cfg):
-        return False
-    if "first_k_dense_replace" in cfg:  # DeepSeek V2/V3, Kimi, GLM-4.5 MoE
-        freq = cfg.get("moe_layer_freq") or 1
-        return i >= (cfg.get("first_k_dense_replace") or 0) and i % freq == 0
-    if i in (cfg.get("mlp_only_layers") or ()):  # Qwen2/3-MoE
-        return False
-    step = cfg.get("decoder_sparse_step") or 1
-    return (i + 1) % step == 0
-
-
 def layer_kinds(cfg: dict) -> list[str]:
-    """The kind of every decoder layer: MLP kind, plus the attention kind when layers differ."""
+    """The kind of every decoder layer: dense or MoE as the planner's spec says (models/layers.py,
+    one rule for the parameter counts, the memory model, the trainer and the tracer), plus the
+    attention kind from the config's own `layer_types` when layers differ."""
+    from trainplan.models import spec_from_config
+    from trainplan.models.layers import layer_kinds as ffn
+
+    kinds = list(ffn(spec_from_config(cfg, name="trace", where="trace config")))
     types = cfg.get("layer_types")
-    mixed = isinstance(types, list) and len(set(types)) > 1
-    kinds = []
-    for i in range(num_layers(cfg)):
-        k = "moe" if _is_moe_layer(cfg, i) else "dense"
-        if mixed:
-            k += f"/{types[i]}"
-        kinds.append(k)
+    if isinstance(types, list) and len(set(types)) > 1:
+        kinds = [f"{k}/{t}" for k, t in zip(kinds, types, strict=False)]
     return kinds
 
 

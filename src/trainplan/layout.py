@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from trainplan.errors import TrainplanError
+from trainplan.models.stages import max_stage_layers
 from trainplan.stacks import DEFAULT_STACK, Execution, execution_from_dict
 from trainplan.stacks import stack as stack_preset
 
@@ -187,9 +188,10 @@ def check_layout(job, layout: Layout) -> None:
         )
     if L.vp > 1 and L.pp_schedule != "interleaved":
         raise TrainplanError(f"vp={L.vp} needs pp_schedule 'interleaved'")
-    if L.ac == "partial" and not 0 < L.ac_layers <= -(-m.num_layers // L.pp):
+    if L.ac == "partial" and not 0 < L.ac_layers <= max_stage_layers(m.num_layers, L.pp):
         raise TrainplanError(
-            f"ac 'partial' needs 1 <= ac_layers <= layers per pipeline stage ({-(-m.num_layers // L.pp)}), got {L.ac_layers}"
+            f"ac 'partial' needs 1 <= ac_layers <= layers per pipeline stage "
+            f"({max_stage_layers(m.num_layers, L.pp)}), got {L.ac_layers}"
         )
     if w.seq_len % L.cp:
         raise TrainplanError(f"cp={L.cp} does not divide the sequence length {w.seq_len}")

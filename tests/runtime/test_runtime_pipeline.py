@@ -5,24 +5,27 @@ from dataclasses import replace
 import torch
 import torch.nn.functional as F
 
+from trainplan.models.stages import rank_chunks
 from trainplan.runtime.demo import DEMO_MODEL
 from trainplan.runtime.model import Decoder
-from trainplan.runtime.pipeline import layer_ranges, rank_view, split_decoder, stage_indices
+from trainplan.runtime.pipeline import rank_view, split_decoder
 
 SPEC = replace(DEMO_MODEL, num_layers=5, hidden_size=64, num_heads=4, num_kv_heads=2, head_dim=16, ffn_size=128,
                tied_embeddings=False)
 
 
-def test_layer_ranges_are_consecutive_and_front_loaded():
-    # ceil(layers / chunks) on the first stages: the planner sizes a stage at ceil(L / pp).
-    assert layer_ranges(5, 2) == [range(3), range(3, 5)]
-    assert layer_ranges(126, 16)[0] == range(8) and layer_ranges(126, 16)[-1] == range(119, 126)
-    assert layer_ranges(8, 4) == [range(2), range(2, 4), range(4, 6), range(6, 8)]
+def test_each_rank_builds_the_layers_the_memory_model_prices():
+    # One split (models/stages.py) for the trainer and the memory model, interleaved included.
+    from trainplan.costs.states import stage_params
 
-
-def test_interleaved_placement_loops_over_ranks():
-    assert stage_indices(0, 4, 2) == [0, 4] and stage_indices(3, 4, 2) == [3, 7]
-    assert stage_indices(1, 2, 1) == [1]
+    spec = replace(SPEC, num_layers=7)
+    with torch.device("meta"):
+        meta = Decoder(spec, 32)
+    pp, vp = 2, 2
+    for r, priced in enumerate(stage_params(spec, 1, 1, pp, vp)):
+        built = [int(k) for part in split_decoder(meta, rank_chunks(r, pp, vp), pp * vp) for k in part.layers]
+        assert tuple(built) == priced.layers
+    assert [len(s.layers) for s in stage_params(spec, 1, 1, pp, vp)] == [4, 3]
 
 
 def test_chunks_chained_equal_the_whole_model_and_keep_its_names():

@@ -103,9 +103,9 @@ def memory_breakdown(job, layout: Layout) -> MemoryBreakdown:
     """
     L = layout
     m = job.model
-    stages = stage_params(m, L.tp, L.ep, L.pp)
+    stages = stage_params(m, L.tp, L.ep, L.pp, L.vp)
     best, best_total = None, 0.0
-    for i in _candidate_stages(m, L.tp, L.ep, L.pp):
+    for i in _candidate_stages(m, L.tp, L.ep, L.pp, L.vp):
         t, parts = _stage_terms(job, L, i, stages[i])
         if best is None or t > best_total:
             best, best_total = parts, t
@@ -113,17 +113,17 @@ def memory_breakdown(job, layout: Layout) -> MemoryBreakdown:
 
 
 @functools.lru_cache(maxsize=1024)
-def _candidate_stages(m, tp: int, ep: int, pp: int) -> tuple[int, ...]:
+def _candidate_stages(m, tp: int, ep: int, pp: int, vp: int) -> tuple[int, ...]:
     """The stages that can be the worst: the first of each group of stages holding the same
     parameters and layer kinds. Within a group only the micro-batches in flight differ, and they
     never grow with the stage index (1F1B, interleaved, GPipe), so the group's first stage has the
     largest total (and the first of equal totals, as a scan of every stage would pick)."""
     kinds = moe_flags(m)
-    stages = stage_params(m, tp, ep, pp)
+    stages = stage_params(m, tp, ep, pp, vp)
     seen, out = set(), []
     for i, sp in enumerate(stages):
         key = (i == 0, i == pp - 1, sp.num_layers, sp.moe_layers, sp.dense, sp.experts, sp.fp8_linear,
-               sp.largest_unit, sp.largest_unit_linear, kinds[sp.first_layer:sp.first_layer + sp.num_layers])
+               sp.largest_unit, sp.largest_unit_linear, tuple(kinds[j] for j in sp.layers))
         if key not in seen:
             seen.add(key)
             out.append(i)
@@ -137,8 +137,8 @@ def _candidate_stages(m, tp: int, ep: int, pp: int) -> tuple[int, ...]:
 
 
 def _dominates(a: StageParams, b: StageParams, kinds: tuple[bool, ...]) -> bool:
-    ka = set(kinds[a.first_layer:a.first_layer + a.num_layers])
-    kb = set(kinds[b.first_layer:b.first_layer + b.num_layers])
+    ka = {kinds[j] for j in a.layers}
+    kb = {kinds[j] for j in b.layers}
     return (len(ka) == 1 and ka == kb and a.num_layers >= b.num_layers and a.dense >= b.dense
             and a.experts >= b.experts and a.fp8_linear >= b.fp8_linear and a.largest_unit >= b.largest_unit
             and a.largest_unit_linear >= b.largest_unit_linear)
@@ -166,7 +166,7 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[
     tokens = L.micro_batch * w.seq_len / L.cp  # tokens of one micro-batch on this GPU
     ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile,
                    L.sharding == "fsdp", r.fp8)
-    per_mb, working, grads, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, sp.first_layer, sp.num_layers)
+    per_mb, working, grads, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, sp.layers)
     in_flight = microbatches_in_flight(L.pp, i, L.grad_accum, L.pp_schedule, L.vp)
     activations = per_mb * tokens * in_flight
     logits = 0.0
@@ -218,13 +218,15 @@ def _layer(m, is_moe: bool, ctx: ActivationContext, policy: str) -> tuple[LayerA
 
 
 @functools.lru_cache(maxsize=4096)
-def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, first: int, n: int):
-    """Bytes per token of one micro-batch on the stage of layers first..first+n-1: (saved, recompute
+def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, layers: tuple[int, ...]):
+    """Bytes per token of one micro-batch on the stage holding `layers`: (saved, recompute
     working set, activation gradients in one layer's backward, saved by group).
 
     Each distinct (layer kind, policy) is evaluated once and multiplied by its count."""
     counts: dict[tuple[bool, str], int] = {}
-    for j, is_moe in enumerate(moe_flags(m)[first:first + n]):
+    moe = moe_flags(m)
+    for j, index in enumerate(layers):
+        is_moe = moe[index]
         key = (is_moe, _policy(ac, ac_layers, j))
         counts[key] = counts.get(key, 0) + 1
     groups = dict.fromkeys(GROUPS, 0.0)

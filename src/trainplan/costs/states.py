@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from trainplan.models.layers import moe_flags
 from trainplan.models.params import count_params
 from trainplan.models.spec import ModelSpec
+from trainplan.models.stages import stage_layers
 
 FP32, BF16 = 4, 2
 
@@ -40,8 +41,7 @@ FP32, BF16 = 4, 2
 class StageParams:
     """Parameters one GPU of a pipeline stage holds before data-parallel sharding."""
 
-    first_layer: int
-    num_layers: int
+    layers: tuple[int, ...]  # the decoder layers the stage holds (models/stages.py)
     moe_layers: int
     dense: float  # replicated over the data-parallel group: attention, MLP, norms, embedding, head
     experts: float  # routed experts (divided by ep and tp)
@@ -49,21 +49,15 @@ class StageParams:
     largest_unit: float  # largest FSDP unit on the stage: one block, the embedding or the head
     largest_unit_linear: float  # fp8-castable weights of the largest block
 
-
-def stage_bounds(num_layers: int, pp: int) -> tuple[tuple[int, int], ...]:
-    """(first layer, layer count) per stage; the first num_layers % pp stages get one extra layer."""
-    base, extra = divmod(num_layers, pp)
-    out, start = [], 0
-    for i in range(pp):
-        n = base + (1 if i < extra else 0)
-        out.append((start, n))
-        start += n
-    return tuple(out)
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
 
 
 @functools.lru_cache(maxsize=4096)
-def stage_params(m: ModelSpec, tp: int, ep: int, pp: int) -> tuple[StageParams, ...]:
-    """Per-stage parameters held by one GPU; cached because the search calls it for every layout."""
+def stage_params(m: ModelSpec, tp: int, ep: int, pp: int, vp: int = 1) -> tuple[StageParams, ...]:
+    """Per-stage parameters held by one GPU of each pipeline rank (its layers: models/stages.py);
+    cached because the search calls it for every layout."""
     pc = _counts(m)
     h = m.hidden_size
     kv_frac = max(1 / tp, 1 / m.num_kv_heads)  # tp beyond the kv-head count replicates kv heads
@@ -87,8 +81,9 @@ def stage_params(m: ModelSpec, tp: int, ep: int, pp: int) -> tuple[StageParams, 
     emb = pc.embedding / tp
     head = (pc.lm_head or (pc.embedding if pp > 1 else 0)) / tp  # tied + pp: the last stage keeps a copy
     out = []
-    for i, (first, n) in enumerate(stage_bounds(m.num_layers, pp)):
-        layers = per_layer[first:first + n]
+    for i, held in enumerate(stage_layers(m.num_layers, pp, vp)):
+        n = len(held)
+        layers = [per_layer[j] for j in held]
         dense = sum(x[0] for x in layers)
         experts = sum(x[1] for x in layers)
         units = [x[0] + x[1] for x in layers]
@@ -100,8 +95,7 @@ def stage_params(m: ModelSpec, tp: int, ep: int, pp: int) -> tuple[StageParams, 
             dense += head + pc.final_norm
             units.append(head + pc.final_norm)
         out.append(StageParams(
-            first_layer=first, num_layers=n,
-            moe_layers=sum(moe[first:first + n]),
+            layers=held, moe_layers=sum(moe[j] for j in held),
             dense=dense, experts=experts, fp8_linear=sum(x[2] for x in layers),
             largest_unit=max(units), largest_unit_linear=layers[biggest][2],
         ))

@@ -29,6 +29,7 @@ from trainplan.job import Job
 from trainplan.layout import Layout
 from trainplan.models.params import count_params
 from trainplan.models.spec import ModelSpec
+from trainplan.models.stages import max_stage_layers
 from trainplan.precision import recipe
 from trainplan.profile import Profile
 
@@ -95,7 +96,7 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     mf = model_flops(m)
     s = w.seq_len
     tokens = L.micro_batch * s / L.cp  # tokens of one micro-batch on one GPU
-    layers_stage = -(-m.num_layers // L.pp)
+    layers_stage = max_stage_layers(m.num_layers, L.pp)
     r = recompute_fraction(L.ac, L.ac_layers, layers_stage)
     mb = microbatch_compute(
         m, mf, gpu, prof, gemm_dtype=rec.gemm_dtype, tokens=tokens, seq_len=s, tp=L.tp, ep=L.ep,

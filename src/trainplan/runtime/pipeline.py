@@ -1,9 +1,8 @@
 """Pipeline parallelism with torch.distributed.pipelining, for trainplan's own Decoder.
 
-The model is cut into pp * vp chunks of consecutive layers, the way the planner counts them
-(costs/steptime.py, costs/memory.py): chunk 0 also holds the embeddings, the last chunk the
-final norm and the LM head. Rank r of the pipeline holds chunks r, r + pp, r + 2 pp, ... (the
-"loop" placement of Narayanan et al. 2021, section 2.2, which the interleaved schedule needs).
+The model is cut into pp * vp chunks of consecutive layers by the planner's own split
+(models/stages.py, which the memory model calls too): chunk 0 also holds the embeddings, the last
+chunk the final norm and the LM head; rank r of the pipeline holds chunks r, r + pp, r + 2 pp, ...
 Each chunk is a Decoder with the parts it does not hold set to None (model.Decoder.forward
 documents how a stage runs), so parameter names are those of the whole model: checkpoints keep
 the whole model's keys, and init (runtime/init.py, seeded by name) gives every parameter the
@@ -27,23 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainplan.errors import TrainplanError
-
-
-def layer_ranges(num_layers: int, chunks: int) -> list[range]:
-    """Consecutive layer ranges for `chunks` pipeline chunks, the first ones one layer longer
-    when the layers do not divide evenly (the planner sizes a stage at ceil(layers / pp))."""
-    base, extra = divmod(num_layers, chunks)
-    out, start = [], 0
-    for c in range(chunks):
-        n = base + (1 if c < extra else 0)
-        out.append(range(start, start + n))
-        start += n
-    return out
-
-
-def stage_indices(pp_rank: int, pp: int, vp: int) -> list[int]:
-    """The chunks rank `pp_rank` runs: r, r + pp, ... (loop placement)."""
-    return [pp_rank + v * pp for v in range(vp)]
+from trainplan.models.stages import chunk_layers, rank_chunks
 
 
 def check_pipeline(layout, spec) -> None:
@@ -60,7 +43,7 @@ def check_pipeline(layout, spec) -> None:
 
 def split_decoder(model: nn.Module, chunks: list[int], num_chunks: int) -> list[nn.Module]:
     """The given chunks of a meta-device Decoder, each a pruned deep copy (cheap on meta)."""
-    ranges = layer_ranges(len(model.layers), num_chunks)
+    ranges = chunk_layers(len(model.layers), num_chunks)
     parts = []
     for c in chunks:
         part = copy.deepcopy(model)
@@ -188,7 +171,7 @@ def build_pipeline(model: nn.Module, layout, mesh, device: torch.device):
     pp_mesh = mesh["pp"]
     pp_rank = pp_mesh.get_local_rank()
     tied_pg = tied_group(mesh, pp) if model.spec.tied_embeddings else None
-    chunks = stage_indices(pp_rank, pp, vp)
+    chunks = rank_chunks(pp_rank, pp, vp)
     parts = split_decoder(model, chunks, pp * vp)
     scaler_ref: list = [None]  # the fp16 grad scaler, set by the trainer (Pipeline.scaler_ref)
 

@@ -28,6 +28,7 @@ from trainplan.errors import TrainplanError
 from trainplan.hardware.types import Cluster, NodeType
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
+from trainplan.models.stages import max_stage_layers
 from trainplan.precision import recipe
 from trainplan.search import space
 from trainplan.search.candidate import Candidate
@@ -137,7 +138,7 @@ class _Count:
         if sel:
             yield "selective", 0
         if not coarse:
-            ks = list(range(1, -(-self.q.model.num_layers // mesh.pp)))
+            ks = list(range(1, max_stage_layers(self.q.model.num_layers, mesh.pp)))
             k = smallest(ks, lambda k: self.fits(mesh, prec, "partial", k, mb, seq, sched))
             if k is not None:
                 yield "partial", k

@@ -39,6 +39,7 @@ from trainplan.hardware import Cluster, NodeType, find_gpu, nodes
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout, check_layout
 from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
+from trainplan.models.stages import max_stage_layers
 from trainplan.parsing import read_json
 from trainplan.units import GBPS_TO_BYTES_PER_S
 
@@ -170,7 +171,7 @@ def _layout(t: dict, m: ModelSpec, assumed: list[str]) -> Layout:
         mode = DEFAULT_AC
         assumed.append(f"activation checkpointing: {DEFAULT_AC} (not stated)")
     if mode == "partial":
-        per_stage = -(-m.num_layers // pp)
+        per_stage = max_stage_layers(m.num_layers, pp)
         ac_layers = ac.get("num_layers") or 0
         if not ac_layers:
             ac_layers = max(1, per_stage // 2)

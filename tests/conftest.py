@@ -17,10 +17,13 @@ def pytest_sessionstart(session):
 
 @pytest.fixture
 def cli(capsys):
-    """Run the CLI in-process: returns (exit code, stdout, stderr)."""
+    """Run the CLI in-process: returns (exit code, stdout, stderr); argparse's exits included."""
 
     def run(*argv: str):
-        code = main(list(argv))
+        try:
+            code = main(list(argv))
+        except SystemExit as e:  # argparse: usage errors (2), --help and --version (0)
+            code = e.code
         out, err = capsys.readouterr()
         return code, out, err
 

@@ -24,8 +24,18 @@ def _command_modules():
             yield importlib.import_module(f"trainplan.commands.{info.name}")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line, like every other trainplan error:
+    `trainplan plan: error: argument --nodes: expected a positive integer, got 'x' (see --help)`,
+    exit 2. Subcommand parsers inherit the class (add_subparsers uses the parent's type)."""
+
+    def error(self, message: str):
+        one_line = " ".join(message.split())
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="trainplan",
         description="Plan, launch and check large-model training runs.",
     )
@@ -34,13 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
     for mod in _command_modules():
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+        p.set_defaults(_run=mod.run, _parser=p)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's parser, so that the message names the command
+        getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_USAGE
@@ -54,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as e:
+        # The paths a command writes are checked before it works (commands/_common.output_file);
+        # what is left is the machine's own refusal (disk full, permissions changed meanwhile).
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"trainplan {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

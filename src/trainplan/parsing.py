@@ -22,18 +22,55 @@ def check_keys(data: dict, allowed: set[str], where: str, required: set[str] = f
         raise TrainplanError(f"{where}: missing required key {missing[0]!r}")
 
 
+# Deeper than any file trainplan reads (plan.json nests 4 levels); a bound keeps every walk over
+# the parsed data far from Python's recursion limit.
+MAX_JSON_DEPTH = 32
+
+
 def read_json(path: str | Path, what: str) -> Any:
     p = Path(path)
     if not p.is_file():
         raise TrainplanError(f"{what} {str(p)!r} does not exist or is not a file")
     try:
-        return json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise TrainplanError(
-            f"{what} {str(p)!r} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})"
-        ) from None
+        text = p.read_text()
     except UnicodeDecodeError:
         raise TrainplanError(f"{what} {str(p)!r} is not UTF-8 text") from None
+    except OSError as e:
+        raise TrainplanError(f"{what} {str(p)!r} cannot be read: {e.strerror}") from None
+    return parse_json(text, f"{what} {str(p)!r}")
+
+
+def parse_json(text: str, what: str) -> Any:
+    """JSON as the standard defines it: NaN and Infinity (which Python's json accepts) are refused,
+    and so is nesting deeper than MAX_JSON_DEPTH."""
+    try:
+        data = json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise TrainplanError(f"{what} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except RecursionError:
+        raise TrainplanError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as e:  # _no_constant
+        raise TrainplanError(f"{what} is not valid JSON: {e}") from None
+    if _depth(data) > MAX_JSON_DEPTH:
+        raise TrainplanError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
+    return data
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number; write a finite number")
+
+
+def _depth(data: Any) -> int:
+    """Nesting depth, without recursion (the data may be as deep as json's own limit)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        node, d = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is not None:
+            deepest = max(deepest, d)
+            if d <= MAX_JSON_DEPTH:
+                stack.extend((c, d + 1) for c in children)
+    return deepest
 
 
 def read_toml(path: Path) -> dict:

@@ -133,4 +133,4 @@ def load_plan(path: str | Path) -> Plan:
     except TrainplanError as e:
         # The layout checks speak of flags; point at the file instead when they come from one.
         msg = str(e)
-        raise TrainplanError(msg if msg.startswith(str(path)) else f"{path}: {msg}") from None
+        raise TrainplanError(msg if str(path) in msg else f"{path}: {msg}") from None

@@ -53,7 +53,7 @@ def test_text_output(cli):
     (("--dp-shard", "4"), "layout uses dp_replicate*dp_shard*tp*pp*cp = 1*4*1*1*1 = 4 GPUs but the cluster has 8; change the degrees or --nodes"),
     (("--global-batch", "12"), "global batch 12 is not a multiple of micro_batch*dp = 1*8; change --global-batch or --micro-batch"),
     (("--ac", "partial"), "ac 'partial' needs 1 <= ac_layers <= layers per pipeline stage (32), got 0"),
-    (("--capacity-gib", "0"), "--capacity-gib must be a positive number, got 0.0"),
+    (("--capacity-gib", "0"), "argument --capacity-gib: expected a positive number up to 1e+15, got '0' (see --help)"),
 ])
 def test_impossible_layouts_are_one_line_errors(cli, extra, message):
     code, out, err = cli(*ARGS, *extra)

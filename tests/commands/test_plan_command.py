@@ -40,7 +40,7 @@ def test_out_writes_a_plan_that_loads(cli, tmp_path):
     (["--nodes", "2", "--max-nodes", "4"], "give --nodes (a fixed count) or --max-nodes (a range), not both"),
     (["--model", "llama-3.1-8b", "--budget", "10"],
      "--budget needs --tokens: the budget is for training that many tokens"),
-    (["--tolerance", "1.5"], "--tolerance must be a fraction in [0, 1), got 1.5"),
+    (["--tolerance", "1.5"], "argument --tolerance: expected a fraction in [0, 1), got '1.5' (see --help)"),
     (["--instance", "ml.p4d.24xlarge", "--precision", "fp8"],
      ("precision 'fp8_tensorwise' needs fp8 tensor cores, which a100-sxm-40gb (ampere) does not have; "
       "use one of: bf16, bf16_pure, fp16")),

@@ -67,8 +67,27 @@ def test_price_override_inline_and_json(tmp_path):
     f = tmp_path / "prices.json"
     f.write_text(json.dumps({"ml.p6-b200.48xlarge": 99.0}))
     assert _apply_price_overrides(table, str(f))["ml.p6-b200.48xlarge"].price_per_hour == 99.0
-    with pytest.raises(TrainplanError, match="must be positive"):
+    with pytest.raises(TrainplanError, match="must be a positive, finite number"):
         _apply_price_overrides(table, "p5=-1")
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("abc", "'abc' is not name=price"),
+    ("/tmp", "'/tmp' is not name=price"),
+    ("=5", "'=5' is not name=price"),
+    ("p5=nan", "price for 'p5' must be a positive, finite number of dollars per hour (at most 1e+06), got 'nan'"),
+    ("p5=inf", "must be a positive, finite number"),
+    ("p5=1e300", "must be a positive, finite number"),
+    ("p5=fast", "price for 'p5' is not a number: 'fast'"),
+    ('{"p5": NaN}', "NaN is not a JSON number"),
+    ('{"p5": true}', "price for 'p5' is not a number: True"),
+    ('{"p5": [1]}', "price for 'p5' is not a number: [1]"),
+    ("missing.json", "TRAINPLAN_PRICES file 'missing.json' does not exist or is not a file"),
+])
+def test_bad_price_overrides_are_one_line_errors(spec, message):
+    with pytest.raises(TrainplanError) as e:
+        _apply_price_overrides(nodes(), spec)
+    assert message in str(e.value) and "\n" not in str(e.value)
 
 
 def test_hardware_cli_lists_and_shows_json(cli):

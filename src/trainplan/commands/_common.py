@@ -1,43 +1,151 @@
-"""Arguments and output shared by several commands."""
+"""Arguments and output shared by several commands.
+
+The argparse types here are the CLI's edge: each returns a checked value or raises
+ArgumentTypeError, which the parser (cli.py) prints as one line. Numbers are finite and bounded,
+so that nothing downstream computes with NaN, infinity or a size no machine has.
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
+import os
 import sys
 from pathlib import Path
+
+# Upper bounds on what a person can ask for. They are sanity limits, far beyond any real run (the
+# largest published pre-training runs are ~40T tokens on ~100k GPUs), that keep every derived
+# number finite and every search bounded.
+MAX_COUNT = 10**9  # any count of GPUs, nodes, sequences, steps, layers ...
+MAX_TOKENS = 10**18  # a token budget
+MAX_NUMBER = 1e15  # dollars, GiB, and other plain quantities
 
 
 def positive_int(text: str) -> int:
     """argparse type: a positive integer, with a message that says so."""
-    import argparse
-
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if v <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    if v > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"{v} is beyond the limit of {MAX_COUNT:,}")
+    return v
+
+
+def _finite(text: str, what: str, number: str | None = None) -> float:
+    """float(number or text), refusing NaN and infinity; errors quote `text`, what the user typed."""
+    try:
+        v = float(text if number is None else number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r} (not a finite number)")
+    return v
+
+
+def positive_number(text: str) -> float:
+    """argparse type: a finite number > 0 (dollars, GiB), bounded by MAX_NUMBER."""
+    v = _finite(text, "a positive number")
+    if not 0 < v <= MAX_NUMBER:
+        raise argparse.ArgumentTypeError(f"expected a positive number up to {MAX_NUMBER:g}, got {text!r}")
+    return v
+
+
+def fraction(text: str) -> float:
+    """argparse type: a finite number in [0, 1)."""
+    v = _finite(text, "a fraction in [0, 1)")
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}")
     return v
 
 
 def tokens(text: str) -> int:
     """argparse type: a token count such as 1000000, 15T, 300B, 2.5e12."""
-    import argparse
-
     t = text.strip().upper().replace("_", "")
     scale = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}.get(t[-1:], 1)
-    try:
-        v = float(t[:-1] if scale != 1 else t) * scale
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a token count like 1e12, 300B or 15T, got {text!r}") from None
+    what = "a token count like 1e12, 300B or 15T"
+    v = _finite(text, what, t[:-1] if scale != 1 else t) * scale
     if v <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive token count, got {text!r}")
+    if v > MAX_TOKENS:
+        raise argparse.ArgumentTypeError(f"{text!r} tokens is beyond the limit of {MAX_TOKENS:.0e}")
     return int(v)
 
 
+def output_file(text: str) -> str:
+    """argparse type: a file the command can write later (--out, --html, --fit).
+
+    Checked when the flags are read, before any work: a path that is a directory, lies under a
+    file, or under a directory this user cannot write is refused now, not after a long search."""
+    p = Path(text).expanduser()
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a file path, got ''")
+    if p.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory; give a file name")
+    _writable_parent(p.parent, text)
+    return text
+
+
+def output_dir(text: str) -> str:
+    """argparse type: a directory the command creates or writes into (a run directory)."""
+    p = Path(text).expanduser()
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a directory path, got ''")
+    if p.exists() and not p.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a directory")
+    _writable_parent(p, text)
+    return text
+
+
+def _writable_parent(d: Path, text: str) -> None:
+    """The nearest existing ancestor of `d` must be a directory this user can write into."""
+    d = d if str(d) else Path(".")
+    while not d.exists():
+        if d.is_symlink():  # a dangling link: writing through it would fail
+            raise argparse.ArgumentTypeError(f"{text!r}: {str(d)!r} is a broken symbolic link")
+        d = d.parent
+    if not d.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} lies under {str(d)!r}, which is a file, not a directory")
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text!r}: cannot write under {str(d)!r} (permission denied)")
+
+
+def check_output(path: str | os.PathLike, flag: str, *, directory: bool = False) -> None:
+    """output_file / output_dir for a path that did not come through argparse: a one-line error."""
+    from trainplan.errors import TrainplanError
+
+    try:
+        (output_dir if directory else output_file)(str(path))
+    except argparse.ArgumentTypeError as e:
+        raise TrainplanError(f"{flag}: {e}") from None
+
+
 def print_json(obj) -> None:
-    json.dump(obj, sys.stdout, indent=2, sort_keys=False, default=_default)
-    sys.stdout.write("\n")
+    """JSON on stdout. NaN and infinity are not JSON: refuse to print them, naming where."""
+    from trainplan.errors import TrainplanError
+
+    try:
+        text = json.dumps(obj, indent=2, sort_keys=False, default=_default, allow_nan=False)
+    except ValueError:
+        where = _nonfinite(json.loads(json.dumps(obj, default=_default)), "$")
+        raise TrainplanError(
+            f"refusing to print a non-finite number (NaN or infinity) at {where} in the JSON output; "
+            "this is a bug in trainplan, please report it with the command line"
+        ) from None
+    sys.stdout.write(text + "\n")
+
+
+def _nonfinite(o, path: str) -> str | None:
+    if isinstance(o, float) and not math.isfinite(o):
+        return path
+    items = o.items() if isinstance(o, dict) else enumerate(o) if isinstance(o, list) else ()
+    for k, v in items:
+        if (found := _nonfinite(v, f"{path}.{k}" if isinstance(k, str) else f"{path}[{k}]")) is not None:
+            return found
+    return None
 
 
 def _default(o):

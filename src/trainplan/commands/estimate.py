@@ -10,11 +10,11 @@ HELP = "Estimate step time, communication, throughput, MFU, cost and memory for 
 
 
 def add_arguments(p) -> None:
-    from trainplan.commands._common import tokens
+    from trainplan.commands._common import positive_number, tokens
 
     add_layout_arguments(p)
     p.add_argument("--tokens", type=tokens, default=0, help="token budget, e.g. 15T, 300B")
-    p.add_argument("--price", type=float, default=None, help="USD per node-hour (overrides the catalog)")
+    p.add_argument("--price", type=positive_number, default=None, help="USD per node-hour (overrides the catalog)")
     p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 

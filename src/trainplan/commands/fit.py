@@ -10,8 +10,10 @@ HELP = "Check that one explicit layout fits in GPU memory: headroom, breakdown, 
 
 
 def add_arguments(p) -> None:
+    from trainplan.commands._common import positive_number
+
     add_layout_arguments(p)
-    p.add_argument("--capacity-gib", type=float, default=None,
+    p.add_argument("--capacity-gib", type=positive_number, default=None,
                    help="usable memory per GPU in GiB (default: the GPU's memory)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 

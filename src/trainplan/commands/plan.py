@@ -21,7 +21,13 @@ WIDTH = 80
 
 
 def add_arguments(p) -> None:
-    from trainplan.commands._common import positive_int, tokens
+    from trainplan.commands._common import (
+        fraction,
+        output_file,
+        positive_int,
+        positive_number,
+        tokens,
+    )
     from trainplan.search.objectives import OBJECTIVES
 
     p.add_argument("--model", default=DEFAULT_MODEL, help="catalog name or HF config.json path")
@@ -38,17 +44,17 @@ def add_arguments(p) -> None:
     p.add_argument("--precision", default=None, help="fix the precision recipe (default: searched)")
     p.add_argument("--priority", default="throughput", choices=sorted(OBJECTIVES),
                    help="what to optimise")
-    p.add_argument("--tolerance", type=float, default=0.05,
+    p.add_argument("--tolerance", type=fraction, default=0.05,
                    help="communication: plans within this fraction of the best tokens/s per GPU")
     p.add_argument("--tokens", type=tokens, default=0, help="tokens to train, e.g. 15T, 300B")
-    p.add_argument("--budget", type=float, default=None, help="USD cap for training --tokens")
-    p.add_argument("--price", type=float, default=None, help="USD per node-hour (overrides the catalog)")
+    p.add_argument("--budget", type=positive_number, default=None, help="USD cap for training --tokens")
+    p.add_argument("--price", type=positive_number, default=None, help="USD per node-hour (overrides the catalog)")
     p.add_argument("--allow-risk", action="store_true",
                    help="admit plans whose memory band crosses the GPU's capacity")
     p.add_argument("--top", type=positive_int, default=5, help="runners-up to show")
     p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")
     add_stack_arguments(p)
-    p.add_argument("--out", default=None, help="write the chosen plan to this plan.json")
+    p.add_argument("--out", type=output_file, default=None, help="write the chosen plan to this plan.json")
     p.add_argument("--verify", action="store_true",
                    help="trace the chosen plan with the real model code (needs the torch extra)")
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -11,8 +11,10 @@ HELP = "show a plan.json (or plan/compare/validate --json output) as a table or 
 
 
 def add_arguments(p) -> None:
+    from trainplan.commands._common import output_file
+
     p.add_argument("file", help="plan.json, or JSON saved from `trainplan plan|compare|validate --json`")
-    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report with plots")
+    p.add_argument("--html", metavar="FILE", type=output_file, help="write a self-contained HTML report with plots")
     p.add_argument("--dataset", metavar="FILE",
                    help="for validate output: the trainplan-validation/1 file it was run on "
                         "(fills in GPU and measured values when the output lacks them)")

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from trainplan.commands._common import positive_int, print_json
+from trainplan.commands._common import check_output, positive_int, print_json
 from trainplan.errors import TrainplanError
 from trainplan.runtime.args import PASSED, add_run_arguments
 
@@ -83,8 +83,9 @@ def _forward_sigterm(torchrun_pid: int) -> None:
 
 
 def run(args) -> int:
-    nproc = _nproc(args)
     out = Path(args.out or f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}")
+    check_output(out, "--out", directory=True)  # before any process starts, not at its first write
+    nproc = _nproc(args)
     argv = torchrun_argv(nproc, _runtime_args(args, out))
     if args.dry_run:
         print(" ".join(argv))

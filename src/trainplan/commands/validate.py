@@ -9,11 +9,13 @@ HELP = "Compare predictions with published measurements (trainplan-validation/1)
 
 
 def add_arguments(p) -> None:
+    from trainplan.commands._common import output_file
+
     p.add_argument("--dataset", required=True, help="a trainplan-validation/1 JSON file")
     p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")
     p.add_argument("--in-sample", action="store_true",
                    help="use the profile fitted on all sources instead of the leave-one-source-out folds")
-    p.add_argument("--fit", metavar="OUT", default=None,
+    p.add_argument("--fit", metavar="OUT", type=output_file, default=None,
                    help="fit a calibration profile on the dataset with leave-one-source-out CV, write it to OUT")
     p.add_argument("--json", action="store_true")
     add_html_argument(p)

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import functools
-import json
+import math
 import os
 from dataclasses import replace
 from pathlib import Path
 
 from trainplan.errors import TrainplanError, unknown
 from trainplan.hardware.types import ARCH_DTYPES, Cluster, GPUSpec, NodeType
-from trainplan.parsing import check_keys, read_json, read_toml
+from trainplan.parsing import check_keys, parse_json, read_json, read_toml
 from trainplan.units import GB, GBPS_TO_BYTES_PER_S, TFLOPS, GiB
 
 _HERE = Path(__file__).parent
+# A sanity bound on a price per node-hour (the dearest instance lists ~$100/h): it keeps costs
+# finite and catches a price typed in cents or per year.
+MAX_PRICE_USD_PER_HOUR = 1e6
 
 _GPU_KEYS = {
     "display_name", "aliases", "arch", "memory_gib", "hbm_tbps", "peak_tflops", "matmul_ceiling",
@@ -92,10 +95,7 @@ def _apply_price_overrides(table: dict[str, NodeType], spec: str | None) -> dict
     if spec.endswith(".json"):
         raw = read_json(spec, "TRAINPLAN_PRICES file")
     elif spec.strip().startswith("{"):
-        try:
-            raw = json.loads(spec)
-        except json.JSONDecodeError as e:
-            raise TrainplanError(f"TRAINPLAN_PRICES is not valid JSON ({e.msg}); use 'name=price,...'") from None
+        raw = parse_json(spec, "TRAINPLAN_PRICES")
     else:
         raw = None
     if raw is not None:
@@ -103,20 +103,40 @@ def _apply_price_overrides(table: dict[str, NodeType], spec: str | None) -> dict
             raise TrainplanError("TRAINPLAN_PRICES: expected a JSON object {instance: usd_per_hour}")
         pairs = list(raw.items())
     else:
-        pairs = [p.split("=", 1) for p in spec.split(",") if p.strip()]
+        pairs = [_pair(p) for p in spec.split(",") if p.strip()]
     out = dict(table)
     for name, price in pairs:
         node = find_node(name.strip(), out)
+        out[node.name] = replace(node, price_per_hour=_price(name, price), price_kind="user override")
+    return out
+
+
+def _pair(text: str) -> tuple[str, str]:
+    name, eq, price = text.partition("=")
+    if not eq or not name.strip():
+        raise TrainplanError(
+            f"TRAINPLAN_PRICES: {text.strip()!r} is not name=price; set it to 'ml.p5.48xlarge=98.32,...' "
+            "or to the path of a .json file {instance: usd_per_hour}"
+        )
+    return name, price
+
+
+def _price(name: str, price) -> float:
+    """A finite, positive price in dollars per hour (JSON true is not a price)."""
+    usd = None
+    if isinstance(price, (int, float, str)) and not isinstance(price, bool):
         try:
             usd = float(price)
         except ValueError:
-            raise TrainplanError(
-                f"TRAINPLAN_PRICES: price for {name!r} is not a number: {price!r}"
-            ) from None
-        if usd <= 0:
-            raise TrainplanError(f"TRAINPLAN_PRICES: price for {name!r} must be positive")
-        out[node.name] = replace(node, price_per_hour=usd, price_kind="user override")
-    return out
+            pass
+    if usd is None:
+        raise TrainplanError(f"TRAINPLAN_PRICES: price for {name!r} is not a number: {price!r}")
+    if not (math.isfinite(usd) and 0 < usd <= MAX_PRICE_USD_PER_HOUR):
+        raise TrainplanError(
+            f"TRAINPLAN_PRICES: price for {name!r} must be a positive, finite number of dollars per hour "
+            f"(at most {MAX_PRICE_USD_PER_HOUR:g}), got {price!r}"
+        )
+    return usd
 
 
 def _lookup(kind: str, name: str, table: dict, hint: str):
@@ -138,7 +158,7 @@ def find_node(name: str, table: dict[str, NodeType] | None = None) -> NodeType:
 
 def with_price(node: NodeType, usd_per_hour: float) -> NodeType:
     """A node with a price the user gave on the command line."""
-    if not usd_per_hour > 0:
+    if not (math.isfinite(usd_per_hour) and 0 < usd_per_hour <= MAX_PRICE_USD_PER_HOUR):
         raise TrainplanError(f"--price must be a positive number of dollars per hour, got {usd_per_hour}")
     return replace(node, price_per_hour=usd_per_hour, price_kind="user override")
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -76,3 +78,50 @@ def _depth(data: Any) -> int:
 def read_toml(path: Path) -> dict:
     with open(path, "rb") as f:
         return tomllib.load(f)
+
+
+# ---- paths a command will write: checked when the flags are read ---------------------------
+def output_file(text: str) -> str:
+    """argparse type: a file the command can write later (--out, --html, --fit).
+
+    Checked when the flags are read, before any work: a path that is a directory, lies under a
+    file, or under a directory this user cannot write is refused now, not after a long search."""
+    p = Path(text).expanduser()
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a file path, got ''")
+    if p.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory; give a file name")
+    _writable_parent(p.parent, text)
+    return text
+
+
+def output_dir(text: str) -> str:
+    """argparse type: a directory the command creates or writes into (a run directory)."""
+    p = Path(text).expanduser()
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a directory path, got ''")
+    if p.exists() and not p.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a directory")
+    _writable_parent(p, text)
+    return text
+
+
+def _writable_parent(d: Path, text: str) -> None:
+    """The nearest existing ancestor of `d` must be a directory this user can write into."""
+    d = d if str(d) else Path(".")
+    while not d.exists():
+        if d.is_symlink():  # a dangling link: writing through it would fail
+            raise argparse.ArgumentTypeError(f"{text!r}: {str(d)!r} is a broken symbolic link")
+        d = d.parent
+    if not d.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} lies under {str(d)!r}, which is a file, not a directory")
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text!r}: cannot write under {str(d)!r} (permission denied)")
+
+
+def check_output(path: str | os.PathLike, flag: str, *, directory: bool = False) -> None:
+    """output_file / output_dir for a path that did not come through argparse: a one-line error."""
+    try:
+        (output_dir if directory else output_file)(str(path))
+    except argparse.ArgumentTypeError as e:
+        raise TrainplanError(f"{flag}: {e}") from None

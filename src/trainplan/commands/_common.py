@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from pathlib import Path
 
@@ -73,54 +72,6 @@ def tokens(text: str) -> int:
     if v > MAX_TOKENS:
         raise argparse.ArgumentTypeError(f"{text!r} tokens is beyond the limit of {MAX_TOKENS:.0e}")
     return int(v)
-
-
-def output_file(text: str) -> str:
-    """argparse type: a file the command can write later (--out, --html, --fit).
-
-    Checked when the flags are read, before any work: a path that is a directory, lies under a
-    file, or under a directory this user cannot write is refused now, not after a long search."""
-    p = Path(text).expanduser()
-    if not text.strip():
-        raise argparse.ArgumentTypeError("expected a file path, got ''")
-    if p.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} is a directory; give a file name")
-    _writable_parent(p.parent, text)
-    return text
-
-
-def output_dir(text: str) -> str:
-    """argparse type: a directory the command creates or writes into (a run directory)."""
-    p = Path(text).expanduser()
-    if not text.strip():
-        raise argparse.ArgumentTypeError("expected a directory path, got ''")
-    if p.exists() and not p.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a directory")
-    _writable_parent(p, text)
-    return text
-
-
-def _writable_parent(d: Path, text: str) -> None:
-    """The nearest existing ancestor of `d` must be a directory this user can write into."""
-    d = d if str(d) else Path(".")
-    while not d.exists():
-        if d.is_symlink():  # a dangling link: writing through it would fail
-            raise argparse.ArgumentTypeError(f"{text!r}: {str(d)!r} is a broken symbolic link")
-        d = d.parent
-    if not d.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} lies under {str(d)!r}, which is a file, not a directory")
-    if not os.access(d, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"{text!r}: cannot write under {str(d)!r} (permission denied)")
-
-
-def check_output(path: str | os.PathLike, flag: str, *, directory: bool = False) -> None:
-    """output_file / output_dir for a path that did not come through argparse: a one-line error."""
-    from trainplan.errors import TrainplanError
-
-    try:
-        (output_dir if directory else output_file)(str(path))
-    except argparse.ArgumentTypeError as e:
-        raise TrainplanError(f"{flag}: {e}") from None
 
 
 def print_json(obj) -> None:

@@ -21,13 +21,8 @@ WIDTH = 80
 
 
 def add_arguments(p) -> None:
-    from trainplan.commands._common import (
-        fraction,
-        output_file,
-        positive_int,
-        positive_number,
-        tokens,
-    )
+    from trainplan.commands._common import fraction, positive_int, positive_number, tokens
+    from trainplan.parsing import output_file
     from trainplan.search.objectives import OBJECTIVES
 
     p.add_argument("--model", default=DEFAULT_MODEL, help="catalog name or HF config.json path")

@@ -11,7 +11,7 @@ HELP = "show a plan.json (or plan/compare/validate --json output) as a table or 
 
 
 def add_arguments(p) -> None:
-    from trainplan.commands._common import output_file
+    from trainplan.parsing import output_file
 
     p.add_argument("file", help="plan.json, or JSON saved from `trainplan plan|compare|validate --json`")
     p.add_argument("--html", metavar="FILE", type=output_file, help="write a self-contained HTML report with plots")

@@ -9,8 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from trainplan.commands._common import check_output, positive_int, print_json
+from trainplan.commands._common import positive_int, print_json
 from trainplan.errors import TrainplanError
+from trainplan.parsing import check_output
 from trainplan.runtime.args import PASSED, add_run_arguments
 
 NAME = "train"

@@ -9,7 +9,7 @@ HELP = "Compare predictions with published measurements (trainplan-validation/1)
 
 
 def add_arguments(p) -> None:
-    from trainplan.commands._common import output_file
+    from trainplan.parsing import output_file
 
     p.add_argument("--dataset", required=True, help="a trainplan-validation/1 JSON file")
     p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")

@@ -23,7 +23,7 @@ KINDS = ("plan", "compare", "validate")
 
 
 def add_html_argument(parser) -> None:
-    from trainplan.commands._common import output_file
+    from trainplan.parsing import output_file
 
     parser.add_argument("--html", metavar="FILE", type=output_file,
                         help="also write a self-contained HTML report with plots (needs the report extra)")

@@ -106,6 +106,7 @@ def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_m
 
     `with_memory=False` skips the memory model (calibration fits time only); `memory` is then None.
     """
+    from trainplan.costs.fit import capacity, within
     from trainplan.costs.memory import memory_breakdown
 
     prof = profile or default_profile()
@@ -118,7 +119,7 @@ def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_m
     mf = model_flops(job.model)
     noncausal = w.tokens_per_step * mf.model_per_token(w.seq_len, causal=False)
     mem = memory_breakdown(job, layout) if with_memory else None
-    fits = mem is None or mem.total <= c.gpu.memory_bytes
+    fits = mem is None or within(mem.total, capacity(job))  # the point estimate: no band
     err = prof.cv_error.get("tokens_per_s_per_gpu", {}).get("p90_abs", 0.25)
     return Estimate(
         memory=mem, time=r.time, comm=r.comm, flops_per_step=r.model_flops,

@@ -93,3 +93,32 @@ def test_verify_is_rendered_as_one_line_per_difference():
         "  flops_per_step                       -4.8%",
         "  note: traced 2 layers",
     ]
+
+
+def _chosen(cli, *argv):
+    import json
+
+    code, out, err = cli("plan", "--json", *argv)
+    assert code == 0, err
+    return json.loads(out)["chosen"]
+
+
+def test_context_priority_takes_the_given_seq_len_as_the_shortest_acceptable(cli):
+    # It once ignored --seq-len 8192 (the default's value) and kept any other value fixed.
+    base = ("--model", "llama-3.1-8b", "--instance", "ml.p5.48xlarge", "--nodes", "1", "--priority", "context")
+    longest = _chosen(cli, *base)["seq_len"]
+    assert _chosen(cli, *base, "--seq-len", "8192")["seq_len"] == longest
+    floor = 400_000
+    got = _chosen(cli, *base, "--seq-len", str(floor))["seq_len"]
+    assert got > floor and got % 1024 == 0  # searched upward from the floor, not kept at it
+    code, _, err = cli("plan", *base, "--seq-len", str(2**21))
+    assert code == 2 and "does not fit" in err and "shorten --seq-len" in err
+
+
+def test_default_global_batch_stays_about_4mi_tokens_on_1024_gpus(cli):
+    # dp=1024 at micro-batch 1 would be 8 Mi tokens a step: the default batch no longer grows
+    # with the GPU count; the search keeps dp x micro-batch within the step instead.
+    c = _chosen(cli, "--model", "llama-3.1-8b", "--instance", "ml.p5.48xlarge", "--nodes", "128")
+    assert c["gpus"] == 1024
+    assert c["global_batch"] * c["seq_len"] <= 2**22
+    assert c["global_batch"] % (c["layout"]["dp_replicate"] * c["layout"]["dp_shard"]) == 0

@@ -77,3 +77,12 @@ def test_korthikanti_eq7_mfu_convention():
     e = estimate(j, Layout(tp=8, micro_batch=4, sharding="none", ac="selective"))
     eq7 = megatron_flops_per_step(4, 2048, 48, 6144, 51200) / (e.step_time_s * 8 * 312e12)
     assert e.mfu_noncausal == pytest.approx(eq7, rel=1e-9)
+
+
+def test_estimate_fits_is_the_fit_rule_at_the_point_estimate():
+    from trainplan.costs.fit import fits
+
+    j = _job(model="llama-3.1-70b")
+    for L in (Layout(dp_shard=8, ac="full"), Layout(dp_shard=8, ac="none", micro_batch=8)):
+        assert estimate(j, L).fits is fits(j, L, memory_error=0.0)
+    assert not estimate(j, Layout(dp_shard=8, ac="none", micro_batch=8)).fits

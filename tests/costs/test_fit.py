@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainplan.costs.fit import fits, headroom, max_micro_batch, max_seq_len
+from trainplan.costs.fit import fits, headroom, max_micro_batch, max_seq_len, seq_step, within
 from trainplan.costs.memory import memory_breakdown
 from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
@@ -64,7 +64,8 @@ def test_max_seq_len_is_the_boundary():
     def total(seq):
         return memory_breakdown(replace(j, workload=replace(j.workload, seq_len=seq)), L).total
 
-    assert total(s) <= cap < total(s + 1)
+    # the answer's granularity is 1024 tokens (costs/fit.py says why)
+    assert s % 1024 == 0 and total(s) <= cap < total(s + 1024)
 
 
 def test_max_seq_len_stays_a_multiple_of_2cp():
@@ -72,9 +73,31 @@ def test_max_seq_len_stays_a_multiple_of_2cp():
     L = Layout(dp_shard=4, cp=4, ac="full")
     check_layout(j, L)
     s = max_seq_len(j, L)
-    assert s > 0 and s % 8 == 0
-    nxt = replace(j, workload=replace(j.workload, seq_len=s + 8))
+    assert s > 0 and s % 1024 == 0
+    nxt = replace(j, workload=replace(j.workload, seq_len=s + 1024))
     assert memory_breakdown(nxt, L).total > j.cluster.gpu.memory_bytes
+
+
+def test_max_seq_len_with_cp_12_is_a_multiple_of_24_and_1024():
+    assert seq_step(1) == 1024 and seq_step(4) == 1024 and seq_step(12) == 3072
+
+
+def test_the_search_and_fit_answer_the_same_longest_sequence():
+    # Once costs/fit.py said 19,849 and the search 16,384 for the same layout: two granularities
+    # (one token, a 2^k x 1.25 grid) and two fit rules (point, band). Now both call longest_seq.
+    from trainplan.search.engine import longest_seq
+    from trainplan.search.evaluator import Counting, ModelEvaluator
+
+    j, L = job(), Layout(dp_shard=8, ac="full")
+    ev = ModelEvaluator()
+    for err, allow_risk in ((ev.memory_error, False), (0.0, True)):
+        searched = longest_seq(Counting(ev, allow_risk=allow_risk), j, L)
+        assert searched == max_seq_len(j, L, memory_error=err) > 8192
+
+
+def test_the_fit_rule_names_capacity_and_band():
+    assert within(90, 100) and within(100, 100) and not within(101, 100)
+    assert within(90, 100, memory_error=0.1) and not within(91, 100, memory_error=0.1)
 
 
 def test_more_memory_never_fits_less():

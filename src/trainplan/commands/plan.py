@@ -32,8 +32,9 @@ def add_arguments(p) -> None:
     p.add_argument("--nodes", type=positive_int, default=None, help="a fixed number of nodes")
     p.add_argument("--max-nodes", type=positive_int, default=None,
                    help="search 1..N nodes (default: the fewest nodes that fit)")
-    p.add_argument("--seq-len", default=str(DEFAULT_SEQ_LEN),
-                   help="tokens per sequence, or 'max' for the longest that fits")
+    p.add_argument("--seq-len", default=None,
+                   help=f"tokens per sequence, or 'max' for the longest that fits (default {DEFAULT_SEQ_LEN}; "
+                        "with --priority context: the shortest acceptable, the search finds the longest)")
     p.add_argument("--global-batch", default=None,
                    help="sequences per step: N or a range LO:HI (default: about 4Mi tokens)")
     p.add_argument("--precision", default=None, help="fix the precision recipe (default: searched)")
@@ -105,11 +106,14 @@ def query(args):
     if args.nodes and args.max_nodes:
         raise TrainplanError("give --nodes (a fixed count) or --max-nodes (a range), not both")
     stack_name, execution = stack_and_execution(args)
-    if args.priority == "context" and args.seq_len == str(DEFAULT_SEQ_LEN):
-        args.seq_len = "max"  # the context priority searches the sequence unless one is fixed
+    seq, min_seq = seq_len(args.seq_len or str(DEFAULT_SEQ_LEN)), 0
+    if args.priority == "context":
+        # The context priority always searches the sequence; a length given is the shortest
+        # acceptable one (a plan that cannot reach it is no answer), not a length to keep.
+        seq, min_seq = None, (seq_len(args.seq_len) or 0) if args.seq_len else 0
     return Query(
         model=model, instances=nodes, nodes=args.nodes, max_nodes=args.max_nodes,
-        seq_len=seq_len(args.seq_len), batch=parse_batch(args.global_batch), tokens=args.tokens,
+        seq_len=seq, min_seq_len=min_seq, batch=parse_batch(args.global_batch), tokens=args.tokens,
         precision=recipe(args.precision).name if args.precision else None, priority=args.priority,
         tolerance=args.tolerance, budget_usd=args.budget, allow_risk=args.allow_risk, top=args.top,
         hf_config=hf_config(args.model), stack=stack_name, execution=execution,

@@ -14,7 +14,8 @@ For each instance type and node count (space.node_counts):
     set aside unless allow_risk.
 
 With --seq-len max the sequence takes the micro-batch's place: micro-batch 1, and the longest
-multiple of SEQ_GRANULE that fits is found by bisection. Memory is monotone in micro-batch,
+sequence that fits (costs.fit.longest_seq: a multiple of 1024 and of 2 cp, at least the sequence
+asked for) is found by bisection. Memory is monotone in micro-batch,
 sequence length and recompute level, which is what makes each bisection exact.
 """
 
@@ -24,6 +25,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from trainplan.costs.fit import longest_seq as longest_seq_len
+from trainplan.costs.fit import shortest_seq
 from trainplan.errors import TrainplanError
 from trainplan.hardware.types import Cluster, NodeType
 from trainplan.job import Job, Workload
@@ -34,7 +37,7 @@ from trainplan.search import space
 from trainplan.search.candidate import Candidate
 from trainplan.search.evaluator import Counting, Evaluator
 from trainplan.search.objectives import Objective, objective
-from trainplan.search.query import MAX_SEQ_LEN, SEQ_GRANULE, Query
+from trainplan.search.query import Query
 
 KEEP = 3  # meshes expanded per node count and per ranking (throughput, priority)
 
@@ -148,19 +151,9 @@ class _Count:
         mbs = self.q.batch.micro_batches(mesh.dp, seq)
         return largest(mbs, lambda mb: self.fits(mesh, prec, ac, k, mb, seq, sched))
 
-    @staticmethod
-    def granule(mesh) -> int:
-        return max(SEQ_GRANULE, mesh.cp * 2)  # cp splits the sequence in 2*cp chunks
-
     def seq_max(self, mesh, prec, ac, k, sched) -> int | None:
-        seqs = seq_grid(self.granule(mesh))
-        ok = lambda s: self.fits(mesh, prec, ac, k, 1, s, sched)
-        # The ends first: on many meshes the cap fits, or not even the shortest sequence does.
-        if ok(seqs[-1]):
-            return seqs[-1]
-        if not ok(seqs[0]):
-            return None
-        return largest(seqs, ok)
+        s = longest_seq_len(lambda s: self.fits(mesh, prec, ac, k, 1, s, sched), mesh.cp, self.q.min_seq_len)
+        return s or None
 
     def schedules(self, mesh) -> list[tuple[str, int]]:
         if mesh.pp == 1 or self.context:
@@ -175,7 +168,7 @@ class _Count:
         sched = ("1f1b", 1)
         if self.context:
             # offload holds the least: if the shortest sequence does not fit with it, none does
-            if not self.fits(mesh, prec, "offload", 0, 1, seq_grid(self.granule(mesh))[0], sched):
+            if not self.fits(mesh, prec, "offload", 0, 1, shortest_seq(mesh.cp, self.q.min_seq_len), sched):
                 return None
             for ac in ("full", "offload"):
                 s = self.seq_max(mesh, prec, ac, 0, sched)
@@ -243,16 +236,6 @@ class _Count:
             if mbs:
                 out.append(self.evaluate(mesh, prec, top.ac, top.ac_layers, mbs[-1], seq, sched))
         return out
-
-
-def seq_grid(granule: int) -> list[int]:
-    """Sequence lengths --seq-len max tries: 2^k x {1, 1.25, 1.5, 1.75}, multiples of `granule`,
-    up to MAX_SEQ_LEN. Steps of at most 25% keep the bisection to about six memory checks."""
-    out, p = set(), granule
-    while p <= MAX_SEQ_LEN:
-        out |= {x for x in (p, p * 5 // 4, p * 3 // 2, p * 7 // 4) if x <= MAX_SEQ_LEN and x % granule == 0}
-        p *= 2
-    return sorted(out)
 
 
 def precisions(q: Query, node: NodeType) -> list[str]:
@@ -421,14 +404,13 @@ def feasible(pool: list[Candidate], q: Query) -> tuple[list[Candidate], int]:
 
 
 def longest_seq(ev: Counting, job: Job, layout: Layout) -> int:
-    """Longest multiple of SEQ_GRANULE (and of 2*cp) that fits `layout` at micro-batch 1; 0 if none."""
+    """Longest sequence that fits `layout` at micro-batch 1 by the search's fit rule (the memory
+    band included); 0 if none. The granularity and bisection are costs.fit.longest_seq's."""
     from dataclasses import replace
 
-    gran = max(SEQ_GRANULE, 2 * layout.cp)
     lay = replace(layout, micro_batch=1, grad_accum=1)
-    gb = lay.dp
 
     def ok(s: int) -> bool:
-        return ev.fits(Job(job.model, job.cluster, Workload(s, gb, job.workload.tokens)), lay)
+        return ev.fits(Job(job.model, job.cluster, Workload(s, lay.dp, job.workload.tokens)), lay)
 
-    return largest(seq_grid(gran), ok) or 0
+    return longest_seq_len(ok, lay.cp)

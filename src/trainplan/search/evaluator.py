@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from trainplan.costs.fit import capacity, within
 from trainplan.job import Job
 from trainplan.layout import Layout
 from trainplan.search.candidate import Metrics
@@ -38,8 +39,9 @@ def _key(job: Job, layout: Layout) -> tuple:
 class Counting:
     """Caches answers per (job, layout), applies the fit rule and counts calls to the cost model.
 
-    Fit rule: a layout fits when its memory band stays under the GPU's capacity,
-    memory * (1 + memory_error) <= capacity; with allow_risk, when the point estimate does.
+    Fit rule (costs.fit.within, the one definition): a layout fits when its memory band stays
+    within the capacity, memory * (1 + memory_error) <= capacity; with allow_risk, when the point
+    estimate does (memory_error 0). Layouts between the two are recorded as risky.
     """
 
     def __init__(self, inner: Evaluator, allow_risk: bool = False):
@@ -60,10 +62,10 @@ class Counting:
         return hit
 
     def fits(self, job: Job, layout: Layout) -> bool:
-        mem, cap = self.memory(job, layout), job.cluster.gpu.memory_bytes
-        if mem > cap:
+        mem, cap = self.memory(job, layout), capacity(job)
+        if not within(mem, cap):
             return False
-        if mem * (1 + self.inner.memory_error) <= cap:
+        if within(mem, cap, self.inner.memory_error):
             return True
         self.risky.add(_key(job, layout))
         return self.allow_risk
@@ -126,7 +128,7 @@ def metrics_from_estimate(est, job: Job, memory: float, memory_error: float,
     # host copies of offloaded activations cross PCIe, not the GPU fabric: not GPU-to-GPU traffic
     total = sum(e.bytes for e in est.comm if e.dimension != "offload")
     inter = sum(e.bytes for e in est.comm if e.tier in NETWORK_TIERS)
-    cap = job.cluster.gpu.memory_bytes
+    cap = capacity(job)
     tps = est.tokens_per_s
     return Metrics(
         tokens_per_s=tps,

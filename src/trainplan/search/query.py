@@ -10,11 +10,12 @@ from trainplan.models.spec import ModelSpec
 
 # Default tokens per optimizer step when no --global-batch is given: 4 Mi tokens, the batch
 # Llama 3 405B pre-training started with (Llama 3 paper, arXiv:2407.21783, section 3.4.1:
-# "initial batch size of 4M tokens and sequences of length 4,096").
+# "initial batch size of 4M tokens and sequences of length 4,096"). The global batch is the
+# multiple of dp x micro-batch nearest to it; a layout whose dp x micro-batch alone holds more
+# sequences than that has no default batch (one step would exceed 4 Mi tokens): on many GPUs the
+# search then needs tp, pp or cp to keep dp small, as large runs do, instead of growing the batch.
 DEFAULT_STEP_TOKENS = 2**22
 MAX_MICRO_BATCH = 64
-SEQ_GRANULE = 1024  # --seq-len max searches multiples of this
-MAX_SEQ_LEN = 2**20  # --seq-len max stops at 1 Mi tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +35,7 @@ class BatchSpec:
     def micro_batches(self, dp: int, seq_len: int) -> list[int]:
         """Micro-batches (ascending) for which some gradient accumulation gives a valid batch."""
         if self.lo is None:
-            top = max(1, self._target(seq_len) // dp)
+            top = self._target(seq_len) // dp
             return [m for m in (1, 2, 4, 8, 16, 32, 64) if m <= min(top, MAX_MICRO_BATCH)]
         if self.fixed:
             if self.lo % dp:
@@ -48,7 +49,9 @@ class BatchSpec:
         """Micro-batches per step for this dp and micro-batch; None when no batch in range works."""
         per_step = dp * mb
         if self.lo is None:
-            return max(1, round(self._target(seq_len) / per_step))
+            if per_step > self._target(seq_len):
+                return None  # even one micro-batch per rank is more than the default step
+            return round(self._target(seq_len) / per_step)
         ga = self.hi // per_step
         if ga < 1 or per_step * ga < self.lo:
             return None
@@ -84,6 +87,7 @@ class Query:
     nodes: int | None = None  # a fixed node count
     max_nodes: int | None = None  # search 1..max_nodes; both None: the fewest nodes that fit
     seq_len: int | None = 8192  # None: the longest sequence that fits (--seq-len max)
+    min_seq_len: int = 0  # with seq_len None: the shortest acceptable sequence (costs.fit.longest_seq)
     batch: BatchSpec = field(default_factory=BatchSpec)
     tokens: int = 0  # tokens to train, for cost and time
     precision: str | None = None  # a fixed recipe; None lets the search choose

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from trainplan.costs.fit import MAX_SEQ_LEN
 from trainplan.precision import recipe
 from trainplan.search import space
 from trainplan.search.candidate import Candidate
 from trainplan.search.evaluator import Counting
-from trainplan.search.query import MAX_SEQ_LEN, Query
+from trainplan.search.query import Query
 
 GIB = 1024**3
 

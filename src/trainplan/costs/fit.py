@@ -78,7 +78,13 @@ def longest_seq(ok: Callable[[int], bool], cp: int = 1, shortest: int = 0, limit
     `ok` is the caller's fit check at that sequence length (the search's evaluator, or
     `max_seq_len`'s memory model); this function owns the granularity and the bisection."""
     step = seq_step(cp)
-    return _largest(lambda k: ok(k * step), shortest_seq(cp, shortest) // step, limit // step) * step
+    lo, hi = shortest_seq(cp, shortest) // step, limit // step
+    if lo > hi or not ok(lo * step):
+        return 0
+    if ok(hi * step):
+        return hi * step  # the cap: small models on many GPUs reach it in one check
+    # At most 1024 multiples between the ends: plain bisection, about ten memory checks.
+    return _bisect(lambda k: ok(k * step), lo, hi) * step
 
 
 def shortest_seq(cp: int = 1, shortest: int = 0) -> int:
@@ -106,7 +112,11 @@ def _largest(ok, lo: int, hi: int) -> int:
     n = max(2 * lo, lo + 1)
     while n <= hi and ok(n):
         good, n = n, 2 * n
-    bad = min(n, hi + 1)  # ok(bad) is false or bad is past the limit
+    return _bisect(ok, good, min(n, hi + 1))  # ok(n) is false or n is past the limit
+
+
+def _bisect(ok, good: int, bad: int) -> int:
+    """Largest n in [good, bad) with ok(n), given ok(good) and not ok(bad) (or bad past the end)."""
     while bad - good > 1:
         mid = (good + bad) // 2
         if ok(mid):

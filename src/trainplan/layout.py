@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields, replace
 
 from trainplan.errors import TrainplanError
 from trainplan.models.stages import max_stage_layers
-from trainplan.stacks import DEFAULT_STACK, Execution, execution_from_dict
+from trainplan.stacks import DEFAULT_STACK, Execution, cp_heads_split, execution_from_dict
 from trainplan.stacks import stack as stack_preset
 
 SHARDING = ("none", "zero1", "zero2", "fsdp")
@@ -195,6 +195,12 @@ def check_layout(job, layout: Layout) -> None:
         )
     if w.seq_len % L.cp:
         raise TrainplanError(f"cp={L.cp} does not divide the sequence length {w.seq_len}")
+    split = cp_heads_split(L.execution.cp_comm, L.cp, L.tp, c.node.gpus_per_node)
+    if split > 1 and (m.num_heads // L.tp) % split:
+        raise TrainplanError(
+            f"cp_comm {L.execution.cp_comm!r} splits each tp rank's {m.num_heads // L.tp} attention heads {split} ways "
+            f"(all-to-all over cp); choose cp dividing them, or --set cp_comm=p2p"
+        )
     if L.ep > 1:
         if m.moe is None:
             raise TrainplanError(f"ep={L.ep} but {m.name} has no experts; use ep=1")

@@ -50,17 +50,17 @@ class Profile:
     # ring, PP p2p) hidden behind compute when compute is long enough. Prior 0.8.
     overlap: float = 0.8
     # Fraction of tensor-parallel and expert all-to-all communication hidden (async-TP,
-    # Megatron tp_comm_overlap, DeepEP). Prior 0.0: exposed unless a framework overlaps it.
+    # Megatron tp_comm_overlap, DeepEP), applied only where the layout's execution settings turn that
+    # overlap on (costs/steptime.py). Prior 0.0.
     tp_overlap: float = 0.0
     # Fixed per-step overhead in seconds (data loading, logging, optimizer launch). Prior 0.
     step_overhead_s: float = 0.0
     # Per GPU architecture factor on the GEMM rate (ampere / hopper / blackwell): how far a
     # generation's training kernels are from its MAMF beyond gemm_eff. Prior: none (1.0).
     arch_gemm_eff: dict = field(default_factory=dict, compare=False, hash=False)
-    # Per framework factor on the whole step time (measured / predicted, median over the sources of
-    # that framework; only fitted where at least two sources show it). `framework` picks one.
+    # Per stack factor on the whole step time (measured / predicted, median over the sources of
+    # that stack; only fitted where at least two sources show it). The layout's `stack` picks one.
     framework_time: dict = field(default_factory=dict, compare=False, hash=False)
-    framework: str = ""
     name: str = "prior"
     cv_error: dict = field(default_factory=dict, compare=False, hash=False)
     folds: dict = field(default_factory=dict, compare=False, hash=False)
@@ -83,13 +83,9 @@ class Profile:
             return replace(self, **self.folds[source_key], name=f"{self.name} (without {source_key})")
         return self
 
-    def for_framework(self, framework: str) -> Profile:
-        """The same coefficients with the step-time factor of `framework` (1.0 if none was fitted)."""
-        return replace(self, framework=framework)
-
-    @property
-    def time_factor(self) -> float:
-        return self.framework_time.get(self.framework, 1.0)
+    def time_factor(self, stack: str) -> float:
+        """The step-time factor of the stack that runs a layout (1.0 if none was fitted)."""
+        return self.framework_time.get(stack, 1.0)
 
     def to_dict(self) -> dict:
         return {"schema": SCHEMA, "name": self.name, "source": self.source, "meta": self.meta,

@@ -24,6 +24,7 @@ Settings (exactly these keys, so plans and datasets can carry them):
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -167,5 +168,15 @@ def stack_for_framework(framework: str | None) -> Stack | None:
     return None
 
 
-def recompute_family(name: str) -> str:
-    return stack(name).recompute_family
+def a2a_group(cp: int, tp: int, gpus_per_node: int) -> int:
+    """cp_comm a2a+p2p: ranks of the all-to-all (inner) level, the cp ranks that share a node."""
+    return math.gcd(cp, max(1, gpus_per_node // tp))
+
+
+def cp_heads_split(cp_comm: str, cp: int, tp: int, gpus_per_node: int) -> int:
+    """Ways the context-parallel all-to-all splits each tp rank's attention heads (1: ring, all-gather)."""
+    if cp_comm == "a2a":
+        return cp
+    if cp_comm == "a2a+p2p":
+        return a2a_group(cp, tp, gpus_per_node)
+    return 1

@@ -33,7 +33,7 @@ def _cases(truth: Profile):
         ("qwen3-8b", 4096, Layout(dp_shard=8, micro_batch=2)),
     ]):
         j = Job(resolve(model), Cluster(find_node("ml.p5.48xlarge"), 1), Workload(seq, L.micro_batch * 8))
-        c = FakeCase(j, L, f"s{i % 2}", "fw", {})
+        c = FakeCase(j, L.with_stack("torchtitan"), f"s{i % 2}", "fw", {})
         c.measured["tokens_per_s_per_gpu"] = predicted_tps(c, truth)
         out.append(c)
     return out
@@ -48,7 +48,7 @@ def test_fit_recovers_a_known_gemm_efficiency():
 
 def test_framework_factor_needs_two_sources_and_loso_has_one_fold_per_source():
     cases = _cases(Profile(gemm_eff=0.7))
-    assert set(framework_factors(cases, Profile(gemm_eff=0.7))) == {"fw"}
+    assert set(framework_factors(cases, Profile(gemm_eff=0.7))) == {"torchtitan"}  # keyed by the stack
     assert framework_factors(cases[::2], Profile()) == {}  # one source only: nothing learned
     folds = loso(cases, Profile(), params=("gemm_eff",), frameworks=False, sweeps=2)
     assert set(folds) == {"s0", "s1"}
@@ -62,7 +62,7 @@ def test_profile_round_trip_and_folds(tmp_path):
     q = load_profile(f)
     assert q.gemm_eff == 0.7 and q.arch_gemm_eff == {"ampere": 1.1}
     assert q.fold("src").gemm_eff == 0.5 and q.fold("other").gemm_eff == 0.7
-    assert q.for_framework("nemo").time_factor == 0.9 and q.for_framework("x").time_factor == 1.0
+    assert q.time_factor("nemo") == 0.9 and q.time_factor("x") == 1.0
 
 
 def test_profile_rejects_unknown_coefficients(tmp_path):

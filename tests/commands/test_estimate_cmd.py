@@ -40,3 +40,27 @@ def test_text_output_has_every_section(cli):
 def test_bad_layouts_are_one_line_errors(cli, args, msg):
     code, out, err = cli("estimate", *args)
     assert code == 2 and msg in err and "Traceback" not in err and out == ""
+
+
+def test_tp_overlap_setting_exposes_what_it_hides_and_the_json_names_the_settings(cli):
+    # issue 11's done-when: the TP communication that tp_comm_overlap=true hides is exposed with false
+    base = ("estimate", "--model", "llama-3.1-70b", "--instance", "ml.p6-b200.48xlarge", "--tp", "8",
+            "--stack", "megatron", "--json")
+    off = json.loads(cli(*base, "--set", "tp_comm_overlap=false")[1])
+    on = json.loads(cli(*base, "--set", "tp_comm_overlap=true")[1])
+    assert off["stack"] == "megatron" and off["execution"]["tp_comm_overlap"] is False
+    assert on["execution"]["tp_comm_overlap"] is True and on["layout"]["execution"] == on["execution"]
+    tp_off = [c for c in off["estimate"]["comm"] if c["dimension"] == "tp"]
+    assert off["estimate"]["time_s"]["tp"] == pytest.approx(sum(c["seconds"] for c in tp_off))
+    assert on["estimate"]["time_s"]["tp"] < off["estimate"]["time_s"]["tp"]
+    assert on["estimate"]["step_time_s"] < off["estimate"]["step_time_s"]
+
+
+@pytest.mark.parametrize("args,msg", [
+    (("--set", "tp_comm_overlap=maybe"), "tp_comm_overlap must be true or false, got 'maybe'"),
+    (("--set", "nope=1"), "unknown execution setting 'nope'; allowed: tp_comm_overlap, grad_reduce_overlap"),
+    (("--stack", "deepspeed"), "unknown stack 'deepspeed'; known: trainplan, torchtitan, megatron"),
+])
+def test_bad_stack_flags_are_one_line_errors(cli, args, msg):
+    code, _, err = cli("estimate", "--tp", "8", *args)
+    assert code == 2 and msg in err and err.strip().count("\n") == 0

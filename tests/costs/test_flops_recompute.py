@@ -22,7 +22,6 @@ The traced analytic comparison before this change (trace/compare.py, whole layer
 import pytest
 
 from trainplan.costs.flops import (
-    ac_family,
     layer_policies,
     layer_recompute,
     model_flops,
@@ -90,11 +89,13 @@ def test_attention_is_causal_for_time_and_mfu_and_full_square_as_torch_counts():
 
 
 @pytest.mark.parametrize("framework,family", [("torchtitan", "pytorch"), ("composer", "pytorch"),
-                                              ("kempnerforge", "pytorch"), ("fms_fsdp", "pytorch"), ("", "pytorch"),
-                                              ("megatron", "megatron"), ("nemo", "megatron"),
+                                              ("kempnerforge", "pytorch"), ("fms_fsdp", "pytorch"),
+                                              ("trainplan", "pytorch"), ("megatron", "megatron"), ("nemo", "megatron"),
                                               ("megatron_bridge", "megatron")])
 def test_framework_family(framework, family):
-    assert ac_family(framework) == family
+    from trainplan.stacks import stack_for_framework
+
+    assert stack_for_framework(framework).recompute_family == family
 
 
 def test_partial_checkpoints_a_share_of_layers_fully():

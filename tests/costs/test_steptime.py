@@ -93,9 +93,8 @@ def test_full_recompute_costs_one_layer_forward_in_megatron_less_the_down_projec
     j = job(gb=8)
     times = {}
     for fw in ("torchtitan", "megatron"):
-        prof = replace(PRIOR, framework=fw)
-        none = step_time(j, Layout(dp_shard=8), prof).time
-        full = step_time(j, Layout(dp_shard=8, ac="full"), prof).time
+        none = step_time(j, Layout(dp_shard=8, stack=fw), PRIOR).time
+        full = step_time(j, Layout(dp_shard=8, ac="full", stack=fw), PRIOR).time
         times[fw] = full.recompute / (none.compute / 3)
     assert times["megatron"] == pytest.approx(1.0, rel=0.15)
     assert times["torchtitan"] < times["megatron"] * 0.85
@@ -131,10 +130,10 @@ def _per_layer_ms(ac, sp):
         j = Job(m, Cluster(find_node("dgx-a100-80gb"), 1), Workload(2048, 4))
         # Megatron of 2022 had no TP comm-GEMM overlap (Transformer Engine's userbuffers overlap
         # came in 2023), so the fitted tp_overlap, learned on today's recipes, is switched off
-        prof = replace(default_profile(), tp_overlap=0.0, framework="megatron", framework_time={})
-        r = step_time(j, Layout(tp=8, micro_batch=4, ac=ac, sequence_parallel=sp, sharding="none"), prof)
+        prof = replace(default_profile(), framework_time={})
+        r = step_time(j, Layout(tp=8, micro_batch=4, ac=ac, sequence_parallel=sp, sharding="none", stack="megatron"), prof)
         tp_fwd = sum(c.exposed_seconds for c in r.comm if c.dimension == "tp") / (3 if ac == "full" else 2)
-        out.append((r.microbatch.forward * prof.time_factor + tp_fwd, r.time.total))
+        out.append((r.microbatch.forward * prof.time_factor("megatron") + tp_fwd, r.time.total))
     (f48, t48), (f24, t24) = out
     return (f48 - f24) / 24 * 1e3, (t48 - t24) / 24 * 1e3
 

@@ -10,9 +10,10 @@ once per source.
 Two kinds of coefficients:
   * global ones (profile.COEFFICIENTS) and a GEMM factor per GPU architecture relative to Hopper
     (`arch:ampere`, `arch:blackwell`; Hopper holds most records and anchors gemm_eff);
-  * a step-time factor per framework: the median of predicted / measured step time over the
-    framework's records, kept only when at least MIN_SOURCES different sources show it (one
-    source alone would be memorised, not learned). Global fit and framework factors alternate.
+  * a step-time factor per stack (the layout's `stack`, the record's framework preset): the median
+    of predicted / measured step time over the stack's records, kept only when at least
+    MIN_SOURCES different sources show it (one source alone would be memorised, not learned).
+    Global fit and stack factors alternate.
 """
 
 from __future__ import annotations
@@ -56,16 +57,16 @@ def _set(prof: Profile, p: str, v: float) -> Profile:
 
 def predicted_tps(case, prof: Profile) -> float:
     job = case.job
-    t = step_time(job, case.layout, prof.for_framework(case.framework)).time.total
+    t = step_time(job, case.layout, prof).time.total
     return job.workload.tokens_per_step / t / job.cluster.num_gpus
 
 
 def framework_factors(cases: Sequence, prof: Profile) -> dict[str, float]:
-    """Median predicted/measured step time per framework seen in >= MIN_SOURCES sources."""
+    """Median predicted/measured step time per stack seen in >= MIN_SOURCES sources."""
     base = replace(prof, framework_time={})
     by_fw: dict[str, list] = {}
     for c in cases:
-        by_fw.setdefault(c.framework, []).append(c)
+        by_fw.setdefault(c.layout.stack, []).append(c)
     out = {}
     for fw, cs in sorted(by_fw.items()):
         if len({c.source_key for c in cs}) < MIN_SOURCES:

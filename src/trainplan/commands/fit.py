@@ -71,7 +71,7 @@ def run(args) -> int:
 # Terms shown in the table, in the order memory is usually reasoned about.
 _ROWS = ("params", "grads", "master_params", "optimizer_states", "unsharded_params", "unsharded_grads",
          "activations", "recompute_working", "activation_grads", "logits", "fp8_weights", "fp8_scales",
-         "workspace", "fragmentation", "nccl_buffers", "cuda_context")
+         "cp_buffers", "workspace", "fragmentation", "nccl_buffers", "cuda_context")
 
 
 def render(a: dict) -> str:

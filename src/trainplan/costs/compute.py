@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainplan.costs.flops import MEGATRON_FAMILY, ModelFlops, keys_per_query, layer_recompute
+from trainplan.costs.flops import ModelFlops, keys_per_query, layer_recompute
 from trainplan.hardware.types import GPUSpec
 from trainplan.models.spec import ModelSpec
 from trainplan.profile import Profile
@@ -73,9 +73,6 @@ BWD_BYTES_RATIO = 2.0
 FP8_CAST_BYTES = {"eager": (5 + 2, 5 + 2), "fused": (1 + 2, 1 + 2)}  # (per K elem, per N elem)
 # Weight cast per micro-batch: amax read 2 B, read 2 B, write fp8 1 B and its transpose 1 B.
 FP8_WEIGHT_BYTES = 6.0
-# Frameworks whose element-wise kernels are fused (Transformer Engine, Apex) without torch.compile:
-# the Megatron-Core family, the same set whose checkpointing flops.py steps 9 and 12 describe.
-FUSED_FRAMEWORKS = MEGATRON_FAMILY
 
 
 @dataclass(frozen=True, slots=True)

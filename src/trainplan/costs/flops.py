@@ -211,16 +211,9 @@ def megatron_flops_per_step(batch: int, seq_len: int, layers: int, hidden: int, 
     return 72.0 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
 
 
-# Frameworks whose activation checkpointing is Megatron-Core's (steps 9 and 12); every other
-# framework checkpoints with torch.utils.checkpoint, non-reentrant (steps 10 and 11).
-MEGATRON_FAMILY = frozenset({"megatron", "nemo", "megatron_bridge"})
-FAMILIES = ("pytorch", "megatron")
-
-
-def ac_family(framework: str) -> str:
-    """'megatron' for Megatron-Core based frameworks, 'pytorch' for the others (and for trainplan's
-    own runtime, which uses torch.utils.checkpoint)."""
-    return "megatron" if framework in MEGATRON_FAMILY else "pytorch"
+# The family (steps 9-12) is the stack's: stacks.toml `recompute_family`, "megatron" for the
+# Megatron-Core stacks, "pytorch" (torch.utils.checkpoint, non-reentrant) for the others and for
+# trainplan's own trainer (stacks.FAMILIES).
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +243,7 @@ def _sac_fractions(kind: LayerFlops) -> tuple[float, ...]:
 
 def layer_recompute(kind: LayerFlops, policy: str, family: str) -> LayerRecompute:
     """Recompute of one layer under a per-layer policy ('none', 'selective', 'full'; 'offload' checkpoints
-    like 'full') in a framework family (FAMILIES), steps 9-12."""
+    like 'full') in a framework family (stacks.FAMILIES), steps 9-12."""
     n = len(kind.gemms)
     if policy in ("full", "offload"):
         frac = [1.0] * n

@@ -15,6 +15,7 @@ import functools
 import operator
 from dataclasses import dataclass, field, fields
 
+from trainplan.costs import context_parallel as cpx
 from trainplan.costs import overheads as ov
 from trainplan.costs.activations import (
     GROUPS,
@@ -32,7 +33,8 @@ from trainplan.units import GiB
 
 # Terms that are tensors (torch.cuda.memory_allocated counts them).
 ALLOCATED = ("params", "grads", "master_params", "optimizer_states", "unsharded_params", "unsharded_grads",
-             "activations", "recompute_working", "activation_grads", "logits", "fp8_weights", "fp8_scales", "workspace")
+             "activations", "recompute_working", "activation_grads", "logits", "fp8_weights", "fp8_scales", "workspace",
+             "cp_buffers")
 
 
 _allocated_terms = operator.attrgetter(*ALLOCATED)
@@ -58,6 +60,7 @@ class MemoryBreakdown:
     fragmentation: float  # reserved - allocated in PyTorch's caching allocator
     nccl_buffers: float  # NCCL communicator buffers (outside torch's allocator)
     cuda_context: float  # CUDA context (outside torch's allocator)
+    cp_buffers: float = 0.0  # context-parallel exchange buffers of one layer's attention (cp_comm)
     worst_stage: int = 0
     convention: str = "fsdp2"  # "fsdp2" | "megatron", see costs/states.py
     microbatches_in_flight: float = 1.0
@@ -175,14 +178,17 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[
         head_inputs = tokens * ctx.elem_bytes * m.hidden_size * (1 / sp_div + 1)  # final-norm in, head in
         # without a vocabulary-parallel loss the head's output is gathered whole on every tp rank
         vocab = m.vocab_size / (L.tp if L.vocab_parallel_loss else 1)
-        logits = ov.logits_bytes(tokens, vocab, m.hidden_size, L.chunked_loss,
-                                 L.compiled_loss, L.bf16_loss) + head_inputs
+        loss = L.loss_kind
+        logits = ov.logits_bytes(tokens, vocab, m.hidden_size, loss == "chunked",
+                                 loss == "fused", L.bf16_loss) + head_inputs
     fp8_w = fp8_s = 0.0
     if r.fp8:
         fp8_w = ov.fp8_weight_copies(st.convention, sp.largest_unit_linear, sp.fp8_linear,
                                      L.fp8_allgather, fp8_elem)
         fp8_s = ov.fp8_scale_bytes(st.convention, _linears(m) * sp.num_layers)
-    dynamic = activations + (working + grads) * tokens + logits + st.unsharded_params + st.unsharded_grads + fp8_w
+    cp_buf = _cp_buffers(m, L, tokens, job.cluster.node.gpus_per_node)
+    dynamic = activations + (working + grads) * tokens + logits + st.unsharded_params + st.unsharded_grads + fp8_w \
+        + cp_buf
     terms = {
         "params": st.params, "grads": st.grads, "master_params": st.master_params,
         "optimizer_states": st.optimizer_states, "unsharded_params": st.unsharded_params,
@@ -190,12 +196,20 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[
         "activation_grads": grads * tokens, "logits": logits, "fp8_weights": fp8_w, "fp8_scales": float(fp8_s),
         "workspace": float(ov.CUBLAS_WORKSPACE_BYTES), "fragmentation": ov.FRAGMENTATION * dynamic,
         "nccl_buffers": float(ov.nccl_bytes((L.dp_replicate, L.dp_shard, L.tp, L.pp, L.cp, L.ep))),
-        "cuda_context": float(ov.CUDA_CONTEXT_BYTES),
+        "cuda_context": float(ov.CUDA_CONTEXT_BYTES), "cp_buffers": cp_buf,
         "worst_stage": i, "convention": st.convention, "microbatches_in_flight": in_flight,
     }
     # the same sums, in the same order, as MemoryBreakdown.total (ties must resolve identically)
     total = sum(terms[k] for k in ALLOCATED) + terms["fragmentation"] + terms["nccl_buffers"] + terms["cuda_context"]
     return total, (terms, groups, tokens * in_flight)
+
+
+def _cp_buffers(m, L: Layout, tokens: float, gpus_per_node: int) -> float:
+    """Bytes of the CP exchange buffers alive in one layer's attention (costs/context_parallel.py)."""
+    if L.cp <= 1:
+        return 0.0
+    kv, qo = cpx.kv_qo_bytes(m, tokens, L.tp)
+    return cpx.working_bytes(L.execution.cp_comm, L.cp, L.tp, kv, qo, gpus_per_node)
 
 
 @functools.lru_cache(maxsize=256)

@@ -6,13 +6,19 @@ lay them out: tp, cp, dp_shard, dp_replicate, pp. Expert parallelism is carved o
 dp_shard * cp next to tp (stride tp). A group's placement on nodes follows from its stride
 (costs/comm.span).
 
-Overlap: a collective that the framework issues ahead of, or behind, independent compute
-(FSDP/ZeRO prefetch and bucketed reduce-scatter, DP all-reduce during backward, the CP ring
-alongside attention, PP sends) is hidden up to a fraction `profile.overlap` of its time as long as
-the compute it runs beside (its window) lasts longer:  exposed = max(c - window, c * (1 - overlap)).
-Tensor-parallel collectives and expert all-to-alls sit on the critical path between dependent
-GEMMs: hidden only by async-TP / comm-GEMM overlap / DeepEP, fraction `profile.tp_overlap`, in the
-Megatron-family frameworks that do it (compute.FUSED_FRAMEWORKS); exposed elsewhere.
+Overlap is what the layout's stack does (Layout.execution, stacks.py), never assumed: a collective
+the stack issues ahead of, or behind, independent compute is hidden up to a fraction of its time
+as long as the compute it runs beside (its window) lasts longer:
+exposed = max(c - window, c * (1 - overlap)). The fraction is the profile's `overlap` for
+  FSDP/ZeRO parameter all-gathers        when param_gather_overlap (else 0: gathered before use)
+  gradient reduce-scatter / all-reduce   when grad_reduce_overlap (else 0: after backward)
+  pipeline sends                         when pp_p2p_overlap
+  the CP exchange                        as costs/context_parallel.py lays it out per cp_comm
+and `tp_overlap` for tensor-parallel collectives when tp_comm_overlap (TE userbuffers / async TP:
+they sit between dependent GEMMs, exposed otherwise). Expert dispatch: `alltoall` all-to-alls and
+`allgather` all-gathers/reduce-scatters of the tokens on the critical path; `deepep` hides them up
+to `tp_overlap` (DeepEP's dispatch/combine overlapped with the other micro-batch's compute).
+An overlap that is off is charged in full.
 Pipeline bubble (Narayanan et al. 2021 sec. 2.2): (pp - 1) / vp micro-batch times per step, for
 1F1B and GPipe (the same bubble) and interleaved 1F1B with vp chunks per rank.
 """
@@ -22,9 +28,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from trainplan.costs import context_parallel as cpx
 from trainplan.costs.comm import CommEntry, Span, bytes_on_wire, collective_time, span, tier_name
-from trainplan.costs.compute import FUSED_FRAMEWORKS, MicrobatchCompute, microbatch_compute
-from trainplan.costs.flops import ac_family, model_flops, recompute_fraction
+from trainplan.costs.compute import MicrobatchCompute, microbatch_compute
+from trainplan.costs.flops import model_flops, recompute_fraction
 from trainplan.job import Job
 from trainplan.layout import Layout
 from trainplan.models.params import count_params
@@ -32,6 +39,7 @@ from trainplan.models.spec import ModelSpec
 from trainplan.models.stages import max_stage_layers
 from trainplan.precision import recipe
 from trainplan.profile import Profile
+from trainplan.stacks import stack as stack_preset
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,19 +106,21 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     tokens = L.micro_batch * s / L.cp  # tokens of one micro-batch on one GPU
     layers_stage = max_stage_layers(m.num_layers, L.pp)
     r = recompute_fraction(L.ac, L.ac_layers, layers_stage)
+    st, ex = stack_preset(L.stack), L.execution
     mb = microbatch_compute(
         m, mf, gpu, prof, gemm_dtype=rec.gemm_dtype, tokens=tokens, seq_len=s, tp=L.tp, ep=L.ep,
         layers_on_stage=layers_stage, head_on_stage=True, recompute_frac=r,
         selective=L.ac == "selective", fp8=rec.fp8, flash=L.flash_attention,
-        fused=L.torch_compile or prof.framework in FUSED_FRAMEWORKS, compiled_loss=L.compiled_loss,
-        te_attention=prof.framework in FUSED_FRAMEWORKS, family=ac_family(prof.framework),
+        fused=L.torch_compile or st.fused_kernels, compiled_loss=L.loss_kind == "fused",
+        te_attention=st.fused_kernels, family=st.recompute_family,
     )
     n_mb = L.grad_accum
     fwd, bwd = mb.forward, mb.total - mb.forward
-    # Comm-GEMM overlap of TP collectives and expert all-to-alls is a framework feature: Megatron,
-    # NeMo and Megatron-Bridge perf recipes enable tp_comm_overlap / overlapped dispatch; PyTorch
-    # DTensor TP (torchtitan without async TP, KempnerForge, trainplan's runtime) leaves it exposed.
-    tp_overlap = prof.tp_overlap if prof.framework in FUSED_FRAMEWORKS else 0.0
+    # What the stack overlaps (module doc): an overlap that is off hides nothing.
+    tp_overlap = prof.tp_overlap if ex.tp_comm_overlap else 0.0
+    gather_overlap = prof.overlap if ex.param_gather_overlap else 0.0
+    reduce_overlap = prof.overlap if ex.grad_reduce_overlap else 0.0
+    pp_overlap = prof.overlap if ex.pp_p2p_overlap else 0.0
     gemm_window = mb.gemm / 3.0
     entries: list[CommEntry] = []
 
@@ -137,17 +147,16 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
         else:
             tp_exp += add("all_reduce", "tp", act, sp_tp, calls, gemm_window * n_mb, tp_overlap)
 
-    # --- context parallel: ring exchange of K and V (and their gradients in backward) -----------
+    # --- context parallel: the exchange cp_comm names (costs/context_parallel.py) --------------------
     cp_exp = 0.0
     if L.cp > 1:
-        sp_cp = span(L.cp, L.tp, node)
-        if m.mla is not None:
-            kv_elems = m.num_heads * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim + m.mla.v_head_dim)
-        else:
-            kv_elems = 2 * m.kv_dim
-        kv = tokens * kv_elems / L.tp * 2
-        calls = (L.cp - 1) * layers_stage * (1 + 2 + r) * n_mb  # fwd, bwd (kv and dkv), recompute
-        cp_exp += add("p2p", "cp", kv, sp_cp, calls, mb.attention / 3 * (3 + r) * n_mb, prof.overlap)
+        kv, qo = cpx.kv_qo_bytes(m, tokens, L.tp)
+        windows = {"attention": mb.attention / 3 * (3 + r) * n_mb, "local": mb.attention / 3 * (3 + r) * n_mb / L.cp,
+                   "none": 0.0}
+        for x in cpx.exchanges(ex.cp_comm, L.cp, L.tp, kv, qo, node.gpus_per_node):
+            calls = (x.calls_fwd * (1 + r) + x.calls_bwd) * layers_stage * n_mb
+            cp_exp += add(x.op, "cp", x.nbytes, span(x.ranks, x.stride, node), calls, windows[x.window],
+                          prof.overlap if x.window != "none" else 0.0)
 
     # --- expert parallel: dispatch and combine all-to-alls per MoE layer --------------------------
     ep_exp = 0.0
@@ -158,9 +167,21 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
         moe_layers = m.num_moe_layers * layers_stage / m.num_layers
         # each routed copy of a token (top-k) travels out and back in bf16; with sequence parallel
         # the tokens of a micro-batch are split over the tp ranks before dispatch
-        a2a = tokens * m.moe.experts_per_token * m.hidden_size * 2 / (L.tp if L.sequence_parallel else 1)
-        calls = 2 * moe_layers * (2 + r) * n_mb
-        ep_exp += add("all_to_all", "ep", a2a, sp_ep, calls, gemm_window * n_mb, tp_overlap)
+        sp_div = L.tp if L.sequence_parallel else 1
+        if ex.moe_dispatcher == "allgather":
+            # Megatron's MoEAllGatherTokenDispatcher: every rank gathers the group's tokens (S = the
+            # whole gathered array), its experts take theirs, the outputs are reduce-scattered back
+            gathered = tokens * L.ep * m.hidden_size * 2 / sp_div
+            calls = moe_layers * (2 + r) * n_mb
+            ep_exp += add("all_gather", "ep", gathered, sp_ep, calls, gemm_window * n_mb, 0.0)
+            ep_exp += add("reduce_scatter", "ep", gathered, sp_ep, calls, gemm_window * n_mb, 0.0)
+        else:
+            # each routed copy of a token (top-k) travels out and back in bf16; with sequence parallel
+            # the tokens of a micro-batch are split over the tp ranks before dispatch
+            a2a = tokens * m.moe.experts_per_token * m.hidden_size * 2 / sp_div
+            calls = 2 * moe_layers * (2 + r) * n_mb
+            hidden = prof.tp_overlap if ex.moe_dispatcher == "deepep" else 0.0
+            ep_exp += add("all_to_all", "ep", a2a, sp_ep, calls, gemm_window * n_mb, hidden)
 
     # --- pipeline: activations forward, gradients backward, per micro-batch and chunk ------------
     pp_exp = 0.0
@@ -168,7 +189,7 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
         sp_pp = span(L.pp, L.tp * L.cp * L.dp, node)
         act = tokens * m.hidden_size * 2 / (L.tp if L.sequence_parallel else 1)
         calls = 2 * n_mb * L.vp
-        pp_exp += add("p2p", "pp", act, sp_pp, calls, mb.total * n_mb, prof.overlap)
+        pp_exp += add("p2p", "pp", act, sp_pp, calls, mb.total * n_mb, pp_overlap)
 
     # --- data parallel / sharding --------------------------------------------------------------
     dense, experts, embed = _param_split(m)
@@ -186,16 +207,16 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
         if L.sharding in ("fsdp", "zero2"):
             ag_calls = n_mb * (2 if L.sharding == "fsdp" else 1)
             dp_exp += add("all_gather", "fsdp", params * pbytes, sp_sh, ag_calls,
-                          fwd * n_mb + (bwd * n_mb if L.sharding == "fsdp" else 0), prof.overlap)
-            dp_exp += add("reduce_scatter", "fsdp", params * gbytes, sp_sh, n_mb, bwd * n_mb, prof.overlap)
-            dp_exp += add("all_reduce", "dp", params * gbytes / n_sh, sp_rep, 1, bwd, prof.overlap)
+                          fwd * n_mb + (bwd * n_mb if L.sharding == "fsdp" else 0), gather_overlap)
+            dp_exp += add("reduce_scatter", "fsdp", params * gbytes, sp_sh, n_mb, bwd * n_mb, reduce_overlap)
+            dp_exp += add("all_reduce", "dp", params * gbytes / n_sh, sp_rep, 1, bwd, reduce_overlap)
         elif L.sharding == "zero1":
-            dp_exp += add("reduce_scatter", "fsdp", params * gbytes, sp_sh, 1, bwd, prof.overlap)
-            dp_exp += add("all_gather", "fsdp", params * pbytes, sp_sh, 1, fwd, prof.overlap)
-            dp_exp += add("all_reduce", "dp", params * gbytes / n_sh, sp_rep, 1, bwd, prof.overlap)
+            dp_exp += add("reduce_scatter", "fsdp", params * gbytes, sp_sh, 1, bwd, reduce_overlap)
+            dp_exp += add("all_gather", "fsdp", params * pbytes, sp_sh, 1, fwd, gather_overlap)
+            dp_exp += add("all_reduce", "dp", params * gbytes / n_sh, sp_rep, 1, bwd, reduce_overlap)
         else:  # plain data parallel: one all-reduce over every replica (and cp rank)
             full = span(L.dp_replicate * L.cp, L.tp, node)
-            dp_exp += add("all_reduce", "dp", params * gbytes, full, 1, bwd, prof.overlap)
+            dp_exp += add("all_reduce", "dp", params * gbytes, full, 1, bwd, reduce_overlap)
 
     # --- activation offload: each layer's checkpointed input goes to host memory in forward and
     # comes back in backward over the GPU's PCIe link (torch.autograd.graph.save_on_cpu with
@@ -226,7 +247,7 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     recompute = mb.recompute * n_mb
     # A framework's kernels run slower or faster than the model's rates (trainplan/profile.py):
     # the factor scales the compute-side terms; the communication ledger stays as computed.
-    f = prof.time_factor
+    f = prof.time_factor(L.stack)
     compute, nongemm, recompute, bubble, optimizer = (x * f for x in (compute, nongemm, recompute, bubble, optimizer))
     total = compute + recompute + dp_exp + tp_exp + pp_exp + cp_exp + ep_exp + bubble + optimizer \
         + nongemm + prof.step_overhead_s + off_exp

@@ -125,6 +125,50 @@ def degree_reasons(best: Candidate, pool: list[Candidate]) -> list[str]:
     return out
 
 
+# Overlap settings (stacks.py), the communication each hides, and when the layout has any of it.
+_OVERLAPS = (
+    ("tp_comm_overlap", "tp communication", lambda L: L.tp > 1),
+    ("grad_reduce_overlap", "gradient reduction", lambda L: L.dp > 1 or L.cp > 1),
+    ("param_gather_overlap", "parameter all-gather", lambda L: L.sharding != "none" and L.dp_shard * L.cp > 1),
+    ("pp_p2p_overlap", "pipeline send/receive", lambda L: L.pp > 1),
+)
+MATTERS = 0.01  # a setting is worth a reason when it moves the step time by 1% or more
+
+
+def execution_reasons(best: Candidate, ev: Counting) -> list[str]:
+    """What the stack's settings cost the chosen plan: each overlap that is off and the layout has
+    communication for ('tp communication not overlapped: +0.8 s per step'), and the context-parallel
+    exchange against the other kinds."""
+    L, t = best.layout, best.metrics.step_time_s
+    out = []
+    for key, what, applies in _OVERLAPS:
+        if getattr(L.execution, key) or not applies(L):
+            continue
+        _, alt = _variant(best, ev, execution=L.execution.with_(**{key: True}))
+        dt = t - alt.metrics.step_time_s
+        if dt >= MATTERS * t:
+            out.append(f"{what} not overlapped ({L.stack}: {key}=false): +{dt:.2g} s per step "
+                       f"({_pct(t, alt.metrics.step_time_s)})")
+    if L.cp > 1:
+        from trainplan.errors import TrainplanError
+        from trainplan.layout import check_layout
+        from trainplan.stacks import CHOICES
+
+        times = {}
+        for kind in CHOICES["cp_comm"]:
+            layout = replace(L, execution=L.execution.with_(cp_comm=kind))
+            try:
+                check_layout(best.job, layout)
+            except TrainplanError:
+                continue
+            times[kind] = ev.evaluate(best.job, layout).step_time_s
+        fastest = min(times, key=times.get)
+        if fastest != L.execution.cp_comm and times[fastest] <= (1 - MATTERS) * t:
+            out.append(f"cp_comm {L.execution.cp_comm} ({L.stack}): {fastest} would be "
+                       f"{_pct(times[fastest], t)} step time (--set cp_comm={fastest})")
+    return out
+
+
 def nodes_reason(best: Candidate, pool: list[Candidate], q: Query, no_fit: list) -> str:
     n, inst = best.nodes, best.instance
     if q.nodes is not None:
@@ -175,6 +219,7 @@ def reasons(best: Candidate, pool: list[Candidate], q: Query, ev: Counting, no_f
     else:
         out.append(f"sequence {best.seq_len}: the longest that fits this layout at micro-batch 1")
     out += degree_reasons(best, pool)
+    out += execution_reasons(best, ev)
     out.append(f"binding: {best.metrics.binding}")
     if risky:
         out.append(f"{risky} layouts set aside as OOM risks (memory +{ev.inner.memory_error:.0%} "

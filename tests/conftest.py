@@ -5,14 +5,17 @@ import pytest
 
 from trainplan.cli import main
 
-# Published runs to validate against live in the shared tree beside the checkout. Tests that need
-# them skip when it is absent on a laptop; in CI its absence is an error, not a silent skip.
-DEV_DATASET = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_dev.json"
+# Published runs to validate against: the packaged copy (src/trainplan/validation/data, the shared
+# file plus the annotated execution settings) is always there; the shared tree beside the checkout
+# holds the original, which tests that still read it skip without on a laptop; in CI its absence is
+# an error, not a silent skip.
+DEV_DATASET = Path(__file__).resolve().parents[1] / "src" / "trainplan" / "validation" / "data" / "published_dev.json"
+SHARED_DEV_DATASET = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_dev.json"
 
 
 def pytest_sessionstart(session):
-    if os.environ.get("CI") and not DEV_DATASET.is_file():
-        raise pytest.UsageError(f"CI: {DEV_DATASET} is missing; the validation tests would skip")
+    if os.environ.get("CI") and not SHARED_DEV_DATASET.is_file():
+        raise pytest.UsageError(f"CI: {SHARED_DEV_DATASET} is missing; the validation tests would skip")
 
 
 @pytest.fixture

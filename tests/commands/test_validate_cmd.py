@@ -1,11 +1,11 @@
 """`trainplan validate`: the dev file end to end, JSON shape, errors."""
 
 import json
-from pathlib import Path
 
 import pytest
 
-DEV = Path(__file__).resolve().parents[3] / "shared" / "validation" / "published_dev.json"
+from trainplan.validation.dataset import DEV_DATASET as DEV
+
 needs_dev = pytest.mark.skipif(not DEV.exists(), reason="published_dev.json not available")
 
 
@@ -44,6 +44,14 @@ def test_text_report_has_the_summary(cli):
     assert "cross-validated (leave one source out)" in out
     assert "skipped: GPU not identified" in out
     assert "tokens_per_s_per_gpu  quality=full" in out
+
+
+def test_the_packaged_dataset_is_the_default(cli):
+    # a fresh clone has no ../shared: `trainplan validate` reads the copy inside the package
+    code, out, err = cli("validate", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert len(d["records"]) == 114 and d["summary"]["predicted"] > 80
 
 
 def test_missing_and_wrong_files(cli, tmp_path):

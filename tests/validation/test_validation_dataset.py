@@ -2,16 +2,14 @@
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 
 from trainplan.errors import TrainplanError
-from trainplan.validation.dataset import inter_node_gbps, load_dataset, to_case
+from trainplan.validation.dataset import DEV_DATASET, inter_node_gbps, load_dataset, to_case
 
-# ../shared/validation/published_dev.json, next to the repository (as CI runs `trainplan validate`)
-DEV = Path(__file__).resolve().parents[3] / "shared" / "validation" / "published_dev.json"
-pytestmark = pytest.mark.skipif(not DEV.exists(), reason="published_dev.json not available")
+# the packaged dev dataset: ../shared/validation/published_dev.json plus annotated execution settings
+DEV = DEV_DATASET
 
 
 @pytest.fixture(scope="module")

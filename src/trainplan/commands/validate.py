@@ -11,7 +11,8 @@ HELP = "Compare predictions with published measurements (trainplan-validation/1)
 def add_arguments(p) -> None:
     from trainplan.parsing import output_file
 
-    p.add_argument("--dataset", required=True, help="a trainplan-validation/1 JSON file")
+    p.add_argument("--dataset", default=None,
+                   help="a trainplan-validation/1 JSON file (default: the packaged dev dataset)")
     p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")
     p.add_argument("--in-sample", action="store_true",
                    help="use the profile fitted on all sources instead of the leave-one-source-out folds")
@@ -27,6 +28,10 @@ def run(args) -> int:
     from trainplan.validation.dataset import load_dataset
     from trainplan.validation.run import run as run_validation
 
+    if args.dataset is None:
+        from trainplan.validation.dataset import DEV_DATASET
+
+        args.dataset = str(DEV_DATASET)
     _, cases = load_dataset(args.dataset)
     if args.fit:
         import json

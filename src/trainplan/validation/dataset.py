@@ -24,15 +24,24 @@ Mapping (the dataset `description` defines the source fields):
     grad_reduce_in_fp32=False) and their fp8 recipes keep fp8 parameters (fp8_param_gather=True)
     when the record does not say; torchtitan with torch.compile compiles the loss too
     (components/loss.py), except in records dated 2024, before that existed; llm-foundry (composer)
-    uses flash-attn's fused cross-entropy; KempnerForge stores the model in bf16, accumulates
+    uses flash-attn's fused cross-entropy (its stack preset); KempnerForge stores the model in bf16, accumulates
     unsharded fp32 gradients under FSDP, gathers the tp logits for an eager bf16 loss.
   * peak memory kind: the record's, else the framework's logger (`peak_mem_kind`), else the device.
+  * stack and execution settings: the record's `train.framework` names a stack preset (stacks.toml;
+    `fms_fsdp` -> fms); `train.execution` (the stacks.SETTINGS keys) overrides single settings and a
+    key it leaves out is the preset's; `hardware.power_limit_w` is the power cap. A framework without
+    a preset ('other') runs on trainplan's preset, listed as an assumption.
+
+The packaged dev dataset (DEV_DATASET: data/published_dev.json) is the shared file with the
+`train.execution` objects of data/annotations.json added, each with a note saying which source
+states it; `trainplan validate` reads it when no --dataset is given.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from trainplan.errors import TrainplanError
 from trainplan.hardware import Cluster, NodeType, find_gpu, nodes
@@ -41,9 +50,12 @@ from trainplan.layout import Layout, check_layout
 from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
 from trainplan.models.stages import max_stage_layers
 from trainplan.parsing import read_json
+from trainplan.stacks import DEFAULT_STACK, execution_from_dict, stack, stack_for_framework
 from trainplan.units import GBPS_TO_BYTES_PER_S
 
 SCHEMA = "trainplan-validation/1"
+DEV_DATASET = Path(__file__).parent / "data" / "published_dev.json"
+ANNOTATIONS = Path(__file__).parent / "data" / "annotations.json"
 DEFAULT_AC = "selective"
 _REFERENCE_NODE = {"ampere": "dgx-a100-80gb", "hopper": "dgx-h100", "blackwell": "dgx-b200"}
 _PRECISION = {None: "bf16", "fp8_unspecified": "fp8_tensorwise"}
@@ -70,6 +82,17 @@ class Case:
     @property
     def measured(self) -> dict:
         return self.record.get("measured", {})
+
+
+def annotate(data: dict, annotations: dict) -> dict:
+    """`data` with each annotation's settings as its record's train.execution (data/annotations.json)."""
+    by_id = {a["id"]: a["execution"] for a in annotations["annotations"]}
+    out = {**data, "records": []}
+    for r in data["records"]:
+        if r.get("id") in by_id:
+            r = {**r, "train": {**r["train"], "execution": {**r["train"].get("execution", {}), **by_id[r["id"]]}}}
+        out["records"].append(r)
+    return out
 
 
 def load_dataset(path) -> tuple[dict, list[Case]]:
@@ -216,11 +239,6 @@ def _memory_conventions(r: dict, layout: Layout, assumed: list[str]) -> Layout:
         if recipe_is_fp8(layout.precision) and t.get("fp8_all_gather") is None:
             changes["fp8_allgather"] = True
             assumed.append(f"{fw}: fp8 parameters (fp8 recipes: fp8_param_gather=True)")
-    if fw == "composer":
-        # llm-foundry's MPT configs train with loss_fn: fused_crossentropy (flash-attn's cross-entropy
-        # kernel: fp32 math on chip, bf16 logits and their gradient written in place)
-        changes["compiled_loss"] = True
-        assumed.append("composer: fused cross-entropy (llm-foundry loss_fn fused_crossentropy)")
     if fw == "kempnerforge":
         # KempnerForge @01b461a (the commit its mfu_scaling.md benchmarks name):
         # * build_parallel_model (distributed/parallel.py) and scripts/train.py call
@@ -264,6 +282,20 @@ def peak_mem_kind(case: Case) -> str:
     return _PEAK_KIND.get(case.framework, "device")
 
 
+def _with_stack(r: dict, layout: Layout, assumed: list[str]) -> Layout:
+    """The record's stack preset with its own train.execution and power limit (module doc)."""
+    t, fw = r["train"], r["train"].get("framework")
+    preset = stack_for_framework(fw)
+    if preset is None:
+        preset = stack(DEFAULT_STACK)
+        assumed.append(f"framework {fw!r} has no stack preset: {DEFAULT_STACK}'s execution settings")
+    given = dict(t.get("execution") or {})
+    if r["hardware"].get("power_limit_w") is not None:
+        given.setdefault("power_limit_w", r["hardware"]["power_limit_w"])
+    execution = execution_from_dict(given, f"{r.get('id', '?')}: train.execution", preset.execution)
+    return layout.with_(stack=preset.name, execution=execution)
+
+
 def recipe_is_fp8(name: str) -> bool:
     from trainplan.precision import recipe
 
@@ -282,7 +314,7 @@ def to_case(r: dict) -> Case:
             raise TrainplanError(f"{hw['num_gpus']} GPUs do not fill nodes of {hw['gpus_per_node']}")
         node = _node(hw, assumed)
         m = model_spec(r["model"], t["seq_len"])
-        layout = _memory_conventions(r, _layout(t, m, assumed), assumed)
+        layout = _with_stack(r, _memory_conventions(r, _layout(t, m, assumed), assumed), assumed)
         job = Job(m, Cluster(node, hw["num_gpus"] // node.gpus_per_node),
                   Workload(seq_len=t["seq_len"], global_batch=t["global_batch"]))
         check_layout(job, layout)

@@ -27,7 +27,7 @@ from trainplan.validation.errors import METRICS, rel_error, summarize
 
 
 def predict_case(case: Case, prof: Profile, cross_validated: bool = True) -> dict:
-    p = (prof.fold(case.source_key) if cross_validated else prof).for_framework(case.framework)
+    p = prof.fold(case.source_key) if cross_validated else prof
     e = estimate(case.job, case.layout, p)
     meas = case.measured
     kind = peak_mem_kind(case)

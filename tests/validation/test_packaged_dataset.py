@@ -1,0 +1,64 @@
+"""The packaged dev dataset: the shared file plus annotated execution settings, each with its source;
+records carry train.execution and a key they leave out comes from their framework's stack preset."""
+
+import copy
+import json
+
+import pytest
+
+from conftest import SHARED_DEV_DATASET
+from trainplan.stacks import SETTINGS, stack
+from trainplan.validation.dataset import ANNOTATIONS, DEV_DATASET, annotate, to_case
+
+
+@pytest.fixture(scope="module")
+def packaged():
+    return json.loads(DEV_DATASET.read_text())
+
+
+@pytest.fixture(scope="module")
+def annotations():
+    return json.loads(ANNOTATIONS.read_text())
+
+
+@pytest.mark.skipif(not SHARED_DEV_DATASET.is_file(), reason="no ../shared beside the checkout")
+def test_packaged_copy_is_the_shared_file_plus_the_annotations(packaged, annotations):
+    shared = json.loads(SHARED_DEV_DATASET.read_text())
+    assert annotate(shared, annotations) == packaged
+
+
+def test_every_annotation_names_its_source_and_valid_settings(packaged, annotations):
+    ids = {r["id"] for r in packaged["records"]}
+    for a in annotations["annotations"]:
+        assert a["id"] in ids and len(a["note"]) > 30
+        assert set(a["execution"]) <= set(SETTINGS)
+        assert next(r for r in packaged["records"] if r["id"] == a["id"])["train"]["execution"] == a["execution"]
+
+
+@pytest.fixture(scope="module")
+def records(packaged):
+    return {r["id"]: r for r in packaged["records"]}
+
+
+def test_a_record_runs_on_its_frameworks_preset_with_its_own_settings(records):
+    c = to_case(records["M073"])  # torchtitan, async TP row
+    assert c.layout.stack == "torchtitan"
+    assert c.layout.execution == stack("torchtitan").execution.with_(tp_comm_overlap=True, power_limit_w=500.0)
+    plain = to_case(records["M072"])  # the vanilla-TP row of the same table: the preset
+    assert plain.layout.execution.tp_comm_overlap is False
+
+
+def test_framework_aliases_and_unknown_frameworks(records):
+    assert to_case(records["M112"]).layout.stack == "fms"  # fms_fsdp
+    c = to_case(records["M212"])  # framework 'other'
+    assert c.layout.stack == "trainplan"
+    assert any("'other' has no stack preset" in a for a in c.assumptions)
+
+
+def test_a_bad_execution_setting_in_a_record_skips_it_with_the_reason(records):
+    r = copy.deepcopy(records["M072"])
+    r["train"]["execution"] = {"tp_comm_overlap": "sometimes"}
+    c = to_case(r)
+    assert c.layout is None and "tp_comm_overlap must be true or false" in c.skipped_reason
+    r["train"]["execution"] = {"overlap_everything": True}
+    assert "unknown key 'overlap_everything'" in to_case(r).skipped_reason

@@ -110,7 +110,13 @@ class Layout:
         return out
 
     def short(self) -> str:
-        """A compact one-line description: 'bf16 ac=full mb=2 dp=1x8(fsdp) tp=1 pp=1 cp=1'."""
+        """The layout as one line that `parse_layout` reads back to an equal Layout.
+
+        'bf16 ac=full mb=2 ga=4 dp=1x8(fsdp) tp=2 pp=4 interleaved/v2', then `field=value` for every
+        other field that differs from its default (`fp8_allgather=true`), `stack=NAME` when not the
+        default stack, and `setting=value` for each execution setting that differs from the stack's
+        preset. A field added to Layout or Execution round-trips without a change here.
+        """
         parts = [self.precision, f"ac={self.ac}" + (f"({self.ac_layers})" if self.ac == "partial" else ""),
                  f"mb={self.micro_batch}", f"ga={self.grad_accum}",
                  f"dp={self.dp_replicate}x{self.dp_shard}({self.sharding})"]
@@ -120,7 +126,85 @@ class Layout:
                 parts.append(f"{k}={v}")
         if self.pp > 1:
             parts.append(self.pp_schedule + (f"/v{self.vp}" if self.vp > 1 else ""))
+        shown = set(_HEAD) | ({"pp_schedule", "vp"} if self.pp > 1 else set())
+        if self.ac == "partial":
+            shown.add("ac_layers")
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name not in shown and f.name != "execution" and v != f.default:
+                parts.append(f"{f.name}={_text(v)}")
+        preset = stack_preset(self.stack).execution
+        for k, v in self.execution.to_dict().items():
+            if v != getattr(preset, k):
+                parts.append(f"{k}={_text(v)}")
         return " ".join(parts)
+
+
+# Fields the head of Layout.short() spells in its own notation.
+_HEAD = ("precision", "ac", "micro_batch", "grad_accum", "dp_replicate", "dp_shard", "sharding", "tp", "pp",
+         "cp", "ep")
+_ABBREV = {"mb": "micro_batch", "ga": "grad_accum"}
+
+
+def _text(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return "null" if v is None else str(v)
+
+
+def parse_layout(text: str, where: str = "--layout") -> Layout:
+    """The Layout that `Layout.short()` printed as `text`; a malformed token is a one-line error."""
+    import re
+
+    from trainplan.stacks import SETTINGS, parse_assignment
+
+    tokens = text.split()
+    if not tokens:
+        raise TrainplanError(f"{where}: empty layout; expected e.g. 'bf16 ac=full mb=1 ga=1 dp=1x8(fsdp)'")
+    data: dict = {"precision": tokens[0]}
+    settings: dict = {}
+    names = {f.name: f for f in fields(Layout)}
+    for tok in tokens[1:]:
+        sched = re.fullmatch(r"([a-z0-9]+)(?:/v(\d+))?", tok)
+        if sched and sched.group(1) in PP_SCHEDULES:
+            data["pp_schedule"] = sched.group(1)
+            data["vp"] = int(sched.group(2) or 1)
+            continue
+        key, sep, raw = tok.partition("=")
+        if not sep:
+            raise TrainplanError(f"{where}: cannot read {tok!r}; expected KEY=VALUE or a pipeline schedule "
+                                 f"({', '.join(PP_SCHEDULES)})")
+        if key == "dp":
+            m = re.fullmatch(r"(\d+)x(\d+)\(([a-z0-9]+)\)", raw)
+            if not m:
+                raise TrainplanError(f"{where}: cannot read {tok!r}; expected dp=REPLICATExSHARD(SHARDING)")
+            data.update(dp_replicate=int(m.group(1)), dp_shard=int(m.group(2)), sharding=m.group(3))
+        elif key == "ac" and (m := re.fullmatch(r"([a-z]+)\((\d+)\)", raw)):
+            data.update(ac=m.group(1), ac_layers=int(m.group(2)))
+        elif key in SETTINGS:
+            settings[key] = parse_assignment(tok)[1]
+        elif _ABBREV.get(key, key) in names and key != "execution":
+            data[_ABBREV.get(key, key)] = _value(raw, getattr(Layout(), _ABBREV.get(key, key)), tok, where)
+        else:
+            raise TrainplanError(f"{where}: unknown key {key!r} in {tok!r}; known: mb, ga, dp, "
+                                 f"{', '.join(n for n in names if n != 'execution')}, {', '.join(SETTINGS)}")
+    if settings:
+        data["execution"] = settings  # over the stack's preset (layout_from_dict)
+    return layout_from_dict(data, where)
+
+
+def _value(raw: str, default, tok: str, where: str):
+    """A field's text as the type of its default (layout_from_dict then checks it)."""
+    if isinstance(default, bool):
+        if raw not in ("true", "false"):
+            raise TrainplanError(f"{where}: {tok!r} must be true or false")
+        return raw == "true"
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except ValueError:
+            raise TrainplanError(f"{where}: {tok!r} must be an integer") from None
+    return raw
 
 
 def layout_from_dict(data: dict, where: str = "layout") -> Layout:

@@ -64,3 +64,13 @@ def test_tp_overlap_setting_exposes_what_it_hides_and_the_json_names_the_setting
 def test_bad_stack_flags_are_one_line_errors(cli, args, msg):
     code, _, err = cli("estimate", "--tp", "8", *args)
     assert code == 2 and msg in err and err.strip().count("\n") == 0
+
+
+def test_layout_text_replaces_the_layout_flags_and_refuses_to_mix_with_them(cli):
+    text = "fp8_tensorwise ac=full mb=1 ga=1 dp=1x8(fsdp) fp8_allgather=true"
+    code, out, err = cli("estimate", "--model", "llama-3.1-8b", "--instance", "ml.p5.48xlarge", "--layout", text)
+    assert code == 0, err
+    assert f"layout: {text}" in out and "DOES NOT FIT" not in out
+    code, _, err = cli("estimate", "--model", "llama-3.1-8b", "--instance", "ml.p5.48xlarge", "--layout", text,
+                       "--ac", "selective")
+    assert code == 2 and "leave out --ac" in err

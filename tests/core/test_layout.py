@@ -67,3 +67,54 @@ def test_layout_from_dict_rejects_unknown_keys_and_bad_types():
         layout_from_dict({"tp": "2"})
     with pytest.raises(TrainplanError, match="chunked_loss must be true or false"):
         layout_from_dict({"chunked_loss": 1})
+
+
+# ---- the layout string (Layout.short / parse_layout) -------------------------------------------
+_OTHER_STR = {"precision": "fp8_rowwise", "ac": "selective", "sharding": "zero1", "pp_schedule": "gpipe",
+              "stack": "torchtitan"}
+
+
+def _changed(name, default):
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, int):
+        return default + 2
+    return _OTHER_STR[name]
+
+
+@pytest.mark.parametrize("name", [f.name for f in __import__("dataclasses").fields(Layout)
+                                  if f.name != "execution"])
+def test_every_field_that_differs_from_its_default_round_trips(name):
+    from trainplan.layout import parse_layout
+
+    L = Layout(**{name: _changed(name, getattr(Layout(), name))})
+    assert parse_layout(L.short()) == L, L.short()
+
+
+def test_every_execution_setting_that_differs_from_the_preset_round_trips():
+    from trainplan.layout import parse_layout
+    from trainplan.stacks import CHOICES, SETTINGS
+
+    base = Layout().with_stack("megatron")
+    for key in SETTINGS:
+        v = getattr(base.execution, key)
+        new = (not v if isinstance(v, bool) else 650.0 if key == "power_limit_w"
+               else next(c for c in CHOICES[key] if c != v))
+        L = base.with_stack("megatron", **{key: new})
+        assert parse_layout(L.short()) == L, L.short()
+        assert f"{key}=" in L.short() and "stack=megatron" in L.short()
+
+
+@pytest.mark.parametrize("text,message", [
+    ("", "empty layout"),
+    ("bf16 mb=two", "'mb=two' must be an integer"),
+    ("bf16 dp=8(fsdp)", "expected dp=REPLICATExSHARD(SHARDING)"),
+    ("bf16 fp8_allgather=yes", "'fp8_allgather=yes' must be true or false"),
+    ("bf16 colour=blue", "unknown key 'colour'"),
+    ("bf16 zigzag", "cannot read 'zigzag'"),
+])
+def test_a_malformed_layout_string_is_a_one_line_error(text, message):
+    from trainplan.layout import parse_layout
+
+    with pytest.raises(TrainplanError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_layout(text)

@@ -31,10 +31,15 @@ def add_layout_arguments(p) -> None:
 
     p.add_argument("--model", default="llama-3.1-70b", help="catalog name or HF config.json path")
     p.add_argument("--instance", default="ml.p6-b200.48xlarge")
-    p.add_argument("--nodes", type=positive_int, default=1)
+    p.add_argument("--nodes", type=positive_int, default=None,
+                   help="default: the layout's GPUs with --layout, else 1")
     p.add_argument("--seq-len", type=positive_int, default=8192)
     p.add_argument("--global-batch", type=positive_int, default=None,
                    help="sequences per step (default: micro-batch x data-parallel degree)")
+    p.add_argument("--layout", default=None, metavar="TEXT",
+                   help="the whole layout as `plan` and `estimate` print it (e.g. 'fp8_tensorwise ac=none mb=1 "
+                        "ga=1 dp=1x8(fsdp) fp8_allgather=true'); replaces the layout flags below")
+    first = len(p._actions)
     p.add_argument("--precision", default="bf16", help=", ".join(RECIPES))
     p.add_argument("--ac", default="full", choices=AC_MODES, help="activation checkpointing")
     p.add_argument("--ac-layers", type=int, default=0, help="with --ac partial: layers per stage recomputed")
@@ -60,6 +65,8 @@ def add_layout_arguments(p) -> None:
     p.add_argument("--no-flash-attention", action="store_true", help="materialised s x s attention scores")
     p.add_argument("--torch-compile", action="store_true")
     add_stack_arguments(p)
+    # What --layout replaces: a flag among these that is not at its default conflicts with it.
+    p.set_defaults(_layout_flags={a.dest: a.default for a in p._actions[first:]})
 
 
 def job_and_layout(args, *, tokens: int = 0, price: float | None = None):
@@ -75,8 +82,10 @@ def job_and_layout(args, *, tokens: int = 0, price: float | None = None):
     node = find_node(args.instance)
     if price is not None:
         node = with_price(node, price)
-    cluster = Cluster(node, args.nodes)
     model = resolve(args.model)
+    if args.layout is not None:
+        return _from_text(args, node, model, tokens)
+    cluster = Cluster(node, args.nodes or 1)
     stack_name, execution = stack_and_execution(args)
     fixed = args.tp * args.pp * args.cp * args.dp_replicate
     shard = args.dp_shard or max(cluster.num_gpus // fixed, 1)
@@ -101,5 +110,27 @@ def job_and_layout(args, *, tokens: int = 0, price: float | None = None):
         grad_reduce_fp32=not args.grad_reduce_bf16, stack=stack_name, execution=execution,
     )
     job = Job(model, cluster, Workload(seq_len=args.seq_len, global_batch=gb, tokens=tokens))
+    check_layout(job, layout)
+    return job, layout
+
+
+def _from_text(args, node, model, tokens: int):
+    """(job, layout) from --layout: the layout as printed, the job's batch and nodes from it."""
+    from trainplan.errors import TrainplanError
+    from trainplan.hardware import Cluster
+    from trainplan.job import Job, Workload
+    from trainplan.layout import check_layout, parse_layout
+
+    given = [k for k, default in args._layout_flags.items() if getattr(args, k) != default]
+    if given:
+        raise TrainplanError(f"--layout holds the whole layout; leave out --{given[0].replace('_', '-')} "
+                             "(or drop --layout and give the layout flags)")
+    layout = parse_layout(args.layout)
+    nodes = args.nodes or max(1, -(-layout.num_gpus // node.gpus_per_node))
+    gb = layout.micro_batch * layout.grad_accum * layout.dp
+    if args.global_batch is not None and args.global_batch != gb:
+        raise TrainplanError(f"--global-batch {args.global_batch} differs from the layout's "
+                             f"mb*ga*dp = {gb}; leave it out with --layout")
+    job = Job(model, Cluster(node, nodes), Workload(seq_len=args.seq_len, global_batch=gb, tokens=tokens))
     check_layout(job, layout)
     return job, layout

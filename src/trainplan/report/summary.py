@@ -26,7 +26,9 @@ def plan_lines(result: dict, color: bool = False) -> list[str]:
     v = plan_view(result)
     ch = v.chosen
     cap = f" / {v.capacity_gib:.0f}" if v.capacity_gib else ""
-    lines = [paint(v.title, "bold", color=color), f"  layout      {ch.layout_short}",
+    # the layout string carries every non-default option (it round-trips): wrap, never cut
+    layout = textwrap.wrap(ch.layout_short, WIDTH, initial_indent="  layout      ", subsequent_indent=" " * 14)
+    lines = [paint(v.title, "bold", color=color), *layout,
              (f"  throughput  {fmt_count(ch.tokens_per_s)} tokens/s "
               f"({fmt_count(ch.tokens_per_s_per_gpu)} per GPU), MFU {fmt_pct(ch.mfu)}"),
              f"  step time   {fmt_seconds(ch.step_time_s)}",

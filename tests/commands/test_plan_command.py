@@ -122,3 +122,14 @@ def test_default_global_batch_stays_about_4mi_tokens_on_1024_gpus(cli):
     assert c["gpus"] == 1024
     assert c["global_batch"] * c["seq_len"] <= 2**22
     assert c["global_batch"] % (c["layout"]["dp_replicate"] * c["layout"]["dp_shard"]) == 0
+
+
+def test_the_printed_chosen_layout_is_whole_and_parses_to_the_plan(cli):
+    # The text output cut lines at 80 columns, and with them the layout's last options.
+    from trainplan.layout import layout_from_dict, parse_layout
+
+    argv = ("--model", "llama-3.1-8b", "--priority", "context", "--seq-len", "32768")
+    code, out, _ = cli("plan", *argv)
+    assert code == 0
+    text = next(line for line in out.splitlines() if line.startswith("chosen: "))[len("chosen: "):]
+    assert parse_layout(text) == layout_from_dict(_chosen(cli, *argv)["layout"])

@@ -234,7 +234,6 @@ def render(r) -> str:
     gib = 2**30
     lines = [
         f"{q.model.name} on {c.nodes} x {c.instance}, {c.gpus} GPUs, priority {q.priority}",
-        f"chosen: {c.layout.short()}",
         (f"  seq {c.seq_len}, global batch {c.global_batch}; tokens/s {_n(m.tokens_per_s)} "
          f"({_n(c.tokens_per_s_per_gpu)}/GPU), MFU {m.mfu:.0%}, step {m.step_time_s:.2f} s"),
         (f"  memory {m.memory_bytes / gib:.1f} of {m.capacity_bytes / gib:.1f} GiB "
@@ -257,5 +256,8 @@ def render(r) -> str:
     s = r.stats
     lines.append(f"searched {s.counts} node counts, {s.meshes} meshes, {s.fits_calls} memory checks, "
                  f"{s.evaluate_calls} estimates in {s.seconds:.2f} s")
-    return "\n".join(line[:WIDTH] if len(line) > WIDTH else line for line in lines)
+    out = [line[:WIDTH] if len(line) > WIDTH else line for line in lines]
+    # The chosen layout is never cut: it is the text `estimate --layout` reads back.
+    out.insert(1, f"chosen: {c.layout.short()}")
+    return "\n".join(out)
 

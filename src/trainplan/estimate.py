@@ -115,7 +115,7 @@ def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_m
     t = r.time.total
     tps = w.tokens_per_step / t
     per_gpu = tps / c.num_gpus
-    peak = c.num_gpus * c.gpu.peak(recipe(layout.precision).gemm_dtype)
+    peak = c.num_gpus * recipe(layout.precision).peak(c.gpu)
     mf = model_flops(job.model)
     noncausal = w.tokens_per_step * mf.model_per_token(w.seq_len, causal=False)
     mem = memory_breakdown(job, layout) if with_memory else None

@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields, replace
 
 from trainplan.errors import TrainplanError
 from trainplan.models.stages import max_stage_layers
+from trainplan.precision import DEFAULT as DEFAULT_PRECISION
 from trainplan.stacks import DEFAULT_STACK, Execution, cp_heads_split, execution_from_dict
 from trainplan.stacks import stack as stack_preset
 
@@ -41,7 +42,7 @@ _OPTIONAL = ("grad_reduce_fp32", "compiled_loss", "vocab_parallel_loss", "bf16_l
 class Layout:
     """One candidate plan layout. Defaults are one GPU, bf16, no checkpointing."""
 
-    precision: str = "bf16"  # key of precision.RECIPES
+    precision: str = DEFAULT_PRECISION  # a recipe of precision.registry() (or an alias)
     ac: str = "none"  # one of AC_MODES
     ac_layers: int = 0  # with ac="partial": layers per pipeline stage that are fully recomputed
     micro_batch: int = 1  # sequences per GPU per forward/backward
@@ -237,7 +238,7 @@ def layout_from_dict(data: dict, where: str = "layout") -> Layout:
 
 def check_layout(job, layout: Layout) -> None:
     """Refuse a layout that cannot run this job, with what to change. `job` is a job.Job."""
-    from trainplan.precision import check_supported, recipe
+    from trainplan.precision import check_supported, recipe, registry
 
     m, c, w = job.model, job.cluster, job.workload
     L = layout
@@ -297,8 +298,14 @@ def check_layout(job, layout: Layout) -> None:
             f"layout uses dp_replicate*dp_shard*tp*pp*cp = {L.dp_replicate}*{L.dp_shard}*{L.tp}*{L.pp}*{L.cp}"
             f" = {L.num_gpus} GPUs but the cluster has {c.num_gpus}; change the degrees or --nodes"
         )
-    if L.fp8_allgather and not recipe(L.precision).fp8:
-        raise TrainplanError(f"fp8_allgather needs an fp8 precision recipe, not {L.precision!r}")
+    lp = recipe(L.precision).low_precision
+    if L.fp8_allgather and lp is None:
+        lowp = [r.name for r in registry().values() if r.low_precision]
+        raise TrainplanError(f"fp8_allgather needs a low-precision recipe ({', '.join(lowp)}), not {L.precision!r}")
+    if L.fp8_allgather and L.sharding == "fsdp" and not lp.fsdp_allgather:
+        ok = [r.name for r in registry().values() if r.low_precision and r.low_precision.fsdp_allgather]
+        raise TrainplanError(f"FSDP cannot all-gather {L.precision} weights in low precision; drop fp8_allgather "
+                             f"or use {', '.join(ok)}")
     if w.global_batch != L.micro_batch * L.grad_accum * L.dp:
         raise TrainplanError(
             f"global batch {w.global_batch} != micro_batch*grad_accum*dp = "

@@ -1,63 +1,176 @@
 """Precision recipes: what a training step computes in and what it stores.
 
-Bytes per parameter for each recipe and sharding mode live in costs/memory.py; this module names the
-recipes, the tensor-core dtype their GEMMs run in, and what the GPU must support to run them.
+The recipes are data (recipes.toml, one record per recipe, a source per number); this module loads
+them once into frozen `Recipe`s and is the only place that knows a recipe by name. Memory, step
+time, the search, the validation loader, the tracer and the trainer read a recipe's fields.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from pathlib import Path
 
 from trainplan.errors import TrainplanError, unknown
-from trainplan.hardware.types import GPUSpec
+from trainplan.hardware.types import ARCH_DTYPES, GPUSpec
+from trainplan.parsing import check_keys, read_toml
+
+DEFAULT = "bf16"  # the recipe a layout, a plan query or a record without a precision uses
+_FILE = Path(__file__).with_name("recipes.toml")
+
+_KEYS = {
+    "description", "aliases", "gemm_dtype", "compute_dtype", "peak_key", "ceiling_key", "param_bytes",
+    "grad_bytes", "master_bytes", "optimizer_bytes", "loss_scaling", "searched", "archs",
+    "low_precision", "sources",
+}
+_LOWP_KEYS = {
+    "weight_bytes", "amax_history", "fsdp_allgather", "cast_bytes_eager", "cast_bytes_fused",
+    "weight_cast_bytes", "converter", "converter_recipe",
+}
 
 
 @dataclass(frozen=True, slots=True)
-class PrecisionRecipe:
+class LowPrecision:
+    """The scaled low-precision format a recipe's linear layers run in (recipes.toml documents
+    each field)."""
+
+    weight_bytes: float  # per element of the low-precision weight copy, scales included
+    amax_history: int  # fp32 amax values per scaled tensor
+    fsdp_allgather: bool  # FSDP2 can all-gather weights in this format
+    cast_bytes_eager: tuple[float, float]  # HBM bytes per (K, N) activation element, unfused
+    cast_bytes_fused: tuple[float, float]  # the same, amax and cast fused into the producer
+    weight_cast_bytes: float  # HBM bytes per weight element cast per micro-batch
+    converter: str | None  # runtime converter ("torchao_float8"), None: the trainer refuses it
+    converter_recipe: str | None  # the converter's own recipe name ("tensorwise")
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
     name: str
-    gemm_dtype: str  # the dtype linear layers run in (a key of GPUSpec.peak_flops, or mxfp8/nvfp4)
-    pure: bool  # bf16 weights, gradients and optimizer states, no fp32 master copy
-    loss_scaling: bool  # fp16 needs a dynamic loss scaler
-    fp8: bool  # an fp8-family recipe: scales, transposed copies, optional fp8 all-gather
     description: str
+    gemm_dtype: str  # what the linears' GEMMs consume (descriptive)
+    compute_dtype: str  # activations, attention, LM head: a GPUSpec peak / ceiling key
+    peak_key: str  # GPUSpec.peak_flops key of the linears' GEMMs
+    ceiling_key: str  # GPUSpec.matmul_ceiling key of the linears' GEMMs
+    param_bytes: float  # compute copy of a weight
+    grad_bytes: float  # gradient as accumulated and reduced
+    master_bytes: float  # master copy (0: none)
+    optimizer_bytes: float  # one AdamW moment
+    loss_scaling: bool
+    searched: bool  # `plan` tries it without --precision
+    archs: frozenset[str]  # GPUSpec.arch values that run it
+    low_precision: LowPrecision | None  # None: the linears run in compute_dtype
+    aliases: tuple[str, ...] = ()
+    sources: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def pure(self) -> bool:
+        """No master copy: the optimizer updates the compute-dtype weights themselves."""
+        return self.master_bytes == 0
+
+    def peak(self, gpu: GPUSpec) -> float:
+        """Dense peak FLOP/s of the linears' GEMMs (the MFU denominator)."""
+        return gpu.peak(self.peak_key)
+
+    def matmul_ceiling(self, gpu: GPUSpec) -> float:
+        """Best-shape measured FLOP/s of the linears' GEMMs: peak x measured fraction."""
+        return gpu.peak(self.peak_key) * gpu.matmul_ceiling[self.ceiling_key]
+
+    def compute_matmul_ceiling(self, gpu: GPUSpec) -> float:
+        """The same for GEMMs that stay in the compute dtype (LM head)."""
+        return gpu.peak(self.compute_dtype) * gpu.matmul_ceiling[self.compute_dtype]
+
+    def runs_on(self, gpu: GPUSpec) -> bool:
+        return gpu.arch in self.archs
+
+    @property
+    def runnable(self) -> bool:
+        """The reference trainer (and the tracer) can run it: no low-precision linears, or a converter."""
+        return self.low_precision is None or self.low_precision.converter is not None
 
 
-RECIPES: dict[str, PrecisionRecipe] = {
-    r.name: r
-    for r in (
-        PrecisionRecipe("bf16", "bf16", False, False, False,
-                        "bf16 mixed precision: bf16 compute, fp32 master weights, gradients reduced in fp32, fp32 AdamW states"),
-        PrecisionRecipe("fp16", "fp16", False, True, False,
-                        "fp16 mixed precision with dynamic loss scaling, fp32 master weights and states"),
-        PrecisionRecipe("bf16_pure", "bf16", True, False, False,
-                        "pure bf16: bf16 weights, gradients and AdamW states (no fp32 master)"),
-        PrecisionRecipe("fp8_tensorwise", "fp8", False, False, True,
-                        "fp8 linears with one scale per tensor (TE delayed/current scaling, torchao tensorwise); rest bf16 mixed"),
-        PrecisionRecipe("fp8_rowwise", "fp8", False, False, True,
-                        "fp8 linears with one scale per row (torchao rowwise); rest bf16 mixed"),
-        PrecisionRecipe("mxfp8", "mxfp8", False, False, True,
-                        "MXFP8: fp8 with one e8m0 scale per 32 elements (Blackwell tensor cores); rest bf16 mixed"),
-        PrecisionRecipe("nvfp4", "nvfp4", False, False, True,
-                        "NVFP4: 4-bit linears with fp8 scales per 16 elements (Blackwell); rest bf16 mixed"),
+def _low_precision(name: str, d: dict) -> LowPrecision:
+    check_keys(d, _LOWP_KEYS, f"recipes.toml [{name}.low_precision]",
+               required=_LOWP_KEYS - {"converter", "converter_recipe"})
+    return LowPrecision(
+        weight_bytes=float(d["weight_bytes"]), amax_history=int(d["amax_history"]),
+        fsdp_allgather=bool(d["fsdp_allgather"]), cast_bytes_eager=tuple(map(float, d["cast_bytes_eager"])),
+        cast_bytes_fused=tuple(map(float, d["cast_bytes_fused"])), weight_cast_bytes=float(d["weight_cast_bytes"]),
+        converter=d.get("converter"), converter_recipe=d.get("converter_recipe"),
     )
-}
-
-# Names used by published runs (trainplan-validation/1) for the same recipes.
-ALIASES = {"fp8": "fp8_tensorwise", "fp8_unspecified": "fp8_tensorwise", "bf16-mixed": "bf16"}
 
 
-def recipe(name: str) -> PrecisionRecipe:
-    key = ALIASES.get(name, name)
-    if key not in RECIPES:
-        raise unknown("precision", name, RECIPES)
-    return RECIPES[key]
+def parse(table: dict) -> dict[str, Recipe]:
+    """Recipes from recipes.toml's table (or a test's extra rows), checked once here."""
+    out = {}
+    for name, d in table.items():
+        where = f"recipes.toml [{name}]"
+        check_keys(d, _KEYS, where, required=_KEYS - {"aliases", "low_precision"})
+        bad = sorted(set(d["archs"]) - set(ARCH_DTYPES))
+        if bad:
+            raise TrainplanError(f"{where}: unknown arch {bad[0]!r}; known: {', '.join(ARCH_DTYPES)}")
+        lp = d.get("low_precision")
+        out[name] = Recipe(
+            name=name, description=d["description"], gemm_dtype=d["gemm_dtype"],
+            compute_dtype=d["compute_dtype"], peak_key=d["peak_key"], ceiling_key=d["ceiling_key"],
+            param_bytes=float(d["param_bytes"]), grad_bytes=float(d["grad_bytes"]),
+            master_bytes=float(d["master_bytes"]), optimizer_bytes=float(d["optimizer_bytes"]),
+            loss_scaling=bool(d["loss_scaling"]), searched=bool(d["searched"]), archs=frozenset(d["archs"]),
+            low_precision=None if lp is None else _low_precision(name, lp),
+            aliases=tuple(d.get("aliases", ())), sources=tuple(d["sources"].items()),
+        )
+    return out
 
 
-def check_supported(r: PrecisionRecipe, gpu: GPUSpec) -> None:
+@functools.cache
+def registry() -> dict[str, Recipe]:
+    """Every recipe by name, in file order (the search tries them in this order)."""
+    return parse(read_toml(_FILE))
+
+
+def recipe(name: str) -> Recipe:
+    """A recipe by name or alias ('fp8' is fp8_tensorwise); unknown: a one-line error."""
+    table = registry()
+    if name in table:
+        return table[name]
+    for r in table.values():
+        if name in r.aliases:
+            return r
+    raise unknown("precision", name, table, aliases={a: r.name for r in table.values() for a in r.aliases})
+
+
+def names() -> list[str]:
+    return list(registry())
+
+
+def matching(**fields) -> Recipe:
+    """The one recipe whose fields have these values: how a reader of another framework's runs
+    names what it computes in (e.g. no master copy, bf16 compute, no low-precision linears)."""
+    found = [r for r in registry().values() if all(getattr(r, k) == v for k, v in fields.items())]
+    if len(found) != 1:
+        raise TrainplanError(f"{len(found)} precision recipes have {fields}; expected one")
+    return found[0]
+
+
+def searched(gpu: GPUSpec) -> list[Recipe]:
+    """Recipes `plan` tries by itself on this GPU."""
+    return [r for r in registry().values() if r.searched and r.runs_on(gpu)]
+
+
+def check_supported(r: Recipe, gpu: GPUSpec) -> None:
     """Refuse a recipe the GPU's tensor cores cannot run (fp8 on A100, mxfp8 on Hopper)."""
-    if not gpu.supports(r.gemm_dtype):
-        runs = sorted(n for n, x in RECIPES.items() if gpu.supports(x.gemm_dtype))
+    if not r.runs_on(gpu):
+        runs = sorted(x.name for x in registry().values() if x.runs_on(gpu))
         raise TrainplanError(
-            f"precision {r.name!r} needs {r.gemm_dtype} tensor cores, which {gpu.name} "
-            f"({gpu.arch}) does not have; use one of: {', '.join(runs)}"
+            f"precision {r.name!r} needs {r.gemm_dtype} tensor cores, which {gpu.name} ({gpu.arch}) "
+            f"does not have; use one of: {', '.join(runs)}"
+        )
+
+
+def check_runnable(r: Recipe) -> None:
+    """Refuse, before anything starts, a recipe the reference trainer has no converter for."""
+    if not r.runnable:
+        runs = [x.name for x in registry().values() if x.runnable]
+        raise TrainplanError(
+            f"precision {r.name!r} has no converter in trainplan's runtime; it runs: {', '.join(runs)}"
         )

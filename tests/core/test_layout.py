@@ -33,7 +33,7 @@ def test_a_sensible_layout_passes():
     (Layout(dp_shard=8, sharding="none"), "sharding 'none' needs dp_shard = 1"),
     (Layout(dp_shard=8, ac="partial", ac_layers=0), "ac 'partial' needs 1 <= ac_layers"),
     (Layout(dp_shard=8, ep=2), "has no experts"),
-    (Layout(dp_shard=8, fp8_allgather=True), "fp8_allgather needs an fp8 precision"),
+    (Layout(dp_shard=8, fp8_allgather=True), "fp8_allgather needs a low-precision recipe"),
     (Layout(dp_shard=1, pp=8, vp=2), "vp=2 needs pp_schedule 'interleaved'"),
 ])
 def test_impossible_layouts_are_refused(layout, message):

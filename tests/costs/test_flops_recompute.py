@@ -120,9 +120,11 @@ def _mb(framework_family, **kw):
     from trainplan.profile import Profile
 
     m = resolve("llama-3.1-8b")
-    args = {"gemm_dtype": "bf16", "tokens": LLAMA_S, "seq_len": LLAMA_S, "tp": 1, "ep": 1,
+    from trainplan.precision import recipe
+
+    args = {"recipe": recipe("bf16"), "tokens": LLAMA_S, "seq_len": LLAMA_S, "tp": 1, "ep": 1,
             "layers_on_stage": m.num_layers, "head_on_stage": True, "recompute_frac": 0.0, "selective": False,
-            "fp8": False, "family": framework_family} | kw
+            "family": framework_family} | kw
     return microbatch_compute(m, model_flops(m), find_gpu("h100-sxm-80gb"), Profile(), **args)
 
 

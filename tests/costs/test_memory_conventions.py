@@ -15,6 +15,7 @@ from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout, check_layout, layout_from_dict
 from trainplan.models import count_params, resolve
+from trainplan.precision import recipe
 
 
 def ctx(**kw) -> ActivationContext:
@@ -58,15 +59,15 @@ def test_bf16_gradient_buffer_and_fp8_params_under_megatron():
     m = resolve("llama-3.1-8b")
     sp = stage_params(m, 1, 1, 1)[0]
     n = count_params(m).total
-    kw = {"sharding": "zero1", "pure": False, "dp_shard": 8, "cp": 1, "ep": 1, "pp": 1, "optimizer_offload": False}
-    fp32 = state_bytes(sp, fp8_allgather=False, fp8_elem_bytes=1.0, **kw)
-    bf16 = state_bytes(sp, fp8_allgather=False, fp8_elem_bytes=1.0, grad_fp32=False, **kw)
+    kw = {"sharding": "zero1", "recipe": recipe("fp8_tensorwise"), "dp_shard": 8, "cp": 1, "ep": 1, "pp": 1, "optimizer_offload": False}
+    fp32 = state_bytes(sp, fp8_allgather=False, **kw)
+    bf16 = state_bytes(sp, fp8_allgather=False, grad_fp32=False, **kw)
     # Megatron-LM dist_optimizer.md: 6 + 12/d with fp32 gradients; bf16 gradients are 2 bytes, and
     # the optimizer's fp32 copy of its gradient shard is freed before the next forward: 4 + 12/d
     assert fp32.bytes_per_param == pytest.approx(6 + 12 / 8)
     assert bf16.bytes_per_param == pytest.approx(4 + 12 / 8)
     assert bf16.grads == pytest.approx(2 * n)
-    fp8p = state_bytes(sp, fp8_allgather=True, fp8_elem_bytes=1.0, grad_fp32=False, **kw)
+    fp8p = state_bytes(sp, fp8_allgather=True, grad_fp32=False, **kw)
     assert fp32.params - fp8p.params == pytest.approx(sp.fp8_linear)  # block weights: 1 byte, not 2
 
 

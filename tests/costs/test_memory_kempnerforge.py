@@ -13,22 +13,23 @@ from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout, check_layout, layout_from_dict
 from trainplan.models import count_params, resolve
+from trainplan.precision import recipe
 
 KW = {"sharding": "fsdp", "dp_shard": 8, "cp": 1, "ep": 1, "pp": 1, "optimizer_offload": False,
-      "fp8_allgather": False, "fp8_elem_bytes": 1.0}
+      "fp8_allgather": False, "recipe": recipe("bf16_pure")}
 
 
 def test_sync_on_last_microbatch_keeps_every_unsharded_gradient_in_the_reduce_dtype():
     m = resolve("llama-3.1-8b")
     sp = stage_params(m, 1, 1, 1)[0]
     n = count_params(m).total
-    every = state_bytes(sp, pure=True, **KW)
-    last = state_bytes(sp, pure=True, sync_last_microbatch=True, **KW)
+    every = state_bytes(sp, **KW)
+    last = state_bytes(sp, sync_last_microbatch=True, **KW)
     # FSDP2 upcasts the accumulated unsharded gradient to reduce_dtype (fp32) for every unit,
     # plus the bf16 gradient of the unit in backward; the sharded gradients are made from them
     assert last.unsharded_grads == pytest.approx(4 * n + 2 * sp.largest_unit)
     assert last.grads == 0.0 and every.grads == pytest.approx(2 * n / 8)
-    bf16 = state_bytes(sp, pure=True, sync_last_microbatch=True, grad_fp32=False, **KW)
+    bf16 = state_bytes(sp, sync_last_microbatch=True, grad_fp32=False, **KW)
     assert bf16.unsharded_grads == pytest.approx(2 * n + 2 * sp.largest_unit)
     assert (last.params, last.optimizer_states) == (every.params, every.optimizer_states)
 

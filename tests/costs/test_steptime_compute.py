@@ -15,15 +15,16 @@ from trainplan.costs.compute import (
 from trainplan.costs.flops import model_flops
 from trainplan.hardware import find_gpu
 from trainplan.models import resolve
+from trainplan.precision import recipe, registry
 from trainplan.profile import Profile
 
 PRIOR = Profile()
 
 
-def mb(model="llama-3.1-8b", gpu="h100-sxm-80gb", prof=PRIOR, **kw):
+def mb(model="llama-3.1-8b", gpu="h100-sxm-80gb", prof=PRIOR, precision="bf16", **kw):
     m = resolve(model)
-    args = {"gemm_dtype": "bf16", "tokens": 8192, "seq_len": 8192, "tp": 1, "ep": 1, "layers_on_stage": m.num_layers,
-                "head_on_stage": True, "recompute_frac": 0.0, "selective": False, "fp8": False}
+    args = {"recipe": recipe(precision), "tokens": 8192, "seq_len": 8192, "tp": 1, "ep": 1,
+            "layers_on_stage": m.num_layers, "head_on_stage": True, "recompute_frac": 0.0, "selective": False}
     args |= kw
     return microbatch_compute(m, model_flops(m), find_gpu(gpu), prof, **args)
 
@@ -32,11 +33,10 @@ def mb(model="llama-3.1-8b", gpu="h100-sxm-80gb", prof=PRIOR, **kw):
 def test_gemm_rate_never_exceeds_the_measured_matmul_ceiling(gpu):
     g = find_gpu(gpu)
     best = replace(PRIOR, gemm_eff=1.0)
-    for dtype in ("bf16", "fp8", "mxfp8"):
-        if dtype != "bf16" and "fp8" not in g.matmul_ceiling:
-            continue
-        key = "fp8" if "fp8" in dtype else dtype
-        assert gemm_rate(g, dtype, best) <= g.peak(dtype) * g.matmul_ceiling[key] * (1 + 1e-12)
+    for r in registry().values():
+        if r.runs_on(g):
+            ceiling = g.peak(r.peak_key) * g.matmul_ceiling[r.ceiling_key]
+            assert gemm_rate(r.matmul_ceiling(g), g, best) <= ceiling * (1 + 1e-12)
 
 
 def test_attention_efficiency_saturates_with_keys_and_head_dim():
@@ -66,8 +66,8 @@ def test_compiled_loss_moves_fewer_bytes():
 
 def test_fp8_is_bounded_and_pays_cast_bytes():
     bf16 = mb()
-    fp8 = mb(gemm_dtype="fp8", fp8=True)
-    fp8_fused = mb(gemm_dtype="fp8", fp8=True, fused=True)
+    fp8 = mb(precision="fp8_tensorwise")
+    fp8_fused = mb(precision="fp8_tensorwise", fused=True)
     g = find_gpu("h100-sxm-80gb")
     ratio = g.peak("fp8") * g.matmul_ceiling["fp8"] / (g.peak("bf16") * g.matmul_ceiling["bf16"])
     assert fp8.gemm > bf16.gemm / ratio * 0.999  # the head stays bf16; linears at most the fp8 ceiling

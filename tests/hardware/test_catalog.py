@@ -34,10 +34,10 @@ def test_every_instance_is_sourced_and_sagemaker(name):
 def test_b200_facts_from_hardware_facts_table_1_1():
     # HARDWARE_FACTS.md 1.1: B200 dense BF16 2250, FP8 4500, FP4 9000 TFLOPS; 8.0 TB/s; AWS 179 GiB
     g = find_gpu("b200-180gb")
-    assert g.peak("bf16") == 2250e12 and g.peak("fp8") == 4500e12 and g.peak("nvfp4") == 9000e12
+    assert g.peak("bf16") == 2250e12 and g.peak("fp8") == 4500e12 and g.peak("fp4") == 9000e12
     assert g.hbm_bandwidth == 8.0e12
     assert g.memory_bytes == 179 * GiB
-    assert g.supports("mxfp8") and not find_gpu("h100").supports("mxfp8")
+    assert g.supports("fp4") and not find_gpu("h100").supports("fp4")
     assert not find_gpu("a100").supports("fp8")
 
 

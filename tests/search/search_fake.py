@@ -34,7 +34,7 @@ class FakeEvaluator:
         p = self._params(m) / (L.tp * L.pp)
         per_param = {"fsdp": 16 / L.dp_shard, "zero1": 4 + 12 / L.dp_shard, "zero2": 2 + 14 / L.dp_shard,
                      "none": 16}[L.sharding]
-        states = p * per_param + (p if recipe(L.precision).fp8 else 0)
+        states = p * per_param + (p if recipe(L.precision).low_precision else 0)
         lps = -(-m.num_layers // L.pp)
         tokens = L.micro_batch * w.seq_len / L.cp
         if L.ac == "partial":
@@ -53,7 +53,7 @@ class FakeEvaluator:
         m, c, w = job.model, job.cluster, job.workload
         n = self._params(m)
         G = c.num_gpus
-        rate = c.gpu.peak(recipe(L.precision).gemm_dtype) * 0.6 / (1 + 0.04 * (L.tp - 1)) / (1 + 0.2 / L.micro_batch)
+        rate = recipe(L.precision).peak(c.gpu) * 0.6 / (1 + 0.04 * (L.tp - 1)) / (1 + 0.2 / L.micro_batch)
         if L.ac == "partial":
             rec = L.ac_layers / -(-m.num_layers // L.pp) / 3
         else:
@@ -72,7 +72,7 @@ class FakeEvaluator:
             memory_high_bytes=memory * (1 + self.memory_error), capacity_bytes=c.gpu.memory_bytes,
             inter_node_bytes_per_token=inter * per_token,
             gpu_bytes_per_token=(grad_bytes + tp_bytes + p2p) * per_token,
-            mfu=6 * n * w.tokens_per_step / step / (G * c.gpu.peak(recipe(L.precision).gemm_dtype)),
+            mfu=6 * n * w.tokens_per_step / step / (G * recipe(L.precision).peak(c.gpu)),
             binding="compute" if compute > bubble + exposed else "bubble",
             recompute_s=compute * rec / (1 + rec),
         )

@@ -27,7 +27,7 @@ def stack_and_execution(args):
 def add_layout_arguments(p) -> None:
     from trainplan.commands._common import positive_int
     from trainplan.layout import AC_MODES, PP_SCHEDULES, SHARDING
-    from trainplan.precision import RECIPES
+    from trainplan.precision import DEFAULT, names
 
     p.add_argument("--model", default="llama-3.1-70b", help="catalog name or HF config.json path")
     p.add_argument("--instance", default="ml.p6-b200.48xlarge")
@@ -40,7 +40,7 @@ def add_layout_arguments(p) -> None:
                    help="the whole layout as `plan` and `estimate` print it (e.g. 'fp8_tensorwise ac=none mb=1 "
                         "ga=1 dp=1x8(fsdp) fp8_allgather=true'); replaces the layout flags below")
     first = len(p._actions)
-    p.add_argument("--precision", default="bf16", help=", ".join(RECIPES))
+    p.add_argument("--precision", default=DEFAULT, help=", ".join(names()))
     p.add_argument("--ac", default="full", choices=AC_MODES, help="activation checkpointing")
     p.add_argument("--ac-layers", type=int, default=0, help="with --ac partial: layers per stage recomputed")
     p.add_argument("--micro-batch", type=positive_int, default=1)

@@ -15,12 +15,14 @@ HELP = "trace one training step of the real model on fake tensors: exact memory 
 
 def add_arguments(p) -> None:
     from trainplan.commands._common import positive_int
+    from trainplan.precision import DEFAULT
     from trainplan.trace.settings import AC_POLICIES, PRECISIONS
 
     p.add_argument("--model", required=True, help="catalog name or HF config.json path")
     p.add_argument("--seq-len", type=positive_int, default=8192, help="tokens per sequence")
     p.add_argument("--micro-batch", type=positive_int, default=1, help="sequences per forward/backward")
-    p.add_argument("--precision", default="bf16", help=f"one of: {', '.join(PRECISIONS)} (fp8 = fp8_tensorwise)")
+    p.add_argument("--precision", default=DEFAULT,
+                   help=f"one of: {', '.join(PRECISIONS)} (or an alias, e.g. fp8 = fp8_tensorwise)")
     p.add_argument("--ac", default="none", help=f"activation checkpointing: {', '.join(AC_POLICIES)}")
     p.add_argument("--ac-layers", type=int, default=1, help="with --ac partial: layers fully recomputed")
     p.add_argument("--layers", type=positive_int, default=2,

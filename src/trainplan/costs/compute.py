@@ -2,13 +2,14 @@
 
 Every rate is a physical ceiling times an efficiency in (0, 1]; nothing runs faster than its ceiling.
 
-  * GEMMs run at peak(dtype) x matmul_ceiling(dtype) (the measured best-shape rate, "MAMF",
-    HARDWARE_FACTS.md 1.2) x profile.gemm_eff x shape_eff(M, K, N), where
+  * GEMMs run at the recipe's matmul ceiling, peak(peak_key) x matmul_ceiling(ceiling_key) (the
+    measured best-shape rate, "MAMF", HARDWARE_FACTS.md 1.2; precision.Recipe.matmul_ceiling)
+    x profile.gemm_eff x shape_eff(M, K, N), where
     shape_eff = 1 / (1 + d_half/M + d_half/K + d_half/N): a saturating function of the GEMM
     dimensions (a dimension much larger than d_half costs nothing; one of size d_half halves the
     rate), because small GEMMs fill fewer SMs and waves and are bound by memory traffic.
-    Only the linear layers run in the recipe's GEMM dtype (fp8 / mxfp8 / nvfp4 are bounded by the
-    fp8 MAMF); the LM head and attention stay in bf16, as torchao and Transformer Engine leave them.
+    Only the linear layers run in the recipe's GEMM dtype; the LM head and attention stay in the
+    compute dtype (bf16), as torchao and Transformer Engine leave them.
     Routed-expert (grouped) GEMMs run at profile.moe_gemm_eff of a dense GEMM of the same shape.
   * Attention core (flash attention): bf16 peak x profile.attn_eff x seq_eff x head_eff, with
     seq_eff = kpq / (kpq + ATTN_KEYS_HALF) (kpq = keys a query attends to, causal halving and
@@ -21,7 +22,8 @@ Every rate is a physical ceiling times an efficiency in (0, 1]; nothing runs fas
     same shape on H100, so one attn_eff per model is fitted and the shape factors are fixed. FA2 on
     Hopper/Blackwell (PyTorch SDPA) runs at FA2_ON_NEWER of the generation's own kernel.
   * Non-GEMM work is memory-bound: bytes moved per op class (norms, residual adds, RoPE, activation
-    functions, softmax statistics, MoE permutation, loss, fp8 casts and amax reductions) over
+    functions, softmax statistics, MoE permutation, loss, low-precision casts and amax reductions,
+    whose bytes per element are the recipe's: recipes.toml cast_bytes_*) over
     HBM bandwidth x profile.hbm_eff (achieved fraction of the datasheet bandwidth). Bytes are counted
     for fused kernels (each op class reads its inputs and writes its outputs once: Transformer
     Engine / Apex kernels in Megatron-family frameworks, or torch.compile); eager PyTorch runs
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 from trainplan.costs.flops import ModelFlops, keys_per_query, layer_recompute
 from trainplan.hardware.types import GPUSpec
 from trainplan.models.spec import ModelSpec
+from trainplan.precision import Recipe
 from trainplan.profile import Profile
 
 BF16_BYTES = 2
@@ -65,14 +68,6 @@ EAGER_PASSES = {"norm": 3.0, "act": 5 / 3, "rope": 3.0, "residual": 1.0}
 # The backward of an element-wise op reads its saved input(s) and the incoming gradient and writes
 # the input gradient(s): about twice the forward's bytes (so fwd + bwd = 3x forward).
 BWD_BYTES_RATIO = 2.0
-# fp8 tensorwise scaling per linear (torchao Float8Linear, TE current/delayed scaling), bytes per
-# activation element of the GEMM input (K) or output-gradient (N): forward casts X (amax read 2 B,
-# read 2 B, write 1 B) and backward casts dY likewise; the weight-gradient GEMM needs transposed
-# fp8 copies of X and dY (read 1 B, write 1 B each). Fused (compile, TE) the amax and the cast ride
-# on the producing kernel: only the fp8 write and the transposes remain.
-FP8_CAST_BYTES = {"eager": (5 + 2, 5 + 2), "fused": (1 + 2, 1 + 2)}  # (per K elem, per N elem)
-# Weight cast per micro-batch: amax read 2 B, read 2 B, write fp8 1 B and its transpose 1 B.
-FP8_WEIGHT_BYTES = 6.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +94,10 @@ def shape_eff(m: float, k: float, n: float, d_half: float) -> float:
     return 1.0 / (1.0 + d_half / max(m, 1.0) + d_half / max(k, 1.0) + d_half / max(n, 1.0))
 
 
-def gemm_rate(gpu: GPUSpec, dtype: str, prof: Profile) -> float:
-    """Achieved large-GEMM rate (FLOP/s) before the shape factor: never above the measured MAMF."""
-    key = {"mxfp8": "fp8", "nvfp4": "fp8", "fp4": "fp8"}.get(dtype, dtype)
-    ceiling = gpu.matmul_ceiling.get(key, gpu.matmul_ceiling.get("bf16", 0.75))
-    # nvfp4 is bounded by the fp8 ceiling's fraction of the fp4 peak (no published fp4 MAMF)
-    return gpu.peak(dtype) * ceiling * prof.gemm_eff * prof.arch_gemm_eff.get(gpu.arch, 1.0)
+def gemm_rate(ceiling: float, gpu: GPUSpec, prof: Profile) -> float:
+    """Achieved large-GEMM rate (FLOP/s) before the shape factor: never above `ceiling`, the
+    measured best-shape rate of the GEMM's dtype (precision.Recipe.matmul_ceiling)."""
+    return ceiling * prof.gemm_eff * prof.arch_gemm_eff.get(gpu.arch, 1.0)
 
 
 def attention_eff(kpq: float, head_dim: float, prof: Profile, native: bool = True) -> float:
@@ -133,9 +126,9 @@ def _layer_nongemm_bytes(m: ModelSpec, gemms, is_moe: bool, fused: bool, tp: int
 
 
 def microbatch_compute(
-    m: ModelSpec, mf: ModelFlops, gpu: GPUSpec, prof: Profile, *, gemm_dtype: str, tokens: float,
+    m: ModelSpec, mf: ModelFlops, gpu: GPUSpec, prof: Profile, *, recipe: Recipe, tokens: float,
     seq_len: int, tp: int, ep: int, layers_on_stage: float, head_on_stage: bool, recompute_frac: float,
-    selective: bool, fp8: bool, flash: bool = True, fused: bool = False, compiled_loss: bool = False,
+    selective: bool, flash: bool = True, fused: bool = False, compiled_loss: bool = False,
     te_attention: bool = False, family: str = "pytorch",
 ) -> MicrobatchCompute:
     """`tokens` = tokens of the micro-batch on this GPU (micro_batch * seq_len / cp).
@@ -152,10 +145,12 @@ def microbatch_compute(
                 if share > 0]
     native = te_attention or gpu.arch in NATIVE_ATTENTION_ARCHS
     scale = layers_on_stage / mf.num_layers
-    bf16 = gemm_rate(gpu, "bf16", prof)
-    rate = gemm_rate(gpu, gemm_dtype, prof)
+    head_rate = gemm_rate(recipe.compute_matmul_ceiling(gpu), gpu, prof)
+    rate = gemm_rate(recipe.matmul_ceiling(gpu), gpu, prof)
     d = prof.d_half
-    cast_k, cast_n = FP8_CAST_BYTES["fused" if fused else "eager"]
+    lp = recipe.low_precision
+    if lp is not None:
+        cast_k, cast_n = lp.cast_bytes_fused if fused else lp.cast_bytes_eager
     head_dim = m.head_dim if m.mla is None else m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim
     gemm_fwd = attn_fwd = attn_bwd = ng_fwd_bytes = cast_bytes = flops_fwd = 0.0
     rec_time = rec_flops = rec_ng_bytes = 0.0  # recompute: seconds (GEMM + attention), FLOPs, HBM bytes
@@ -174,12 +169,12 @@ def microbatch_compute(
             for share, r in rec:
                 rec_time += share * r.gemms[i] * count * f / (rate * eff)
                 rec_flops += share * r.gemms[i] * count * f
-            if fp8:  # quantisation terms (module docstring); weights once per micro-batch
+            if lp is not None:  # quantisation terms (module docstring); weights once per micro-batch
                 n_w = m.moe.num_experts / ep if what == "expert" else c  # weight matrices held here
-                cast_bytes += count * (n_w * kk * nn * FP8_WEIGHT_BYTES + tokens * c * (kk * cast_k + nn * cast_n))
+                cast_bytes += count * (n_w * kk * nn * lp.weight_cast_bytes + tokens * c * (kk * cast_k + nn * cast_n))
         kpq = keys_per_query(seq_len, kind.window)
         af = count * tokens * kind.attn_pair_flops * kpq / tp
-        a_rate = gpu.peak("bf16") * attention_eff(kpq, head_dim, prof, native)
+        a_rate = gpu.peak(recipe.compute_dtype) * attention_eff(kpq, head_dim, prof, native)
         attn_fwd += af / a_rate
         attn_bwd += FA_BWD_FLOP_RATIO * af / (a_rate * FA_BWD_RATE_RATIO)
         flops_fwd += af
@@ -198,7 +193,7 @@ def microbatch_compute(
     loss_bytes = 0.0
     if head_on_stage:
         f = tokens * mf.head_per_token / tp
-        gemm_fwd += f / (bf16 * shape_eff(tokens, m.hidden_size, m.vocab_size / tp, d))
+        gemm_fwd += f / (head_rate * shape_eff(tokens, m.hidden_size, m.vocab_size / tp, d))
         flops_fwd += f
         # fp32 logits written, soft-max read + written, gradient written (4 passes); a compiled
         # loss upcasts inside one kernel: bf16 logits read once, gradient written (2 bf16 passes)

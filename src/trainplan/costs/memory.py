@@ -161,14 +161,14 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[
     breakdown object is built only for the worst stage (the search calls this in its inner loop)."""
     m, w = job.model, job.workload
     r = recipe(L.precision)
-    fp8_elem = ov.FP8_ELEM_BYTES.get(r.name, 1.0)
-    st = state_bytes(sp, sharding=L.sharding, pure=r.pure, dp_shard=L.dp_shard, cp=L.cp, ep=L.ep, pp=L.pp,
+    lp = r.low_precision
+    st = state_bytes(sp, sharding=L.sharding, recipe=r, dp_shard=L.dp_shard, cp=L.cp, ep=L.ep, pp=L.pp,
                      optimizer_offload=L.optimizer_offload, fp8_allgather=L.fp8_allgather,
-                     fp8_elem_bytes=fp8_elem, grad_fp32=L.grad_reduce_fp32,
+                     grad_fp32=L.grad_reduce_fp32,
                      sync_last_microbatch=L.fsdp_sync_last_microbatch and L.grad_accum > 1)
     tokens = L.micro_batch * w.seq_len / L.cp  # tokens of one micro-batch on this GPU
     ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile,
-                   L.sharding == "fsdp", r.fp8)
+                   L.sharding == "fsdp", lp is not None)
     per_mb, working, grads, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, sp.layers)
     in_flight = microbatches_in_flight(L.pp, i, L.grad_accum, L.pp_schedule, L.vp)
     activations = per_mb * tokens * in_flight
@@ -182,10 +182,10 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[
         logits = ov.logits_bytes(tokens, vocab, m.hidden_size, loss == "chunked",
                                  loss == "fused", L.bf16_loss) + head_inputs
     fp8_w = fp8_s = 0.0
-    if r.fp8:
+    if lp is not None:
         fp8_w = ov.fp8_weight_copies(st.convention, sp.largest_unit_linear, sp.fp8_linear,
-                                     L.fp8_allgather, fp8_elem)
-        fp8_s = ov.fp8_scale_bytes(st.convention, _linears(m) * sp.num_layers)
+                                     L.fp8_allgather, lp.weight_bytes)
+        fp8_s = ov.fp8_scale_bytes(lp.amax_history, _linears(m) * sp.num_layers)
     cp_buf = _cp_buffers(m, L, tokens, job.cluster.node.gpus_per_node)
     dynamic = activations + (working + grads) * tokens + logits + st.unsharded_params + st.unsharded_grads + fp8_w \
         + cp_buf

@@ -77,15 +77,6 @@ def logits_bytes(tokens: float, vocab_per_rank: float, hidden: int, chunked: boo
     return tokens * vocab_per_rank * per
 
 
-# Bytes per element of an fp8-family copy of a weight, scales included:
-# fp8 e4m3 1; MXFP8 adds one e8m0 scale per 32 elements; NVFP4 is 4 bits + one fp8 scale per 16.
-FP8_ELEM_BYTES = {"fp8_tensorwise": 1.0, "fp8_rowwise": 1.0, "mxfp8": 1 + 1 / 32, "nvfp4": 0.5 + 1 / 16}
-
-# Transformer Engine delayed scaling keeps an amax history of 1024 fp32 values per fp8 tensor
-# (recipe.DelayedScaling.amax_history_len default); torchao dynamic scaling keeps one scale.
-TE_AMAX_HISTORY = 1024
-
-
 def fp8_weight_copies(convention: str, unit_linear: float, stage_linear: float, allgather: bool,
                       elem: float) -> float:
     """fp8 copies of weights (and their transposes for the backward GEMMs).
@@ -103,10 +94,10 @@ def fp8_weight_copies(convention: str, unit_linear: float, stage_linear: float, 
     return stage_linear * elem * (1 if allgather else 2)
 
 
-def fp8_scale_bytes(convention: str, linears: int) -> float:
-    """Scales and amax history: input, weight and gradient of every fp8 linear (small, but named)."""
-    history = TE_AMAX_HISTORY if convention == "megatron" else 1
-    return linears * 3 * history * 4
+def fp8_scale_bytes(amax_history: int, linears: int) -> float:
+    """Scales and amax history (the recipe's, recipes.toml): input, weight and gradient of every
+    low-precision linear, fp32 each (small, but named). Block scales are in the weight bytes."""
+    return linears * 3 * amax_history * 4
 
 
 def nccl_bytes(degrees: tuple[int, ...]) -> float:

@@ -15,7 +15,8 @@ Two conventions exist, and `layout.sharding` picks one:
   in backward, the unsharded gradients of the current block with their fp32 reduce-scatter input.
 
 Pure bf16 keeps weights, gradients and AdamW states in bf16 (2 + 2 + 4 = 8 bytes/param) under
-either convention. Data-parallel sharding runs over dp_shard * cp (torchtitan's fsdp mesh and
+either convention. The bytes per element of each state are the recipe's (recipes.toml: param_bytes,
+grad_bytes, master_bytes, optimizer_bytes per AdamW moment); the numbers above are bf16 mixed's. Data-parallel sharding runs over dp_shard * cp (torchtitan's fsdp mesh and
 Megatron's data-parallel-with-context-parallel group); routed experts are sharded over ep and then
 over dp_shard * cp / ep, and divided by tp too (expert tensor parallelism = tp; torchtitan's
 default for MoE with TP, Megatron's --expert-tensor-parallel-size defaults to tp). Tensor
@@ -33,8 +34,10 @@ from trainplan.models.layers import moe_flags
 from trainplan.models.params import count_params
 from trainplan.models.spec import ModelSpec
 from trainplan.models.stages import stage_layers
+from trainplan.precision import Recipe
 
-FP32, BF16 = 4, 2
+FP32 = 4  # a gradient reduced in fp32 (Layout.grad_reduce_fp32)
+ADAM_MOMENTS = 2  # AdamW's m and v
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +136,8 @@ class StateBytes:
     bytes_per_param: float  # persistent bytes/param of the dense part (the golden-table number)
 
 
-def state_bytes(sp: StageParams, *, sharding: str, pure: bool, dp_shard: int, cp: int, ep: int, pp: int,
-                optimizer_offload: bool, fp8_allgather: bool, fp8_elem_bytes: float,
+def state_bytes(sp: StageParams, *, sharding: str, recipe: Recipe, dp_shard: int, cp: int, ep: int, pp: int,
+                optimizer_offload: bool, fp8_allgather: bool,
                 grad_fp32: bool = True, sync_last_microbatch: bool = False) -> StateBytes:
     """Model-state bytes for one GPU of a stage; see the module docstring for the conventions.
 
@@ -153,49 +156,56 @@ def state_bytes(sp: StageParams, *, sharding: str, pure: bool, dp_shard: int, cp
     freed the previous step's, so at the peak the accumulators are the gradients.
     fp8_allgather under the Megatron convention is --fp8-param-gather: the block matmul weights are
     stored as fp8 tensors (their transposes are counted with the fp8 copies), not in bf16.
+    grad_fp32=False or a recipe whose gradients are in the compute dtype (pure) reduce in the
+    compute dtype: no extra fp32 copy of a gradient.
     """
+    r = recipe
+    cpy = r.param_bytes  # the compute copy of a weight (bf16)
+    # bytes an fp8 (all-)gathered weight saves over its compute copy
+    lowp_saving = (cpy - r.low_precision.weight_bytes) * fp8_allgather if r.low_precision else 0.0
     d = dp_shard * cp  # data-parallel sharding group of the dense parameters
     d_exp = max(d // ep, 1)  # routed experts: ep takes its share of dp_shard * cp first
 
     def per_gpu(dense_bytes: float, sharded: bool) -> float:
         return dense_bytes * sp.dense / (d if sharded else 1) + dense_bytes * sp.experts / (d_exp if sharded else 1)
 
-    opt = 4 if pure else 8
+    opt = ADAM_MOMENTS * r.optimizer_bytes
     if sharding == "fsdp":
-        w = BF16 if pure else FP32
-        params, grads = per_gpu(w, True), per_gpu(w, True)
+        w = r.master_bytes or cpy  # the sharded parameters are the master copy when there is one
+        params, grads = per_gpu(w, True), per_gpu(r.grad_bytes, True)
         master, states = 0.0, per_gpu(opt, True)
         if pp > 1:
             # torchtitan keeps pipeline stages unsharded between forward and backward
             # (reshard_after_forward=False with PP) and accumulates unsharded fp32 gradients over
             # the micro-batches (PyTorch pipelining turns gradient sync off until the last one).
             unsharded = sp.dense + sp.experts
-            u_params = unsharded * BF16 - (BF16 - fp8_elem_bytes) * sp.fp8_linear * fp8_allgather
-            u_grads = unsharded * (BF16 if pure else FP32)
+            u_params = unsharded * cpy - lowp_saving * sp.fp8_linear
+            u_grads = unsharded * r.grad_bytes
         else:
             # current + prefetched unit all-gathered; fp8 all-gather moves fp8 block weights
             unit = sp.largest_unit
-            u_params = 2 * (unit * BF16 - (BF16 - fp8_elem_bytes) * sp.largest_unit_linear * fp8_allgather)
-            # bf16 gradients of the current unit + their fp32 copy for the reduce-scatter
-            u_grads = unit * (BF16 + (0 if pure or not grad_fp32 else FP32))
+            u_params = 2 * (unit * cpy - lowp_saving * sp.largest_unit_linear)
+            # compute-dtype gradients of the current unit + their copy in the reduce dtype
+            upcast = r.grad_bytes if grad_fp32 and r.grad_bytes != cpy else 0.0
+            u_grads = unit * (cpy + upcast)
             if sync_last_microbatch:
-                # every unit's accumulator (reduce dtype) + the current unit's bf16 gradient
-                u_grads = (sp.dense + sp.experts) * (FP32 if grad_fp32 else BF16) + unit * BF16
+                # every unit's accumulator (reduce dtype) + the current unit's compute-dtype gradient
+                u_grads = (sp.dense + sp.experts) * (FP32 if grad_fp32 else cpy) + unit * cpy
                 grads = 0.0
-        bpp = (2 * w + opt) / d
+        bpp = (w + r.grad_bytes + opt) / d
         conv = "fsdp2"
     else:
         shard_grads = sharding == "zero2"
         shard_opt = sharding in ("zero1", "zero2")
-        g = BF16 if pure or not grad_fp32 else FP32
+        g = r.grad_bytes if grad_fp32 else cpy
         # fp8 parameters (--fp8-param-gather): block matmul weights stored in fp8
-        params = per_gpu(BF16, False) - (BF16 - fp8_elem_bytes) * sp.fp8_linear * fp8_allgather
+        params = per_gpu(cpy, False) - lowp_saving * sp.fp8_linear
         grads = per_gpu(g, shard_grads)
-        master = 0.0 if pure else per_gpu(FP32, shard_opt)
+        master = per_gpu(r.master_bytes, shard_opt)
         states = per_gpu(opt, shard_opt)
         u_params = 0.0
         u_grads = sp.largest_unit * g if shard_grads else 0.0
-        bpp = BF16 + (g / d if shard_grads else g) + ((0 if pure else FP32) + opt) / (d if shard_opt else 1)
+        bpp = cpy + (g / d if shard_grads else g) + (r.master_bytes + opt) / (d if shard_opt else 1)
         conv = "megatron"
     if optimizer_offload:
         # master weights and optimizer states live in host memory (FSDP CPU offload also moves

@@ -108,9 +108,9 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     r = recompute_fraction(L.ac, L.ac_layers, layers_stage)
     st, ex = stack_preset(L.stack), L.execution
     mb = microbatch_compute(
-        m, mf, gpu, prof, gemm_dtype=rec.gemm_dtype, tokens=tokens, seq_len=s, tp=L.tp, ep=L.ep,
+        m, mf, gpu, prof, recipe=rec, tokens=tokens, seq_len=s, tp=L.tp, ep=L.ep,
         layers_on_stage=layers_stage, head_on_stage=True, recompute_frac=r,
-        selective=L.ac == "selective", fp8=rec.fp8, flash=L.flash_attention,
+        selective=L.ac == "selective", flash=L.flash_attention,
         fused=L.torch_compile or st.fused_kernels, compiled_loss=L.loss_kind == "fused",
         te_attention=st.fused_kernels, family=st.recompute_family,
     )
@@ -195,8 +195,11 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     dense, experts, embed = _param_split(m)
     p_dense = (dense / L.pp + embed) / L.tp
     p_exp = experts / L.pp / (L.ep * L.tp)
-    pbytes = 1 if L.fp8_allgather else 2
-    gbytes = 2 if rec.pure or L.sharding in ("zero1", "none") else 4
+    # the recipe's bytes per element: weights gathered in its low-precision format with
+    # fp8_allgather (scales included), else the compute copy; gradients in the reduce dtype (the
+    # Megatron-convention shardings reduce the compute-dtype buffer)
+    pbytes = rec.low_precision.weight_bytes if L.fp8_allgather else rec.param_bytes
+    gbytes = rec.param_bytes if L.sharding in ("zero1", "none") else rec.grad_bytes
     dp_exp = 0.0
     shard = L.dp_shard * L.cp
     groups = [(p_dense, span(shard, L.tp, node), shard)]
@@ -237,7 +240,10 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     # --- optimizer: AdamW reads and writes its states once per step (memory-bound) --------------
     local = p_dense / (shard if L.sharding != "none" else 1) + p_exp / (
         max(1, shard // L.ep) if L.sharding != "none" else 1)
-    opt_bytes = 14 if rec.pure else 30  # fp32 p, g, m, v read; p, m, v written; bf16 copy written
+    # the optimizer's weights (master copy, else the compute copy), gradient and m, v read; weights,
+    # m, v written; with a master copy the compute copy is written too (bf16 mixed: 16 + 12 + 2 = 30)
+    weights = rec.master_bytes or rec.param_bytes
+    opt_bytes = 2 * weights + rec.grad_bytes + 4 * rec.optimizer_bytes + (rec.param_bytes if rec.master_bytes else 0)
     optimizer = local * opt_bytes / (gpu.hbm_bandwidth * prof.hbm_eff)
 
     per_mb_exposed = tp_exp / n_mb + cp_exp / n_mb + ep_exp / n_mb

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Which precision a GPU generation can run on its tensor cores. fp8 needs Hopper/Ada; the
-# microscaled formats (mxfp8, nvfp4) need Blackwell (5th-gen tensor cores).
+# Which element dtypes a GPU generation's tensor cores multiply. fp8 needs Hopper/Ada; fp4 (and the
+# block-scaled formats built on fp8 and fp4) Blackwell's 5th-gen tensor cores. Which precision
+# recipe runs where is the recipe registry's (precision.py, recipes.toml `archs`).
 ARCH_DTYPES: dict[str, frozenset[str]] = {
     "ampere": frozenset({"fp32", "tf32", "bf16", "fp16"}),
     "ada": frozenset({"fp32", "tf32", "bf16", "fp16", "fp8"}),
     "hopper": frozenset({"fp32", "tf32", "bf16", "fp16", "fp8"}),
-    "blackwell": frozenset({"fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "fp4", "nvfp4"}),
+    "blackwell": frozenset({"fp32", "tf32", "bf16", "fp16", "fp8", "fp4"}),
 }
 
 
@@ -39,9 +40,8 @@ class GPUSpec:
         return dtype in ARCH_DTYPES[self.arch]
 
     def peak(self, dtype: str) -> float:
-        """Dense peak FLOP/s for a compute dtype; mxfp8 runs at the fp8 rate, nvfp4 at fp4."""
-        key = {"mxfp8": "fp8", "nvfp4": "fp4"}.get(dtype, dtype)
-        return self.peak_flops[key]
+        """Dense peak FLOP/s for a tensor-core dtype (a recipe's peak_key: precision.Recipe.peak)."""
+        return self.peak_flops[dtype]
 
 
 @dataclass(frozen=True, slots=True)

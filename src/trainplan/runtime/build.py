@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from trainplan.errors import TrainplanError
+from trainplan.precision import check_runnable, recipe, registry
 from trainplan.runtime import context, parallel
 from trainplan.runtime.init import fill
 from trainplan.runtime.loss import lm_loss
@@ -76,6 +77,7 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
     model's names (for the optimizer and checkpoints) and carries the schedule as `.pipe`, which
     trainer.train_step runs instead of calling the module."""
     layout, spec = plan.layout, plan.job.model
+    check_runnable(recipe(layout.precision))  # a recipe without a converter: refused before building
     if use_hf:
         if not plan.hf_config:
             raise TrainplanError("--hf needs a plan with hf_config (a plan made from a config.json)")
@@ -110,13 +112,16 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
 def _parallelize(model, plan, mesh, device: torch.device):
     """Steps 2-7 of parallel.py on one model (or one pipeline chunk)."""
     layout = plan.layout
-    fp8 = layout.precision.startswith("fp8")
+    r = recipe(layout.precision)
+    fp8 = r.low_precision is not None  # runnable (build_model checked): a torchao float8 converter
     if layout.tp > 1 and fp8:
         # fp8 with tp: the one exception to the order. torchao's float8 tp styles shard
         # Float8Linear modules, so the conversion comes first (torchtitan does the same).
-        if layout.precision != "fp8_tensorwise":
-            raise TrainplanError("fp8 with tensor parallel needs precision fp8_tensorwise (torchao's float8 "
-                                 "tp styles are tensorwise); use it, or tp=1")
+        if r.low_precision.converter_recipe != "tensorwise":
+            tw = [x.name for x in registry().values()
+                  if x.low_precision and x.low_precision.converter_recipe == "tensorwise"]
+            raise TrainplanError(f"{r.name} with tensor parallel: torchao's float8 tp styles are tensorwise; "
+                                 f"use {', '.join(tw)}, or tp=1")
         parallel.apply_float8(model, layout.precision, layout.fp8_allgather)
         parallel.apply_tp(model, mesh["tp"], float8=True)
     else:
@@ -127,12 +132,10 @@ def _parallelize(model, plan, mesh, device: torch.device):
     parallel.apply_ac(model, layout.ac, layout.ac_layers)
     if layout.torch_compile:
         parallel.apply_compile(model)
-    if layout.precision == "bf16_pure":
-        model = model.to(torch.bfloat16)
+    if r.pure:  # no master copy: the parameters themselves are in the compute dtype
+        model = model.to(parallel.TORCH_DTYPES[r.compute_dtype])
     if mesh.size() > 1:
         parallel.apply_fsdp(model, parallel.fsdp_mesh(mesh), layout.precision, layout.sharding)
-    else:
-        parallel.mp_policy(layout.precision)  # refuses an unsupported recipe, as apply_fsdp does
 
     model.to_empty(device=device)
     model.init_weights(plan.train.seed)

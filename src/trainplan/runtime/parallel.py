@@ -27,6 +27,10 @@ import torch
 from torch import nn
 
 from trainplan.errors import TrainplanError
+from trainplan.precision import check_runnable, recipe
+
+# torch dtypes of the recipe registry's compute dtypes (precision.py)
+TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 
@@ -106,16 +110,15 @@ def apply_tp(model: nn.Module, tp_mesh, float8: bool = False) -> None:
 def float8_config(precision: str, fp8_allgather: bool):
     from torchao.float8 import Float8LinearConfig
 
-    recipe = {"fp8_tensorwise": "tensorwise", "fp8_rowwise": "rowwise"}.get(precision)
-    if recipe is None:
-        raise TrainplanError(
-            f"precision {precision!r} has no torchao float8 training recipe in this runtime; "
-            "use fp8_tensorwise or fp8_rowwise"
-        )
-    cfg = Float8LinearConfig.from_recipe_name(recipe)
+    r = recipe(precision)
+    lp = r.low_precision
+    if lp is None or lp.converter != "torchao_float8":
+        check_runnable(r)  # no converter at all: the registry's one-line refusal
+        raise TrainplanError(f"precision {precision!r} has no torchao float8 converter in this runtime")
+    cfg = Float8LinearConfig.from_recipe_name(lp.converter_recipe)
     if fp8_allgather:
-        if recipe != "tensorwise":
-            raise TrainplanError("fp8_allgather needs precision fp8_tensorwise (torchao all-gathers tensorwise fp8 only)")
+        if not lp.fsdp_allgather:
+            raise TrainplanError(f"fp8_allgather: torchao cannot all-gather {r.name} weights in fp8 under FSDP2")
         from dataclasses import replace
 
         cfg = replace(cfg, enable_fsdp_float8_all_gather=True)
@@ -206,8 +209,8 @@ def forward_context(precision: str, ac: str, device_type: str, fsdp: bool):
       mixed precision comes from autocast instead of FSDP's MixedPrecisionPolicy."""
     import contextlib
 
-    amp = {"bf16": torch.bfloat16, "fp8_tensorwise": torch.bfloat16, "fp8_rowwise": torch.bfloat16,
-           "fp16": torch.float16}.get(precision) if not fsdp else None
+    r = recipe(precision)
+    amp = None if fsdp or r.pure else TORCH_DTYPES[r.compute_dtype]
 
     def make():
         stack = contextlib.ExitStack()
@@ -233,16 +236,13 @@ def mp_policy(precision: str):
     pure bf16 holds the parameters themselves in bf16, so no casting policy."""
     from torch.distributed.fsdp import MixedPrecisionPolicy
 
-    if precision in ("bf16", "fp8_tensorwise", "fp8_rowwise"):
-        return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    if precision == "fp16":
-        return MixedPrecisionPolicy(param_dtype=torch.float16, reduce_dtype=torch.float32)
-    if precision in ("bf16_pure", "fp32"):
+    r = recipe(precision)
+    check_runnable(r)
+    if r.pure:
         return MixedPrecisionPolicy()
-    raise TrainplanError(
-        f"precision {precision!r} is not supported by the runtime; use bf16, fp16, bf16_pure, "
-        "fp8_tensorwise or fp8_rowwise"
-    )
+    # gradients reduced at the recipe's width: 4 bytes is fp32 (every mixed recipe today)
+    reduce = torch.float32 if r.grad_bytes == 4 else TORCH_DTYPES[r.compute_dtype]
+    return MixedPrecisionPolicy(param_dtype=TORCH_DTYPES[r.compute_dtype], reduce_dtype=reduce)
 
 
 def apply_fsdp(model: nn.Module, dp_mesh, precision: str, sharding: str) -> None:

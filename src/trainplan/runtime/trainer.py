@@ -44,13 +44,13 @@ def peak_flops_for(device: torch.device, plan) -> tuple[float | None, str]:
     from trainplan.hardware import gpus
     from trainplan.precision import recipe
 
-    dtype = recipe(plan.layout.precision).gemm_dtype
+    r = recipe(plan.layout.precision)
     words = torch.cuda.get_device_name(device).lower().replace("-", " ").split()
     for g in gpus().values():
         tag = g.name.split("-")[0]  # "h200", "b200", "a100"
         if tag in words:
-            return g.peak(dtype), g.name
-    return plan.job.cluster.gpu.peak(dtype), plan.job.cluster.gpu.name
+            return r.peak(g), g.name
+    return r.peak(plan.job.cluster.gpu), plan.job.cluster.gpu.name
 
 
 class _Stop:
@@ -105,7 +105,9 @@ def train_step(model, optimizer, scheduler, scaler, data, step: int, grad_accum:
 def make_scaler(precision: str, device: torch.device, fsdp: bool):
     """fp16 needs dynamic loss scaling (Micikevicius et al. 2018, section 3.2); under FSDP the
     sharded scaler finds inf/nan across all ranks' gradient shards."""
-    if precision != "fp16":
+    from trainplan.precision import recipe
+
+    if not recipe(precision).loss_scaling:
         return None
     if not fsdp:
         return torch.amp.GradScaler(device.type)

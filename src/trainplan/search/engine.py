@@ -32,7 +32,7 @@ from trainplan.hardware.types import Cluster, NodeType
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
 from trainplan.models.stages import max_stage_layers
-from trainplan.precision import recipe
+from trainplan.precision import DEFAULT, recipe, searched
 from trainplan.search import space
 from trainplan.search.candidate import Candidate
 from trainplan.search.evaluator import Counting, Evaluator
@@ -108,7 +108,8 @@ class _Count:
         r = recipe(prec)
         layout = Layout(precision=prec, ac=ac, ac_layers=k, micro_batch=mb, grad_accum=ga,
                         pp_schedule=sched[0], vp=sched[1],
-                        fp8_allgather=r.fp8 and prec == "fp8_tensorwise" and mesh.sharding == "fsdp",
+                        fp8_allgather=r.low_precision is not None and r.low_precision.fsdp_allgather
+                        and mesh.sharding == "fsdp",
                         chunked_loss=self.context, stack=self.q.stack, execution=self.q.execution,
                         **mesh.layout_fields())
         return self.job(seq, mesh.dp * mb * ga), layout
@@ -239,8 +240,9 @@ class _Count:
 
 
 def precisions(q: Query, node: NodeType) -> list[str]:
-    names = [q.precision] if q.precision else list(space.DEFAULT_PRECISIONS)
-    return [p for p in names if node.gpu.supports(recipe(p).gemm_dtype)]
+    if q.precision:
+        return [q.precision] if recipe(q.precision).runs_on(node.gpu) else []
+    return [r.name for r in searched(node.gpu)]
 
 
 def _family(mesh: space.Mesh) -> tuple | None:
@@ -272,7 +274,7 @@ def search_count(q: Query, node: NodeType, nodes: int, ev: Counting, obj: Object
     precs = precisions(q, node)
     if not precs:
         return []
-    ref = q.precision or "bf16"
+    ref = q.precision or DEFAULT
     screened: list[tuple[space.Mesh, Candidate]] = []
     memo = Memo() if memo is None else memo
     no_fsdp: set[tuple] = set()  # (tp, pp, cp, ep) where full FSDP does not fit on these nodes
@@ -324,14 +326,14 @@ def _counts(q: Query, obj: Objective) -> tuple[list[int], bool]:
 
 def _flops_per_token(c: Candidate) -> float:
     """Model FLOPs per token, recovered from MFU (model FLOPs / (time x GPUs x recipe peak))."""
-    peak = c.job.cluster.gpu.peak(recipe(c.layout.precision).gemm_dtype)
+    peak = recipe(c.layout.precision).peak(c.job.cluster.gpu)
     return c.metrics.mfu * c.gpus * peak / c.tokens_per_s
 
 
 def _peak_bound(q: Query, node: NodeType, n: int, flops_per_token: float) -> float:
     """Tokens/s no plan on n nodes can exceed: every GPU at the dense peak of the fastest
     precision searched (MFU = 1)."""
-    peak = max(node.gpu.peak(recipe(p).gemm_dtype) for p in precisions(q, node))
+    peak = max(recipe(p).peak(node.gpu) for p in precisions(q, node))
     return n * node.gpus_per_node * peak / flops_per_token
 
 

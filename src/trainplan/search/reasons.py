@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from trainplan.costs.fit import MAX_SEQ_LEN
-from trainplan.precision import recipe
+from trainplan.precision import recipe, searched
 from trainplan.search import space
 from trainplan.search.candidate import Candidate
 from trainplan.search.evaluator import Counting
@@ -22,12 +22,6 @@ GIB = 1024**3
 def _pct(a: float, b: float) -> str:
     x = (a / b - 1) * 100
     return f"{x:+.1f}%" if abs(x) < 1 else f"{x:+.0f}%"
-
-
-def _gemm_rate(gpu, prec: str) -> float:
-    dt = recipe(prec).gemm_dtype
-    key = {"mxfp8": "fp8", "nvfp4": "fp4"}.get(dt, dt)
-    return gpu.peak(dt) * gpu.matmul_ceiling.get(key, gpu.matmul_ceiling.get("bf16", 1.0))
 
 
 def _needs(alt: Candidate, ev: Counting) -> str:
@@ -56,14 +50,14 @@ def precision_reason(best: Candidate, q: Query, ev: Counting) -> str:
     gpu, p = best.job.cluster.gpu, best.layout.precision
     if q.precision:
         return f"precision {p}: as asked (--precision)"
-    if not gpu.supports("fp8"):
-        return f"precision {p}: {gpu.name} ({gpu.arch}) has no fp8 tensor cores"
+    others = [r.name for r in searched(gpu) if r.name != p]
+    if not others:
+        return f"precision {p}: the only recipe searched that {gpu.name} ({gpu.arch}) runs"
     parts = []
-    for other in space.DEFAULT_PRECISIONS:
-        if other == p or not gpu.supports(recipe(other).gemm_dtype):
-            continue
+    for other in others:
         ok, alt = _variant(best, ev, precision=other, fp8_allgather=False)
-        rate = _pct(_gemm_rate(gpu, p), _gemm_rate(gpu, other))
+        # the step-time model's GEMM ceilings (one definition: precision.Recipe.matmul_ceiling)
+        rate = _pct(recipe(p).matmul_ceiling(gpu), recipe(other).matmul_ceiling(gpu))
         if ok:
             parts.append(f"{rate} GEMM rate and {_pct(best.tokens_per_s, alt.tokens_per_s)} tokens/s vs {other}")
         else:

@@ -151,11 +151,6 @@ def node_counts(max_nodes: int) -> list[int]:
     return sorted(out)
 
 
-# Precisions the search tries by itself, per GPU generation. fp16 and pure bf16 change the
-# numerics of training (loss scaling; no fp32 master weights) and nvfp4 training is still a
-# research recipe, so they are used only when asked for with --precision.
-DEFAULT_PRECISIONS = ("bf16", "fp8_tensorwise", "mxfp8")
-
 # Checkpointing from least to most recompute. "partial" sits between selective and full: the
 # engine bisects on how many layers per stage are fully recomputed. Offloading to host comes
 # last: it also recomputes everything and adds host traffic.

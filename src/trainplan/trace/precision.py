@@ -4,14 +4,22 @@ The model is built directly in the compute dtype (bf16 or fp16), because `model.
 under FakeTensorMode (swap_tensors on a weakref) and because that is what FSDP2's
 MixedPrecisionPolicy(param_dtype=bf16) computes in: activations are bf16 in every recipe.
 
-Mixed recipes (bf16, fp16, fp8_*) keep an fp32 master copy of every parameter; AdamW runs on the
-masters with fp32 gradients (FSDP2 reduce_dtype=fp32), and the updated masters are copied back to
-the compute weights. Pure bf16 runs AdamW on the bf16 weights themselves.
+Mixed recipes (a master copy in the recipe registry: bf16, fp16, fp8) keep an fp32 master copy of
+every parameter; AdamW runs on the masters with fp32 gradients (FSDP2 reduce_dtype=fp32), and the
+updated masters are copied back to the compute weights. Pure recipes run AdamW on the compute-dtype
+weights themselves. What a recipe is comes from precision.py; this module only maps it to torch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from trainplan.precision import recipe
+
+_TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}  # a recipe's compute_dtype -> torch dtype name
+# A constant loss scale stands in for dynamic loss scaling on fake tensors (2**16, torch.amp
+# GradScaler's init_scale).
+_LOSS_SCALE = 65536.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,13 +30,12 @@ class RecipeSetup:
     fp8: str | None  # torchao Float8 recipe name, or None
 
 
-SETUPS = {
-    "bf16": RecipeSetup("bfloat16", True, 1.0, None),
-    "fp16": RecipeSetup("float16", True, 65536.0, None),
-    "bf16_pure": RecipeSetup("bfloat16", False, 1.0, None),
-    "fp8_tensorwise": RecipeSetup("bfloat16", True, 1.0, "tensorwise"),
-    "fp8_rowwise": RecipeSetup("bfloat16", True, 1.0, "rowwise"),
-}
+def setup(name: str) -> RecipeSetup:
+    """How the tracer runs recipe `name` (one the tracer runs: trace.settings.PRECISIONS)."""
+    r = recipe(name)
+    lp = r.low_precision
+    fp8 = lp.converter_recipe if lp is not None and lp.converter == "torchao_float8" else None
+    return RecipeSetup(_TORCH_DTYPE[r.compute_dtype], not r.pure, _LOSS_SCALE if r.loss_scaling else 1.0, fp8)
 
 
 def convert_fp8(model, recipe: str) -> int:

@@ -26,7 +26,8 @@ import time
 from trainplan.errors import TrainplanError
 from trainplan.trace._deps import require_torch
 from trainplan.trace.config import hf_config_object, layer_kinds, num_layers, slice_config
-from trainplan.trace.precision import SETUPS, MasterWeights, convert_fp8
+from trainplan.trace.precision import MasterWeights, convert_fp8
+from trainplan.trace.precision import setup as recipe_setup
 from trainplan.trace.result import LayerTrace, TraceResult
 from trainplan.trace.settings import TraceSettings
 
@@ -111,7 +112,7 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
     # use_cache=False: training keeps no KV cache (a DynamicCache would hold extra k/v copies).
     sliced = slice_config({x: v for x, v in cfg.items() if x not in _DROP_KEYS} | {"use_cache": False}, k)
     hf_cfg = hf_config_object(sliced)
-    setup = SETUPS[s.precision]
+    setup = recipe_setup(s.precision)
     dtype = getattr(torch, setup.compute_dtype)
     vocab = getattr(hf_cfg, "vocab_size", None) or 32000
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from trainplan.errors import TrainplanError
+from trainplan.precision import DEFAULT, recipe, registry
 
-# Precision recipes the tracer can run. fp8 recipes run through torchao's float8 training
-# conversion (see precision.py); mxfp8/nvfp4 need Blackwell kernels and have no CPU meta path.
-PRECISIONS = ("bf16", "fp16", "bf16_pure", "fp8_tensorwise", "fp8_rowwise")
-PRECISION_ALIASES = {"fp8": "fp8_tensorwise", "bf16-mixed": "bf16"}
+# Precision recipes the tracer can run: those the runtime has a converter for (the low-precision
+# ones run through torchao's float8 conversion, trace/precision.py); the others (block-scaled
+# formats) need Blackwell kernels and have no CPU meta path.
+PRECISIONS = tuple(r.name for r in registry().values() if r.runnable)
 # Checkpointing policies, as in layout.AC_MODES (offload is full recompute + a host copy: on the
 # GPU it keeps what "full" keeps minus the layer inputs, which a fake-tensor trace cannot place).
 AC_POLICIES = ("none", "selective", "full", "partial")
@@ -22,7 +23,7 @@ AC_POLICIES = ("none", "selective", "full", "partial")
 class TraceSettings:
     seq_len: int = 2048
     micro_batch: int = 1
-    precision: str = "bf16"
+    precision: str = DEFAULT
     ac: str = "none"
     ac_layers: int = 1  # with ac="partial": how many layers of the full model are fully recomputed
     layers: int = 2  # decoder layers actually built and traced; the rest is extrapolated
@@ -53,8 +54,17 @@ class TraceSettings:
     def make(cls, **kw) -> TraceSettings:
         p = kw.get("precision")
         if p is not None:
-            kw["precision"] = PRECISION_ALIASES.get(p, p)
+            kw["precision"] = canonical(p)
         return cls(**kw)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def canonical(name: str) -> str:
+    """A recipe's registry name for `name` or one of its aliases; an unknown name is kept (the
+    settings check refuses it with the recipes the tracer runs)."""
+    try:
+        return recipe(name).name
+    except TrainplanError:
+        return name

@@ -7,7 +7,8 @@ not traced; the result says so. FSDP sharding is traced over a fake process grou
 
 from __future__ import annotations
 
-from trainplan.trace.settings import PRECISION_ALIASES, PRECISIONS, TraceSettings
+from trainplan.precision import DEFAULT
+from trainplan.trace.settings import PRECISIONS, TraceSettings, canonical
 
 
 def verify(job, layout) -> dict:
@@ -16,10 +17,10 @@ def verify(job, layout) -> dict:
     from trainplan.trace.run import trace_config
 
     notes = []
-    prec = PRECISION_ALIASES.get(layout.precision, layout.precision)
+    prec = canonical(layout.precision)
     if prec not in PRECISIONS:
-        notes.append(f"precision {layout.precision} has no CPU trace; traced bf16 instead")
-        prec = "bf16"
+        notes.append(f"precision {layout.precision} has no CPU trace; traced {DEFAULT} instead")
+        prec = DEFAULT
     ac = layout.ac if layout.ac != "offload" else "full"
     # FSDP2 sharding is traced with a fake process group of dp_shard ranks (trace/fsdp.py).
     fsdp = layout.dp_shard if layout.sharding == "fsdp" else 1

@@ -13,7 +13,9 @@ Mapping (the dataset `description` defines the source fields):
   * sharding: dist_optimizer -> zero1 over all dp ranks; fsdp/hsdp -> fsdp with dp_shard =
     fsdp_shard_degree (or dp), dp_replicate = dp / dp_shard; zero2 -> zero2; none -> plain DP;
     missing -> zero1 (assumed; Megatron's default in these sources).
-  * precision: null ('16-bit mixed') -> bf16 (same peak as fp16); fp8_unspecified -> fp8_tensorwise.
+  * precision: a recipe of the registry (precision.py) or one of its aliases (fp8_unspecified ->
+    fp8_tensorwise); null ('16-bit mixed') -> precision.DEFAULT (bf16: same peak as fp16).
+    fp8_all_gather on a recipe FSDP cannot all-gather in low precision is dropped (an assumption).
   * activation checkpointing 'unknown' -> DEFAULT_AC ('selective': Megatron/NeMo perf recipes and
     torchtitan default to it or to none, whose step times differ by the attention-core re-run only),
     'partial' without a layer count -> half of each stage's layers; both listed as assumptions.
@@ -50,6 +52,8 @@ from trainplan.layout import Layout, check_layout
 from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
 from trainplan.models.stages import max_stage_layers
 from trainplan.parsing import read_json
+from trainplan.precision import DEFAULT as DEFAULT_PRECISION
+from trainplan.precision import matching, recipe
 from trainplan.stacks import DEFAULT_STACK, execution_from_dict, stack, stack_for_framework
 from trainplan.units import GBPS_TO_BYTES_PER_S
 
@@ -58,7 +62,6 @@ DEV_DATASET = Path(__file__).parent / "data" / "published_dev.json"
 ANNOTATIONS = Path(__file__).parent / "data" / "annotations.json"
 DEFAULT_AC = "selective"
 _REFERENCE_NODE = {"ampere": "dgx-a100-80gb", "hopper": "dgx-h100", "blackwell": "dgx-b200"}
-_PRECISION = {None: "bf16", "fp8_unspecified": "fp8_tensorwise"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,15 +213,20 @@ def _layout(t: dict, m: ModelSpec, assumed: list[str]) -> Layout:
     if gb % (mb * dp):
         raise TrainplanError(f"global batch {gb} is not a multiple of micro_batch*dp = {mb}*{dp}")
     vp = t.get("vp") or 1
-    rec = _PRECISION.get(t.get("precision"), t.get("precision"))
-    if t.get("precision") in _PRECISION:
-        assumed.append(f"precision {t.get('precision')} -> {rec}")
+    named = t.get("precision")
+    r = recipe(named or DEFAULT_PRECISION)
+    if named != r.name:
+        assumed.append(f"precision {named} -> {r.name}")
+    lowp_gather = bool(t.get("fp8_all_gather")) and r.low_precision is not None
+    if lowp_gather and kw["sharding"] == "fsdp" and not r.low_precision.fsdp_allgather:
+        lowp_gather = False
+        assumed.append(f"fp8_all_gather dropped: FSDP all-gathers {r.name} weights in bf16")
     return Layout(
-        precision=rec, ac=mode, ac_layers=ac_layers, micro_batch=mb, grad_accum=gb // (mb * dp),
+        precision=r.name, ac=mode, ac_layers=ac_layers, micro_batch=mb, grad_accum=gb // (mb * dp),
         tp=t["tp"], pp=pp, cp=t["cp"], ep=t.get("ep") or 1, vp=vp,
         pp_schedule="interleaved" if vp > 1 else "1f1b",
         sequence_parallel=bool(t.get("sequence_parallel")) and t["tp"] > 1,
-        fp8_allgather=bool(t.get("fp8_all_gather")) and rec not in ("bf16", "fp16", "bf16_pure"),
+        fp8_allgather=lowp_gather,
         torch_compile=bool(t.get("torch_compile")), optimizer_offload=bool(t.get("cpu_offload")),
         **kw,
     )
@@ -236,7 +244,7 @@ def _memory_conventions(r: dict, layout: Layout, assumed: list[str]) -> Layout:
     if fw in _BF16_GRADS and layout.sharding != "fsdp":
         changes["grad_reduce_fp32"] = False
         assumed.append(f"{fw}: gradients reduced in bf16 (performance recipes: grad_reduce_in_fp32=False)")
-        if recipe_is_fp8(layout.precision) and t.get("fp8_all_gather") is None:
+        if recipe(layout.precision).low_precision is not None and t.get("fp8_all_gather") is None:
             changes["fp8_allgather"] = True
             assumed.append(f"{fw}: fp8 parameters (fp8 recipes: fp8_param_gather=True)")
     if fw == "kempnerforge":
@@ -251,7 +259,9 @@ def _memory_conventions(r: dict, layout: Layout, assumed: list[str]) -> Layout:
         # * tensor_parallel.py gathers the output head to Replicate() for the loss (no loss
         #   parallel) and turns sequence parallel on unless embeddings are tied.
         # * the loop calls F.cross_entropy on the bf16 logits and keeps them through backward.
-        changes.update(precision="bf16_pure", vocab_parallel_loss=False, bf16_loss=True,
+        pure_bf16 = matching(master_bytes=0, param_bytes=2, optimizer_bytes=2, compute_dtype="bf16",
+                             low_precision=None)
+        changes.update(precision=pure_bf16.name, vocab_parallel_loss=False, bf16_loss=True,
                        fsdp_sync_last_microbatch=True)
         if layout.tp > 1 and not r["model"].get("tied_embeddings"):
             changes["sequence_parallel"] = True
@@ -294,12 +304,6 @@ def _with_stack(r: dict, layout: Layout, assumed: list[str]) -> Layout:
         given.setdefault("power_limit_w", r["hardware"]["power_limit_w"])
     execution = execution_from_dict(given, f"{r.get('id', '?')}: train.execution", preset.execution)
     return layout.with_(stack=preset.name, execution=execution)
-
-
-def recipe_is_fp8(name: str) -> bool:
-    from trainplan.precision import recipe
-
-    return recipe(name).fp8
 
 
 def to_case(r: dict) -> Case:

@@ -20,6 +20,7 @@ Comparisons:
 from __future__ import annotations
 
 from trainplan.estimate import estimate
+from trainplan.precision import DEFAULT, recipe
 from trainplan.profile import Profile
 from trainplan.units import TFLOPS, GiB
 from trainplan.validation.dataset import Case, peak_mem_kind
@@ -38,8 +39,8 @@ def predict_case(case: Case, prof: Profile, cross_validated: bool = True) -> dic
         if meas.get("tokens_per_s_per_gpu"):
             mfu = tps * meas["mfu"] / meas["tokens_per_s_per_gpu"]
         else:
-            peak = (meas.get("mfu_peak_tflops") or 0) * TFLOPS or case.job.cluster.gpu.peak("bf16")
-            mfu = e.mfu_noncausal * case.job.cluster.gpu.peak(_dtype(case)) / peak
+            peak = (meas.get("mfu_peak_tflops") or 0) * TFLOPS or recipe(DEFAULT).peak(case.job.cluster.gpu)
+            mfu = e.mfu_noncausal * recipe(case.layout.precision).peak(case.job.cluster.gpu) / peak
     return {"peak_mem_gib": mem / GiB, "step_time_s": e.step_time_s, "tokens_per_s_per_gpu": tps,
             "mfu": mfu, "_estimate": e, "_profile": p.name}
 
@@ -55,20 +56,11 @@ def flags(case: Case) -> list[str]:
     if tps:
         from trainplan.costs.flops import model_flops
 
-        gpu = case.job.cluster.gpu
-        dtype = _dtype(case)
-        key = {"mxfp8": "fp8", "nvfp4": "fp8"}.get(dtype, dtype)
-        ceiling = gpu.peak(dtype) * gpu.matmul_ceiling.get(key, 1.0)
+        ceiling = recipe(case.layout.precision).matmul_ceiling(case.job.cluster.gpu)
         implied = tps * model_flops(case.job.model).model_per_token(case.job.workload.seq_len)
         if implied > ceiling:
             out.append(f"measured rate implies {implied / ceiling:.0%} of the measured matmul ceiling")
     return out
-
-
-def _dtype(case: Case) -> str:
-    from trainplan.precision import recipe
-
-    return recipe(case.layout.precision).gemm_dtype
 
 
 def run(cases: list[Case], prof: Profile, cross_validated: bool = True) -> dict:

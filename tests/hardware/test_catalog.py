@@ -98,6 +98,9 @@ def test_hardware_cli_lists_and_shows_json(cli):
     assert d["gpus_per_node"] == 8 and d["inter_node_gbps"] == 3200 and d["gpu"] == "b200-180gb"
     code, out, _ = cli("hardware", "b200", "--json")
     assert json.loads(out)["peak_tflops_dense"]["bf16"] == 2250
+    assert {"mxfp8", "nvfp4"} <= set(json.loads(out)["precision_recipes"])  # the registry's archs
+    code, out, _ = cli("hardware", "h100", "--json")
+    assert "fp8_tensorwise" in json.loads(out)["precision_recipes"] and "mxfp8" not in out
 
 
 def test_hardware_cli_unknown_name_is_one_line_exit_2(cli):

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from trainplan.commands._common import print_json
 from trainplan.errors import TrainplanError
 from trainplan.hardware import GPUSpec, NodeType, find_gpu, find_node, gpus, nodes
+from trainplan.precision import registry
 from trainplan.units import GB, TFLOPS, GiB
 
 NAME = "hardware"
@@ -28,6 +29,7 @@ def gpu_dict(g: GPUSpec) -> dict:
         "hbm_bandwidth_gb_per_s": g.hbm_bandwidth / GB,
         "peak_tflops_dense": {k: v / TFLOPS for k, v in g.peak_flops.items()},
         "matmul_ceiling": g.matmul_ceiling,
+        "precision_recipes": [r.name for r in registry().values() if r.runs_on(g)],
         "nvlink_gb_per_s_per_direction": g.nvlink_bandwidth / GB,
         "pcie_gb_per_s": g.pcie_bandwidth / GB,
         "power_w": g.power_w,

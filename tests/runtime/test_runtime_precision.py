@@ -1,0 +1,56 @@
+"""The trainer runs a recipe from the registry's fields (compute dtype, master copy, loss scaling,
+converter), and refuses one it has no converter for before building anything."""
+
+import pytest
+import torch
+
+from trainplan.errors import TrainplanError
+from trainplan.precision import recipe, registry
+from trainplan.runtime import parallel
+from trainplan.runtime.build import build_model
+from trainplan.runtime.demo import demo_plan
+from trainplan.runtime.trainer import make_scaler
+
+pytestmark = [pytest.mark.torch]
+
+RUNNABLE = [r.name for r in registry().values() if r.runnable]
+REFUSED = [r.name for r in registry().values() if not r.runnable]
+
+
+def test_the_registry_has_recipes_of_both_kinds():
+    assert {"bf16", "fp16", "bf16_pure", "fp8_tensorwise"} <= set(RUNNABLE)
+    assert {"fp8_delayed", "mxfp8", "nvfp4"} <= set(REFUSED)
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_a_recipe_without_a_converter_is_refused_before_the_model_is_built(name):
+    # mesh=None: the refusal comes before anything touches a device mesh or a process group
+    with pytest.raises(TrainplanError, match=f"precision '{name}' has no converter in trainplan's runtime") as e:
+        build_model(demo_plan(1, precision=name), None, torch.device("cpu"), use_hf=False)
+    assert "\n" not in str(e.value) and "bf16" in str(e.value)
+
+
+@pytest.mark.parametrize("name", RUNNABLE)
+def test_fsdp_policy_autocast_and_scaler_follow_the_recipe_fields(name):
+    r = recipe(name)
+    compute = parallel.TORCH_DTYPES[r.compute_dtype]
+    policy = parallel.mp_policy(name)
+    if r.pure:  # the parameters themselves are in the compute dtype: nothing to cast
+        assert policy.param_dtype is None and policy.reduce_dtype is None
+    else:
+        assert policy.param_dtype == compute and policy.reduce_dtype == torch.float32
+    with parallel.forward_context(name, "none", "cpu", fsdp=False)():
+        assert torch.is_autocast_enabled("cpu") == (not r.pure)
+        if not r.pure:
+            assert torch.get_autocast_dtype("cpu") == compute
+    assert (make_scaler(name, torch.device("cpu"), fsdp=False) is not None) == r.loss_scaling
+
+
+def test_float8_converter_recipe_and_its_fsdp_allgather_come_from_the_registry():
+    pytest.importorskip("torchao")
+    assert parallel.float8_config("fp8_tensorwise", True).enable_fsdp_float8_all_gather
+    assert not parallel.float8_config("fp8_rowwise", False).enable_fsdp_float8_all_gather
+    with pytest.raises(TrainplanError, match="cannot all-gather fp8_rowwise weights in fp8"):
+        parallel.float8_config("fp8_rowwise", True)
+    with pytest.raises(TrainplanError, match="precision 'mxfp8' has no converter"):
+        parallel.float8_config("mxfp8", False)

@@ -117,10 +117,13 @@ class ActivationContext:
     # Megatron's fused bias-SwiGLU (megatron/core/fusions/fused_bias_swiglu.py) saves the fc1 output
     # (gate and up, 2f) and the fc2 layer its input (f): 3 f-wide tensors instead of eager's 4.
     fused_swiglu: bool = False
-    # Transformer Engine fp8 linears save an fp8 copy of their input (1 byte) for the weight-gradient
+    # Transformer Engine fp8 linears save a low-precision copy of their input for the weight-gradient
     # GEMM instead of the bf16 tensor: the norm outputs and the fc2 input shrink; the attention
-    # output is kept twice (bf16 by the attention kernel, fp8 by the output projection).
+    # output is kept twice (bf16 by the attention kernel, low-precision by the output projection).
     fp8_linear_inputs: bool = False
+    # bytes per element of that copy: the recipe's format, scales included (recipes.toml
+    # weight_bytes: fp8 1, MXFP8 1 + 1/32, NVFP4 0.5 + 1/16)
+    lowp_bytes: float = 1.0
 
 
 def _heads_per_rank(n: int, tp: int) -> float:
@@ -145,7 +148,7 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActi
     if m.norms_per_layer == 4:  # Gemma 2/3 post-norms keep their inputs too
         residual += 2 * (norm_in * h + stats) / sp
     gathered = 1 if c.sp_saves_gathered else sp
-    e_in = 1 if c.fp8_linear_inputs else e  # what a linear layer saves of its input
+    e_in = c.lowp_bytes if c.fp8_linear_inputs else e  # what a linear layer saves of its input
     attn_input = e_in * h / gathered  # the q/k/v (column-parallel) matmul input
     mlp_input = e_in * h / gathered
     q_heads = m.num_heads / t
@@ -167,7 +170,7 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActi
             # per-head RMSNorm on q and k (Qwen3, Gemma 3) keeps its input and an fp32 1/rms per head
             qkv += (norm_in * m.head_dim + (FP32 if c.norm_stats else 0)) * (q_heads + kv_heads)
         out_dim = q_heads * m.head_dim
-    attn_output = e * out_dim + (out_dim if c.fp8_linear_inputs else 0)
+    attn_output = e * out_dim + (c.lowp_bytes * out_dim if c.fp8_linear_inputs else 0)
     if c.flash_attention:
         attn_core = FP32 * q_heads  # log-sum-exp per head per query
     else:
@@ -210,7 +213,7 @@ def _mlp_hidden(m: ModelSpec, f: float, e: int, c: ActivationContext) -> float:
     fused bias-SwiGLU keeps gate and up and the fc2 input, 3 tensors. The down-projection input is
     an fp8 copy under Transformer Engine fp8.
     """
-    down_in = f * (1 if c.fp8_linear_inputs else e)
+    down_in = f * (c.lowp_bytes if c.fp8_linear_inputs else e)
     if m.gated_mlp:
         if c.fused_pointwise:
             return 2 * e * f

@@ -168,7 +168,7 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[
                      sync_last_microbatch=L.fsdp_sync_last_microbatch and L.grad_accum > 1)
     tokens = L.micro_batch * w.seq_len / L.cp  # tokens of one micro-batch on this GPU
     ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile,
-                   L.sharding == "fsdp", lp is not None)
+                   L.sharding == "fsdp", None if lp is None else lp.weight_bytes)
     per_mb, working, grads, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, sp.layers)
     in_flight = microbatches_in_flight(L.pp, i, L.grad_accum, L.pp_schedule, L.vp)
     activations = per_mb * tokens * in_flight
@@ -213,15 +213,17 @@ def _cp_buffers(m, L: Layout, tokens: float, gpus_per_node: int) -> float:
 
 
 @functools.lru_cache(maxsize=256)
-def _context(seq_len, tp, sequence_parallel, cp, flash, compiled, torchtitan, fp8) -> ActivationContext:
+def _context(seq_len, tp, sequence_parallel, cp, flash, compiled, torchtitan, lowp_bytes) -> ActivationContext:
     # The state convention names the stack: FSDP2 layouts run torchtitan's (DTensor TP/SP, per-op
     # selective checkpointing, eager SwiGLU unless compiled, torchao fp8 linears that save their bf16
     # input), the others Megatron's with Transformer Engine (re-gathered SP inputs, attention-core
     # recompute, fused bias-SwiGLU, fp8 linears that save fp8 inputs). Both use fused norm kernels.
+    # lowp_bytes: the recipe's low-precision element size, None without low-precision linears.
     return ActivationContext(seq_len=seq_len, tp=tp, sequence_parallel=sequence_parallel, cp=cp,
                              flash_attention=flash, fused_pointwise=compiled, sp_saves_gathered=torchtitan,
                              per_op_selective=torchtitan, fused_swiglu=not torchtitan,
-                             fp8_linear_inputs=fp8 and not torchtitan)
+                             fp8_linear_inputs=lowp_bytes is not None and not torchtitan,
+                             lowp_bytes=lowp_bytes or 1.0)
 
 
 @functools.lru_cache(maxsize=4096)

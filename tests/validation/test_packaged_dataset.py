@@ -62,3 +62,14 @@ def test_a_bad_execution_setting_in_a_record_skips_it_with_the_reason(records):
     assert c.layout is None and "tp_comm_overlap must be true or false" in c.skipped_reason
     r["train"]["execution"] = {"overlap_everything": True}
     assert "unknown key 'overlap_everything'" in to_case(r).skipped_reason
+
+
+def test_every_dev_layout_round_trips_through_its_one_line_form(packaged):
+    # stacks and annotated settings (async TP, DeepEP, power caps) survive Layout.short() -> parse_layout
+    from trainplan.layout import parse_layout
+
+    cases = [to_case(r) for r in packaged["records"]]
+    layouts = [c.layout for c in cases if c.layout is not None]
+    assert {L.stack for L in layouts} >= {"megatron", "nemo", "megatron_bridge", "torchtitan", "composer", "fms"}
+    for L in layouts:
+        assert parse_layout(L.short()) == L, L.short()

@@ -54,6 +54,11 @@ def test_tp_overlap_setting_exposes_what_it_hides_and_the_json_names_the_setting
     assert off["estimate"]["time_s"]["tp"] == pytest.approx(sum(c["seconds"] for c in tp_off))
     assert on["estimate"]["time_s"]["tp"] < off["estimate"]["time_s"]["tp"]
     assert on["estimate"]["step_time_s"] < off["estimate"]["step_time_s"]
+    # and it says what the setting costs, in seconds per step
+    gap = off["estimate"]["step_time_s"] - on["estimate"]["step_time_s"]
+    (why,) = [r for r in off["setting_reasons"] if r.startswith("tp communication not overlapped")]
+    assert f"+{gap:.2g} s per step" in why
+    assert not [r for r in on["setting_reasons"] if r.startswith("tp communication")]
 
 
 @pytest.mark.parametrize("args,msg", [

@@ -32,13 +32,27 @@ def run(args) -> int:
     job, layout = build(args)
     prof = load_profile(args.profile) if args.profile else None
     e = estimate(job, layout, prof)
+    why = setting_reasons(job, layout, prof)
     if args.json:
         print_json({"model": job.model.name, "instance": job.cluster.node.name, "nodes": job.cluster.nodes,
                     "layout": layout.to_dict(), "stack": layout.stack,
-                    "execution": layout.execution.to_dict(), "estimate": e.to_dict()})
+                    "execution": layout.execution.to_dict(), "setting_reasons": why, "estimate": e.to_dict()})
         return 0
     print(render(job, layout, e))
+    if why:
+        print("\nexecution settings that matter:\n" + "\n".join(f"  {r}" for r in why))
     return 0
+
+
+def setting_reasons(job, layout, prof) -> list[str]:
+    """What the stack's settings cost this layout (search/reasons.py execution_reasons, the lines
+    `plan` prints for its chosen layout)."""
+    from trainplan.search.candidate import Candidate
+    from trainplan.search.evaluator import Counting, model_evaluator
+    from trainplan.search.reasons import execution_reasons
+
+    ev = Counting(model_evaluator(prof))
+    return execution_reasons(Candidate(job, layout, ev.evaluate(job, layout)), ev)
 
 
 def _settings(ex) -> str:

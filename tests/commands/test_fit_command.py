@@ -72,3 +72,10 @@ def test_unknown_model_lists_the_known_ones(cli):
     code, _, err = cli("fit", "--model", "llama-3.1-8", "--json")
     assert code == 2 and err.count("\n") == 1
     assert "unknown model 'llama-3.1-8'" in err and "did you mean 'llama-3.1-8b'" in err
+
+
+def test_the_cross_entropy_setting_changes_the_logits_memory(cli):
+    base = ("fit", "--model", "llama-3.1-8b", "--seq-len", "8192", "--json")
+    gib = {ce: json.loads(cli(*base, "--set", f"cross_entropy={ce}")[1])["memory"]["gib"]["logits"]
+           for ce in ("plain", "fused", "chunked")}
+    assert gib["chunked"] < gib["fused"] < gib["plain"]

@@ -16,6 +16,9 @@ class Workload:
     global_batch: int  # sequences per optimizer step, all ranks together
     tokens: int = 0  # tokens to train (0 = unset); for time and cost to the budget
     optimizer: str = "adamw"
+    # seq_len is past the model's max_position_embeddings, asked for with --allow-long-context
+    # (RoPE only: a learned position table is a hard limit). models/spec.check_context.
+    long_context: bool = False
 
     @property
     def tokens_per_step(self) -> int:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import tomllib
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,57 @@ def check_keys(data: dict, allowed: set[str], where: str, required: set[str] = f
     missing = sorted(required - set(data))
     if missing:
         raise TrainplanError(f"{where}: missing required key {missing[0]!r}")
+
+
+def check_types(cls: type, data: dict, where: str) -> None:
+    """Each value in `data` has the JSON spelling of the type its field of dataclass `cls` declares:
+    true/false for bool, an integer (not true) for int, a finite number for float, a string for
+    str, a list for a tuple, an object for a nested dataclass or dict; `X | None` admits null.
+    Keys are checked by check_keys; ranges by the owner of the type."""
+    hints = typing.get_type_hints(cls)
+    for key, value in data.items():
+        if key in hints and (expected := _mismatch(hints[key], value)) is not None:
+            text = repr(value)
+            text = text if len(text) <= 60 else text[:57] + "..."
+            raise TrainplanError(f"{where}: {key} must be {expected}, got {text}")
+
+
+def _mismatch(hint, v) -> str | None:
+    """None if `v` is a JSON value of type `hint`, else the expected kind in words."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if v is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            bad = _mismatch(inner[0], v)
+            return None if bad is None else f"{bad} or null"
+        return None
+    if hint is bool:
+        return None if isinstance(v, bool) else "true or false"
+    if hint is int:
+        return None if isinstance(v, int) and not isinstance(v, bool) else "an integer"
+    if hint is float:
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        return None if ok else "a finite number"
+    if hint is str:
+        return None if isinstance(v, str) else "a string"
+    if origin is tuple:
+        if not isinstance(v, (list, tuple)):
+            return "a list"
+        if len(args) == 2 and args[1] is Ellipsis:
+            each = [args[0]] * len(v)
+        elif len(v) != len(args):
+            return f"a list of {len(args)}"
+        else:
+            each = list(args)
+        for h, x in zip(each, v):
+            if (bad := _mismatch(h, x)) is not None:
+                return f"a list of {bad.removeprefix('a ').removeprefix('an ')}s"
+        return None
+    if origin is dict or hint is dict or isinstance(hint, type) and hasattr(hint, "__dataclass_fields__"):
+        return None if isinstance(v, dict) else "an object"
+    return None
 
 
 # Deeper than any file trainplan reads (plan.json nests 4 levels); a bound keeps every walk over
@@ -46,7 +100,7 @@ def parse_json(text: str, what: str) -> Any:
     """JSON as the standard defines it: NaN and Infinity (which Python's json accepts) are refused,
     and so is nesting deeper than MAX_JSON_DEPTH."""
     try:
-        data = json.loads(text, parse_constant=_no_constant)
+        data = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except json.JSONDecodeError as e:
         raise TrainplanError(f"{what} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
     except RecursionError:
@@ -60,6 +114,13 @@ def parse_json(text: str, what: str) -> Any:
 
 def _no_constant(name: str):
     raise ValueError(f"{name} is not a JSON number; write a finite number")
+
+
+def _finite_float(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):  # 1e400 is valid JSON but no double holds it
+        raise ValueError(f"{text} is too large for a number")
+    return v
 
 
 def _depth(data: Any) -> int:

@@ -28,10 +28,11 @@ from pathlib import Path
 from trainplan import __version__
 from trainplan.errors import TrainplanError
 from trainplan.hardware import Cluster, find_node
-from trainplan.job import Job, Workload
+from trainplan.job import OPTIMIZERS, Job, Workload
 from trainplan.layout import Layout, check_layout, layout_from_dict
+from trainplan.models.checks import check_context
 from trainplan.models.spec import spec_from_dict, spec_to_dict
-from trainplan.parsing import check_keys, read_json
+from trainplan.parsing import check_keys, check_types, read_json
 
 SCHEMA = "trainplan-plan/1"
 
@@ -71,7 +72,8 @@ class Plan:
             "model": spec_to_dict(self.job.model),
             "hf_config": self.hf_config,
             "cluster": {"instance": self.job.cluster.node.name, "nodes": self.job.cluster.nodes},
-            "workload": asdict(w),
+            # long_context is written only when set: plans within the model's context read as before
+            "workload": {k: v for k, v in asdict(w).items() if k != "long_context" or v},
             "layout": self.layout.to_dict(),
             "train": {**asdict(self.train), "betas": list(self.train.betas)},
             "estimate": self.estimate,
@@ -85,8 +87,69 @@ class Plan:
 _TOP = {"schema", "created_by", "model", "hf_config", "cluster", "workload", "layout", "train",
         "estimate", "reasons"}
 
+# Ranges of the TrainSettings numbers: (lowest, highest, lowest excluded). Types come from the
+# dataclass (parsing.check_types); a field added there needs its range here (test_plan_json).
+MAX_STEPS = 10**9
+TRAIN_RANGES: dict[str, tuple[float, float, bool]] = {
+    "steps": (0, MAX_STEPS, False),  # 0: derived from workload.tokens
+    "lr": (0, 10, True),
+    "min_lr_ratio": (0, 1, False),
+    "warmup_steps": (0, MAX_STEPS, False),
+    "weight_decay": (0, 10, False),
+    "grad_clip": (0, 1e6, True),  # clipping to 0 would zero every update
+    "seed": (0, 2**63 - 1, False),
+    "checkpoint_every": (0, MAX_STEPS, False),  # 0: only at the end and on SIGTERM
+    "log_every": (1, MAX_STEPS, False),
+}
+MAX_TOKENS = 10**18  # as the CLI's --tokens (commands/_common.py)
+
+
+def _object(d: dict, key: str, where: str, optional: bool = False) -> dict | None:
+    v = d.get(key)
+    if v is None and optional:
+        return None
+    if not isinstance(v, dict):
+        raise TrainplanError(f"{where}: {key} must be an object, got {type(v).__name__}")
+    return v
+
+
+def _in_range(v, lo, hi, open_lo: bool) -> bool:
+    return (lo < v if open_lo else lo <= v) and v <= hi
+
+
+def train_from_dict(td: dict, where: str) -> TrainSettings:
+    """The `train` section: known keys, JSON types of the dataclass, TRAIN_RANGES."""
+    check_keys(td, {f.name for f in fields(TrainSettings)}, where)
+    check_types(TrainSettings, td, where)
+    for k, v in td.items():
+        if k in TRAIN_RANGES and not _in_range(v, *TRAIN_RANGES[k]):
+            lo, hi, open_lo = TRAIN_RANGES[k]
+            raise TrainplanError(f"{where}: {k} must be {'>' if open_lo else '>='} {lo:g} and <= {hi:g}, got {v!r}")
+    if "betas" in td:
+        if not all(0 <= b < 1 for b in td["betas"]):
+            raise TrainplanError(f"{where}: betas must be two numbers in [0, 1), got {td['betas']!r}")
+        td = {**td, "betas": tuple(td["betas"])}
+    return TrainSettings(**td)
+
+
+def workload_from_dict(wd: dict, where: str) -> Workload:
+    check_keys(wd, {f.name for f in fields(Workload)}, where, required={"seq_len", "global_batch"})
+    check_types(Workload, wd, where)
+    for k in ("seq_len", "global_batch"):
+        if not 0 < wd[k] <= MAX_STEPS:
+            raise TrainplanError(f"{where}: {k} must be a positive integer up to {MAX_STEPS:,}, got {wd[k]!r}")
+    if not 0 <= wd.get("tokens", 0) <= MAX_TOKENS:
+        raise TrainplanError(f"{where}: tokens must be between 0 and {MAX_TOKENS:.0e}, got {wd['tokens']!r}")
+    if wd.get("optimizer", "adamw") not in OPTIMIZERS:
+        raise TrainplanError(f"{where}: unknown optimizer {wd['optimizer']!r}; known: {', '.join(OPTIMIZERS)}")
+    return Workload(**wd)
+
 
 def plan_from_dict(d: dict, where: str = "plan.json") -> Plan:
+    """A plan.json, checked as the planner checks its own input: every section's keys, types and
+    ranges, the model's architecture (models/checks.py), the sequence against the model's context
+    (check_context), the layout against the job (check_layout), and the config it came from
+    against the model."""
     if not isinstance(d, dict):
         raise TrainplanError(f"{where}: expected a JSON object")
     schema = d.get("schema")
@@ -96,35 +159,47 @@ def plan_from_dict(d: dict, where: str = "plan.json") -> Plan:
             "(re-create the plan with `trainplan plan --out`)"
         )
     check_keys(d, _TOP, where, required={"schema", "model", "cluster", "workload", "layout"})
-    model = spec_from_dict(d["model"], f"{where}: model")
-    c = d["cluster"]
+    model = spec_from_dict(_object(d, "model", where), f"{where}: model")
+    c = _object(d, "cluster", where)
     check_keys(c, {"instance", "nodes"}, f"{where}: cluster", required={"instance", "nodes"})
-    if not isinstance(c["nodes"], int) or isinstance(c["nodes"], bool) or c["nodes"] <= 0:
+    if not isinstance(c["nodes"], int) or isinstance(c["nodes"], bool) or not 0 < c["nodes"] <= MAX_STEPS:
         raise TrainplanError(f"{where}: cluster.nodes must be a positive integer, got {c['nodes']!r}")
-    cluster = Cluster(find_node(str(c["instance"])), c["nodes"])
-    wd = d["workload"]
-    check_keys(wd, {f.name for f in fields(Workload)}, f"{where}: workload",
-               required={"seq_len", "global_batch"})
-    for k in ("seq_len", "global_batch"):
-        if not isinstance(wd[k], int) or isinstance(wd[k], bool) or wd[k] <= 0:
-            raise TrainplanError(f"{where}: workload.{k} must be a positive integer, got {wd[k]!r}")
-    workload = Workload(**wd)
-    layout = layout_from_dict(d["layout"], f"{where}: layout")
-    td = d.get("train") or {}
-    check_keys(td, {f.name for f in fields(TrainSettings)}, f"{where}: train")
-    if "betas" in td:
-        td = {**td, "betas": tuple(td["betas"])}
+    if not isinstance(c["instance"], str):
+        raise TrainplanError(f"{where}: cluster.instance must be a string, got {c['instance']!r}")
+    cluster = Cluster(find_node(c["instance"]), c["nodes"])
+    workload = workload_from_dict(_object(d, "workload", where), f"{where}: workload")
+    check_context(model, workload.seq_len, workload.long_context)
+    layout = layout_from_dict(_object(d, "layout", where), f"{where}: layout")
+    train = train_from_dict(_object(d, "train", where, optional=True) or {}, f"{where}: train")
+    estimate = _object(d, "estimate", where, optional=True)
+    hf = _object(d, "hf_config", where, optional=True)
+    if hf is not None:
+        _check_hf_config(hf, model, f"{where}: hf_config")
+    reasons = d.get("reasons") or []
+    if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
+        raise TrainplanError(f"{where}: reasons must be a list of strings")
+    created_by = d.get("created_by", "unknown")
+    if not isinstance(created_by, str):
+        raise TrainplanError(f"{where}: created_by must be a string, got {created_by!r}")
     job = Job(model, cluster, workload)
     check_layout(job, layout)
-    return Plan(
-        job=job,
-        layout=layout,
-        train=TrainSettings(**td),
-        estimate=d.get("estimate"),
-        reasons=tuple(d.get("reasons") or ()),
-        hf_config=d.get("hf_config"),
-        created_by=d.get("created_by", "unknown"),
-    )
+    return Plan(job=job, layout=layout, train=train, estimate=estimate, reasons=tuple(reasons),
+                hf_config=hf, created_by=created_by)
+
+
+def _check_hf_config(hf: dict, model, where: str) -> None:
+    """The runtime builds the Hugging Face model from hf_config (--hf): it must describe the same
+    architecture as `model`, which the plan's numbers are for."""
+    from dataclasses import fields as dc_fields
+
+    from trainplan.models import spec_from_config
+
+    other = spec_from_config(hf, name=model.name, where=where, source=model.source)
+    for f in dc_fields(other):
+        a, b = getattr(other, f.name), getattr(model, f.name)
+        if a != b:
+            raise TrainplanError(f"{where} and model disagree on {f.name} ({a!r} vs {b!r}); "
+                                 "re-create the plan with `trainplan plan --out`")
 
 
 def load_plan(path: str | Path) -> Plan:

@@ -80,3 +80,84 @@ def test_malformed_file_is_one_line(tmp_path):
         load_plan(f)
     with pytest.raises(TrainplanError, match="does not exist"):
         load_plan(tmp_path / "missing.json")
+
+
+def _set(path: str, value):
+    def edit(d):
+        *keys, last = path.split(".")
+        for k in keys:
+            d = d[k]
+        d[last] = value
+    return edit
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_set("model.hidden_size", -1), "model: hidden_size must be positive, got -1"),
+    (_set("train.steps", -10), "train: steps must be >= 0 and <= 1e+09, got -10"),
+    (_set("train.lr", "fast"), "train: lr must be a finite number, got 'fast'"),
+    (_set("train.lr", 0), "train: lr must be > 0"),
+    (_set("train.betas", [0.9, 1.5]), "train: betas must be two numbers in [0, 1)"),
+    (_set("train.betas", [0.9]), "train: betas must be a list of 2"),
+    (_set("train.log_every", 0), "train: log_every must be >= 1"),
+    (_set("train.seed", True), "train: seed must be an integer, got True"),
+    (_set("train.data", None), "train: data must be a string, got None"),
+    (_set("model.num_kv_heads", 3), "model: 4 attention heads do not split into 3 key/value head groups"),
+    (_set("model.moe.experts_per_token", 9), "model: top-9 routing needs 1 <= experts per token <= the 8 experts"),
+    (_set("model.moe", [1]), "model: moe must be an object or null, got [1]"),
+    (_set("model.tied_embeddings", "no"), "model: tied_embeddings must be true or false, got 'no'"),
+    (_set("workload.seq_len", 4096.0), "workload: seq_len must be an integer, got 4096.0"),
+    (_set("workload.tokens", -1), "workload: tokens must be between 0 and 1e+18, got -1"),
+    (_set("workload.optimizer", "sgd"), "workload: unknown optimizer 'sgd'; known: adamw"),
+    (_set("cluster.instance", 5), "cluster.instance must be a string, got 5"),
+    (_set("layout", "fsdp"), "layout must be an object, got str"),
+    (_set("estimate", 3), "estimate must be an object, got int"),
+    (_set("reasons", "because"), "reasons must be a list of strings"),
+])
+def test_a_tampered_plan_is_refused_in_one_line(tmp_path, edit, message):
+    d = make_plan().to_dict()
+    edit(d)
+    f = tmp_path / "tampered.json"
+    f.write_text(json.dumps(d))
+    with pytest.raises(TrainplanError) as e:
+        load_plan(f)
+    assert str(e.value) == f"{f}: {message}" or str(e.value).startswith(f"{f}: {message}")
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("command", [("launch", "local", "--dry-run"), ("train", "--dry-run")])
+def test_launch_and_train_refuse_a_tampered_plan(cli, tmp_path, command):
+    d = make_plan().to_dict()
+    d["model"]["hidden_size"] = -1
+    f = tmp_path / "tampered.json"
+    f.write_text(json.dumps(d))
+    code, out, err = cli(*command, "--plan", str(f))
+    assert code == 2 and out == ""
+    assert err == f"trainplan {command[0]}: error: {f}: model: hidden_size must be positive, got -1\n"
+
+
+def test_nan_in_a_plan_file_is_refused(tmp_path):
+    f = tmp_path / "nan.json"
+    f.write_text(make_plan().to_json().replace('"lr": 0.0003', '"lr": NaN'))
+    with pytest.raises(TrainplanError, match="NaN is not a JSON number"):
+        load_plan(f)
+
+
+def test_hf_config_must_describe_the_model(tmp_path):
+    from trainplan.models import hf_config, resolve
+
+    p = Plan(Job(resolve("llama-3.2-1b"), cluster("ml.p5.48xlarge", 1), Workload(seq_len=4096, global_batch=8)),
+             Layout(dp_shard=8), hf_config=hf_config("llama-3.2-1b"))
+    d = p.to_dict()
+    assert plan_from_dict(d).hf_config == d["hf_config"]
+    d["hf_config"] = dict(d["hf_config"], num_hidden_layers=3)
+    with pytest.raises(TrainplanError, match=r"hf_config and model disagree on num_layers \(3 vs 16\)"):
+        plan_from_dict(d)
+
+
+def test_every_train_setting_has_a_range():
+    from dataclasses import fields
+
+    from trainplan.plan import TRAIN_RANGES, TrainSettings
+
+    numbers = {f.name for f in fields(TrainSettings) if f.type in ("int", "float")}
+    assert numbers == set(TRAIN_RANGES)

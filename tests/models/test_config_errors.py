@@ -139,3 +139,43 @@ def test_absent_optional_fields_take_the_transformers_defaults(tmp_path):
 def test_catalog_names_are_case_insensitive():
     assert resolve("Llama-3.1-8B") is resolve("llama-3.1-8b")
     assert hf_config("Qwen3-8B") == hf_config("qwen3-8b")
+
+
+# ---- values that no architecture has (models/checks.py) ----------------------------------------
+MIXTRAL = dict(LLAMA, model_type="mixtral", num_key_value_heads=4, num_local_experts=8, num_experts_per_tok=2)
+
+
+@pytest.mark.parametrize("config, message", [
+    (dict(LLAMA, num_attention_heads=32, num_key_value_heads=5, head_dim=16),
+     "32 attention heads do not split into 5 key/value head groups"),
+    (dict(MIXTRAL, num_experts_per_tok=9), "top-9 routing needs 1 <= experts per token <= the 8 experts"),
+    (dict(LLAMA, hidden_size=1 << 21), "hidden_size 2,097,152 is beyond the limit of 1,048,576"),
+    (dict(LLAMA, num_hidden_layers=10**6), "num_layers 1,000,000 is beyond the limit of 4,096"),
+    (dict(LLAMA, num_attention_heads=128), "head_dim must be positive, got 0"),  # 64 // 128
+    ({"model_type": "gpt2", "n_embd": 100, "n_head": 3, "n_layer": 2, "vocab_size": 50},
+     "n_embd 100 is not a multiple of n_head 3"),
+    (dict(LLAMA, model_type="qwen3_moe", num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+          mlp_only_layers=[-1]), "dense_layers must be >= 0"),
+    (dict(LLAMA, model_type="deepseek_v3", num_key_value_heads=4, kv_lora_rank=8, qk_nope_head_dim=8, qk_rope_head_dim=8,
+          v_head_dim=8, n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=16, n_group=3,
+          first_k_dense_replace=1),
+     "8 experts do not split into 3 groups"),
+])
+def test_impossible_architecture_is_one_line(tmp_path, config, message):
+    f = _write(tmp_path, config)
+    msg = _error(str(f))
+    assert msg.startswith(f"{f}: ") and message in msg
+
+
+def test_negative_hidden_size_never_reaches_an_estimate(tmp_path):
+    # config.json and plan.json both refuse it (it used to predict negative tokens/s)
+    f = _write(tmp_path, dict(LLAMA, hidden_size=-64))
+    assert "'hidden_size' must be a positive integer, got -64" in _error(str(f))
+
+
+def test_the_catalog_passes_its_own_checks():
+    from trainplan.models import catalog
+    from trainplan.models.checks import check_spec
+
+    for name, m in catalog().items():
+        assert check_spec(m, name) is m

@@ -34,6 +34,8 @@ def add_layout_arguments(p) -> None:
     p.add_argument("--nodes", type=positive_int, default=None,
                    help="default: the layout's GPUs with --layout, else 1")
     p.add_argument("--seq-len", type=positive_int, default=8192)
+    p.add_argument("--allow-long-context", action="store_true",
+                   help="a RoPE model past its max_position_embeddings")
     p.add_argument("--global-batch", type=positive_int, default=None,
                    help="sequences per step (default: micro-batch x data-parallel degree)")
     p.add_argument("--layout", default=None, metavar="TEXT",
@@ -78,11 +80,13 @@ def job_and_layout(args, *, tokens: int = 0, price: float | None = None):
     from trainplan.job import Job, Workload
     from trainplan.layout import Layout, check_layout
     from trainplan.models import resolve
+    from trainplan.models.checks import beyond_context, check_context
 
     node = find_node(args.instance)
     if price is not None:
         node = with_price(node, price)
     model = resolve(args.model)
+    check_context(model, args.seq_len, args.allow_long_context)
     if args.layout is not None:
         return _from_text(args, node, model, tokens)
     cluster = Cluster(node, args.nodes or 1)
@@ -109,7 +113,8 @@ def job_and_layout(args, *, tokens: int = 0, price: float | None = None):
         torch_compile=args.torch_compile, compiled_loss=args.compiled_loss,
         grad_reduce_fp32=not args.grad_reduce_bf16, stack=stack_name, execution=execution,
     )
-    job = Job(model, cluster, Workload(seq_len=args.seq_len, global_batch=gb, tokens=tokens))
+    job = Job(model, cluster, Workload(seq_len=args.seq_len, global_batch=gb, tokens=tokens,
+                                             long_context=beyond_context(model, args.seq_len)))
     check_layout(job, layout)
     return job, layout
 
@@ -120,6 +125,7 @@ def _from_text(args, node, model, tokens: int):
     from trainplan.hardware import Cluster
     from trainplan.job import Job, Workload
     from trainplan.layout import check_layout, parse_layout
+    from trainplan.models.checks import beyond_context
 
     given = [k for k, default in args._layout_flags.items() if getattr(args, k) != default]
     if given:
@@ -131,6 +137,7 @@ def _from_text(args, node, model, tokens: int):
     if args.global_batch is not None and args.global_batch != gb:
         raise TrainplanError(f"--global-batch {args.global_batch} differs from the layout's "
                              f"mb*ga*dp = {gb}; leave it out with --layout")
-    job = Job(model, Cluster(node, nodes), Workload(seq_len=args.seq_len, global_batch=gb, tokens=tokens))
+    job = Job(model, Cluster(node, nodes), Workload(seq_len=args.seq_len, global_batch=gb, tokens=tokens,
+                                                   long_context=beyond_context(model, args.seq_len)))
     check_layout(job, layout)
     return job, layout

@@ -69,8 +69,10 @@ def run(args) -> int:
     from trainplan.commands.plan import evaluator
     from trainplan.hardware import find_node
     from trainplan.models import resolve
+    from trainplan.models.checks import check_context
 
     model = resolve(args.model)
+    check_context(model, args.seq_len)
     nodes = [find_node(n) for n in args.instances.split(",") if n.strip()]
     ev = evaluator(args.profile)
     rows = [compare_one(model, n, args, ev) for n in nodes]

@@ -35,6 +35,8 @@ def add_arguments(p) -> None:
     p.add_argument("--seq-len", default=None,
                    help=f"tokens per sequence, or 'max' for the longest that fits (default {DEFAULT_SEQ_LEN}; "
                         "with --priority context: the shortest acceptable, the search finds the longest)")
+    p.add_argument("--allow-long-context", action="store_true",
+                   help="plan a RoPE model past its max_position_embeddings (the plan is marked long_context)")
     p.add_argument("--global-batch", default=None,
                    help="sequences per step: N or a range LO:HI (default: about 4Mi tokens)")
     p.add_argument("--precision", default=None, help="fix the precision recipe (default: searched)")
@@ -91,6 +93,7 @@ def seq_len(text: str) -> int | None:
 def query(args):
     from trainplan.errors import TrainplanError
     from trainplan.models import hf_config, resolve
+    from trainplan.models.checks import check_context, context_limit
     from trainplan.precision import check_supported, recipe
     from trainplan.search import Query, parse_batch
 
@@ -106,14 +109,19 @@ def query(args):
     if args.nodes and args.max_nodes:
         raise TrainplanError("give --nodes (a fixed count) or --max-nodes (a range), not both")
     stack_name, execution = stack_and_execution(args)
-    seq, min_seq = seq_len(args.seq_len or str(DEFAULT_SEQ_LEN)), 0
+    # Without --seq-len: DEFAULT_SEQ_LEN, or the model's context when that is shorter (GPT-3: 2048)
+    seq = seq_len(args.seq_len) if args.seq_len else min(DEFAULT_SEQ_LEN, context_limit(model) or DEFAULT_SEQ_LEN)
+    min_seq = 0
     if args.priority == "context":
         # The context priority always searches the sequence; a length given is the shortest
         # acceptable one (a plan that cannot reach it is no answer), not a length to keep.
         seq, min_seq = None, (seq_len(args.seq_len) or 0) if args.seq_len else 0
+    if seq or min_seq:  # a length the model cannot take is refused here, not searched for
+        check_context(model, seq or min_seq, args.allow_long_context)
     return Query(
         model=model, instances=nodes, nodes=args.nodes, max_nodes=args.max_nodes,
-        seq_len=seq, min_seq_len=min_seq, batch=parse_batch(args.global_batch), tokens=args.tokens,
+        seq_len=seq, min_seq_len=min_seq, allow_long_context=args.allow_long_context,
+        batch=parse_batch(args.global_batch), tokens=args.tokens,
         precision=recipe(args.precision).name if args.precision else None, priority=args.priority,
         tolerance=args.tolerance, budget_usd=args.budget, allow_risk=args.allow_risk, top=args.top,
         hf_config=hf_config(args.model), stack=stack_name, execution=execution,
@@ -182,11 +190,22 @@ def run(args) -> int:
 
 
 def to_plan(result, ev):
+    from dataclasses import replace
+
+    from trainplan.models.checks import beyond_context
     from trainplan.plan import Plan
 
     c = result.chosen
-    return Plan(job=c.job, layout=c.layout, estimate=ev.detail(c.job, c.layout),
-                reasons=result.reasons, hf_config=result.query.hf_config)
+    job = c.job
+    if beyond_context(job.model, job.workload.seq_len):  # allowed by --allow-long-context: say so
+        job = replace(job, workload=replace(job.workload, long_context=True))
+    reasons = tuple(result.reasons)
+    if job.workload.long_context:
+        m = job.model
+        reasons += ((f"long context: sequence {job.workload.seq_len} is past {m.name}'s max_position_embeddings "
+                     f"({m.max_position_embeddings}), asked for with --allow-long-context (RoPE extrapolation)"),)
+    return Plan(job=job, layout=c.layout, estimate=ev.detail(c.job, c.layout),
+                reasons=reasons, hf_config=result.query.hf_config)
 
 
 def verify(result) -> dict:

@@ -29,6 +29,8 @@ def add_arguments(p) -> None:
                    help="decoder layers to build and trace; the rest is extrapolated (default 2)")
     p.add_argument("--fsdp", type=positive_int, default=1,
                    help="FSDP2 world size: fully_shard over a fake process group, FSDPMemTracker (rank 0)")
+    p.add_argument("--allow-long-context", action="store_true",
+                   help="a RoPE model past its max_position_embeddings")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -54,11 +56,14 @@ def trace_report(model: str, settings, progress=None) -> dict:
 
 def run(args) -> int:
     from trainplan.commands._common import print_json
+    from trainplan.models import resolve
+    from trainplan.models.checks import check_context
     from trainplan.trace.settings import TraceSettings
     from trainplan.units import GiB
 
     s = TraceSettings.make(seq_len=args.seq_len, micro_batch=args.micro_batch, precision=args.precision,
                            ac=args.ac, ac_layers=args.ac_layers, layers=args.layers, fsdp=args.fsdp)
+    check_context(resolve(args.model), args.seq_len, args.allow_long_context)  # before importing torch
     d = trace_report(args.model, s, progress=_progress)  # progress on stderr: stdout stays JSON
     if args.json:
         print_json(d)

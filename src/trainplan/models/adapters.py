@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainplan.errors import TrainplanError
+from trainplan.models.checks import check_spec
 from trainplan.models.config_reader import ConfigReader
 from trainplan.models.layers import DENSE, ffn_kinds
 from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
@@ -152,6 +153,8 @@ def gpt2(c: ConfigReader) -> dict:
     """GPT-2 naming; also GPT-3-style dense GPTs (learned positions, LayerNorm with bias)."""
     hidden = c.integer("n_embd")
     heads = c.integer("n_head")
+    if hidden % heads:  # GPT2Attention splits n_embd into n_head equal heads, and raises otherwise
+        raise TrainplanError(f"{c.where}: n_embd {hidden} is not a multiple of n_head {heads}; fix the config.json")
     n_inner = c.optional_int("n_inner", None)
     return {
         "model_type": c.model_type, "num_layers": c.integer("n_layer"), "hidden_size": hidden,
@@ -308,4 +311,4 @@ def spec_from_config(config: dict, *, name: str, where: str, source: str = "") -
             f"{', '.join(sorted(ADAPTERS))}"
         )
     fields = ADAPTERS[model_type](ConfigReader(config, where, model_type))
-    return ModelSpec(name=name, source=source, **fields)
+    return check_spec(ModelSpec(name=name, source=source, **fields), where)

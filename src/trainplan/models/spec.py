@@ -11,6 +11,12 @@ from dataclasses import dataclass
 
 from trainplan.models import layers
 
+MLP_KINDS = ("swiglu", "geglu", "gelu", "relu2")  # gated (3 matrices) first, then plain (2)
+NORMS = ("rmsnorm", "layernorm")
+# "rope": rotary, computed per position (extrapolates past max_position_embeddings, with quality
+# loss); "learned": a table of max_position_embeddings rows (a hard limit).
+POSITION_EMBEDDINGS = ("rope", "learned")
+
 
 @dataclass(frozen=True, slots=True)
 class MoESpec:
@@ -107,11 +113,12 @@ def spec_to_dict(m: ModelSpec) -> dict:
 
 
 def spec_from_dict(d: dict, where: str = "model") -> ModelSpec:
-    """Parse a ModelSpec written by spec_to_dict (plan.json); unknown keys are refused."""
+    """Parse a ModelSpec written by spec_to_dict (plan.json): unknown keys, wrong types and
+    impossible architectures (check_spec) are refused."""
     from dataclasses import MISSING, fields
 
     from trainplan.errors import TrainplanError
-    from trainplan.parsing import check_keys
+    from trainplan.parsing import check_keys, check_types
 
     def build(cls, data, path):
         if not isinstance(data, dict):
@@ -119,6 +126,7 @@ def spec_from_dict(d: dict, where: str = "model") -> ModelSpec:
         names = {f.name for f in fields(cls)}
         required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
         check_keys(data, names, path, required=required)
+        check_types(cls, data, path)
         return data
 
     build(ModelSpec, d, where)
@@ -129,4 +137,6 @@ def spec_from_dict(d: dict, where: str = "model") -> ModelSpec:
         kw["moe"] = MoESpec(**moe)
     if kw.get("mla") is not None:
         kw["mla"] = MLASpec(**build(MLASpec, kw["mla"], f"{where}.mla"))
-    return ModelSpec(**kw)
+    from trainplan.models.checks import check_spec
+
+    return check_spec(ModelSpec(**kw), where)

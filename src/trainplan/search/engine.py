@@ -25,12 +25,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from trainplan.costs.fit import MAX_SEQ_LEN, shortest_seq
 from trainplan.costs.fit import longest_seq as longest_seq_len
-from trainplan.costs.fit import shortest_seq
 from trainplan.errors import TrainplanError
 from trainplan.hardware.types import Cluster, NodeType
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
+from trainplan.models.checks import context_limit
 from trainplan.models.stages import max_stage_layers
 from trainplan.precision import DEFAULT, recipe, searched
 from trainplan.search import space
@@ -153,7 +154,8 @@ class _Count:
         return largest(mbs, lambda mb: self.fits(mesh, prec, ac, k, mb, seq, sched))
 
     def seq_max(self, mesh, prec, ac, k, sched) -> int | None:
-        s = longest_seq_len(lambda s: self.fits(mesh, prec, ac, k, 1, s, sched), mesh.cp, self.q.min_seq_len)
+        s = longest_seq_len(lambda s: self.fits(mesh, prec, ac, k, 1, s, sched), mesh.cp, self.q.min_seq_len,
+                            self.q.seq_limit)
         return s or None
 
     def schedules(self, mesh) -> list[tuple[str, int]]:
@@ -415,4 +417,4 @@ def longest_seq(ev: Counting, job: Job, layout: Layout) -> int:
     def ok(s: int) -> bool:
         return ev.fits(Job(job.model, job.cluster, Workload(s, lay.dp, job.workload.tokens)), lay)
 
-    return longest_seq_len(ok, lay.cp)
+    return longest_seq_len(ok, lay.cp, limit=min(MAX_SEQ_LEN, context_limit(job.model) or MAX_SEQ_LEN))

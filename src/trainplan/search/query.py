@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainplan.costs.fit import MAX_SEQ_LEN
 from trainplan.errors import TrainplanError
 from trainplan.hardware.types import NodeType
+from trainplan.models.checks import context_limit
 from trainplan.models.spec import ModelSpec
 
 # Default tokens per optimizer step when no --global-batch is given: 4 Mi tokens, the batch
@@ -98,6 +100,12 @@ class Query:
     top: int = 5  # runners-up to report
     hf_config: dict | None = None
     fewest_nodes: bool = False  # with max_nodes: stop at the first node count that fits
+    allow_long_context: bool = False  # RoPE past max_position_embeddings (models/checks.py)
+
+    @property
+    def seq_limit(self) -> int:
+        """The longest sequence --seq-len max may reach: the model's context, and MAX_SEQ_LEN."""
+        return min(MAX_SEQ_LEN, context_limit(self.model, self.allow_long_context) or MAX_SEQ_LEN)
     stack: str = "trainplan"  # the software every candidate layout runs on (stacks.py)
     execution: object = None  # its stacks.Execution; None: the stack's preset
 

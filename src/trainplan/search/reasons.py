@@ -208,6 +208,10 @@ def reasons(best: Candidate, pool: list[Candidate], q: Query, ev: Counting, no_f
     out += ac_reason(best, ev)
     if q.seq_len is not None:
         out.append(micro_batch_reason(best, q, ev))
+    elif best.seq_len >= q.seq_limit and q.seq_limit < MAX_SEQ_LEN:
+        out.append(f"sequence {best.seq_len}: the model's context ({q.model.max_position_embeddings} "
+                   "positions); longer may fit in memory"
+                   + ("" if q.model.position_embedding == "learned" else " (--allow-long-context)"))
     elif best.seq_len >= MAX_SEQ_LEN:
         out.append(f"sequence {best.seq_len}: the cap of --seq-len max; longer may fit")
     else:

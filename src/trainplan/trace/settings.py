@@ -17,6 +17,9 @@ PRECISIONS = tuple(r.name for r in registry().values() if r.runnable)
 # Checkpointing policies, as in layout.AC_MODES (offload is full recompute + a host copy: on the
 # GPU it keeps what "full" keeps minus the layer inputs, which a fake-tensor trace cannot place).
 AC_POLICIES = ("none", "selective", "full", "partial")
+# The fake process group's cost grows with its size (about 20 s at 1024 on a laptop core, 40 s at
+# 2048), while rank 0's parameter shard past 1024 ranks is under 0.1% of the model: trace there.
+MAX_FSDP = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,11 @@ class TraceSettings:
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise TrainplanError(f"trace: {k} must be a positive integer, got {v!r}")
+        if self.fsdp > MAX_FSDP:
+            raise TrainplanError(
+                f"trace: fsdp {self.fsdp} is past the limit of {MAX_FSDP} ranks the fake process group can "
+                f"trace in reasonable time; trace at --fsdp {MAX_FSDP} (rank 0 then holds under 0.1% of the parameters)"
+            )
         if self.ac_layers < 0:
             raise TrainplanError(f"trace: ac_layers must be >= 0, got {self.ac_layers}")
         if self.precision not in PRECISIONS:

@@ -49,6 +49,7 @@ from trainplan.errors import TrainplanError
 from trainplan.hardware import Cluster, NodeType, find_gpu, nodes
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout, check_layout
+from trainplan.models.checks import check_spec
 from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
 from trainplan.models.stages import max_stage_layers
 from trainplan.parsing import read_json
@@ -317,7 +318,7 @@ def to_case(r: dict) -> Case:
         if hw["num_gpus"] % min(hw["gpus_per_node"], hw["num_gpus"]):
             raise TrainplanError(f"{hw['num_gpus']} GPUs do not fill nodes of {hw['gpus_per_node']}")
         node = _node(hw, assumed)
-        m = model_spec(r["model"], t["seq_len"])
+        m = check_spec(model_spec(r["model"], t["seq_len"]), "model")
         layout = _with_stack(r, _memory_conventions(r, _layout(t, m, assumed), assumed), assumed)
         job = Job(m, Cluster(node, hw["num_gpus"] // node.gpus_per_node),
                   Workload(seq_len=t["seq_len"], global_batch=t["global_batch"]))

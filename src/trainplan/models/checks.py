@@ -1,0 +1,128 @@
+"""What makes a ModelSpec an architecture that can exist, and how long a sequence it can take.
+
+Every edge that builds a spec (a HF config.json through the adapters, a plan.json, a validation
+record) calls check_spec: sizes are positive and bounded, attention heads split into key/value
+groups, a token's experts are among the experts. Types are the reader's business (ConfigReader,
+parsing.check_types); this is about values and how they relate.
+
+Every edge that fixes a sequence length (plan, estimate, fit, trace, a plan.json) and the search's
+longest-sequence bound ask context_limit / check_context: a learned position table is a hard
+limit; a RoPE model past max_position_embeddings needs --allow-long-context, and the plan then
+says so (Workload.long_context).
+"""
+
+from __future__ import annotations
+
+from trainplan.errors import TrainplanError
+from trainplan.models.spec import MLP_KINDS, NORMS, POSITION_EMBEDDINGS, ModelSpec
+
+# Sanity bounds, far past the largest published decoders (Llama 3.1 405B: 126 layers, hidden
+# 16384, 128 heads, FFN 53248; DeepSeek-V3: 256 routed experts; Gemma 3: 262144-token vocabulary;
+# Llama 4 Scout: a 10M-token context). They keep every derived count finite and every per-layer
+# loop short; a config beyond them is a typo, not a model.
+LIMITS = {
+    "num_layers": 4096, "hidden_size": 1 << 20, "num_heads": 1 << 16, "num_kv_heads": 1 << 16,
+    "head_dim": 1 << 16, "ffn_size": 1 << 24, "vocab_size": 1 << 24, "max_position_embeddings": 1 << 30,
+    "sliding_window": 1 << 30, "norms_per_layer": 16, "mtp_layers": 64,
+    "num_experts": 1 << 16, "expert_ffn_size": 1 << 24, "num_shared_experts": 1 << 10,
+    "shared_expert_ffn_size": 1 << 24, "kv_lora_rank": 1 << 20, "q_lora_rank": 1 << 20,
+    "qk_nope_head_dim": 1 << 16, "qk_rope_head_dim": 1 << 16, "v_head_dim": 1 << 16,
+}
+
+
+def check_spec(m: ModelSpec, where: str) -> ModelSpec:
+    """`m` unchanged, or a one-line TrainplanError naming `where` (the file) and the rule broken."""
+
+    def bad(msg: str) -> TrainplanError:
+        return TrainplanError(f"{where}: {msg}")
+
+    def size(name: str, v, minimum: int = 1) -> None:
+        if v < minimum:
+            raise bad(f"{name} must be {'positive' if minimum == 1 else f'>= {minimum}'}, got {v}")
+        if v > LIMITS[name]:
+            raise bad(f"{name} {v:,} is beyond the limit of {LIMITS[name]:,}")
+
+    for k in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "vocab_size"):
+        size(k, getattr(m, k))
+    for k in ("ffn_size", "max_position_embeddings", "norms_per_layer", "mtp_layers"):
+        size(k, getattr(m, k), 0)
+    if m.num_heads % m.num_kv_heads:
+        raise bad(f"{m.num_heads} attention heads do not split into {m.num_kv_heads} key/value head groups "
+                  "(num_attention_heads must be a multiple of num_key_value_heads)")
+    for k, allowed in (("mlp", MLP_KINDS), ("norm", NORMS), ("position_embedding", POSITION_EMBEDDINGS)):
+        if getattr(m, k) not in allowed:
+            raise bad(f"{k} {getattr(m, k)!r} is not one of {', '.join(allowed)}")
+    if m.position_embedding == "learned" and not m.max_position_embeddings:
+        raise bad("learned position embeddings need max_position_embeddings (the size of their table)")
+    if m.sliding_window is not None:
+        size("sliding_window", m.sliding_window)
+    if not 0 <= m.sliding_window_layers <= m.num_layers:
+        raise bad(f"sliding_window_layers must be between 0 and num_layers ({m.num_layers}), got {m.sliding_window_layers}")
+    if m.sliding_window_layers and m.sliding_window is None:
+        raise bad("sliding_window_layers > 0 needs a sliding_window")
+    if m.moe is not None:
+        _check_moe(m, size, bad)
+    elif not m.ffn_size:
+        raise bad("a dense model needs ffn_size (intermediate_size) > 0")
+    if m.mla is not None:
+        a = m.mla
+        for k in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            size(k, getattr(a, k))
+        if a.q_lora_rank is not None:
+            size("q_lora_rank", a.q_lora_rank)
+    return m
+
+
+def _check_moe(m: ModelSpec, size, bad) -> None:
+    e = m.moe
+    size("num_experts", e.num_experts)
+    size("expert_ffn_size", e.expert_ffn_size)
+    size("num_shared_experts", e.num_shared_experts, 0)
+    size("shared_expert_ffn_size", e.shared_expert_ffn_size, 0)
+    if not 1 <= e.experts_per_token <= e.num_experts:
+        raise bad(f"top-{e.experts_per_token} routing needs 1 <= experts per token <= the {e.num_experts} experts")
+    # Past the last layer these are legal, as in transformers (a config sliced to fewer layers keeps
+    # first_k_dense_replace and mlp_only_layers): every layer is then dense.
+    if e.first_dense_layers < 0 or e.moe_layer_freq < 1 or any(i < 0 for i in e.dense_layers):
+        raise bad(f"first_dense_layers and dense_layers must be >= 0 and moe_layer_freq >= 1, got "
+                  f"{e.first_dense_layers}, {list(e.dense_layers)[:8]} and {e.moe_layer_freq}")
+    if e.num_groups < 1 or e.num_experts % e.num_groups:
+        raise bad(f"{e.num_experts} experts do not split into {e.num_groups} groups")
+    if not 1 <= e.topk_groups <= e.num_groups:
+        raise bad(f"topk_groups must be between 1 and the {e.num_groups} expert groups, got {e.topk_groups}")
+    if e.experts_per_token > e.topk_groups * (e.num_experts // e.num_groups):
+        raise bad(f"top-{e.experts_per_token} routing cannot pick from {e.topk_groups} groups of "
+                  f"{e.num_experts // e.num_groups} experts")
+    if m.num_dense_layers and not m.ffn_size:
+        raise bad(f"{m.num_dense_layers} dense layers need ffn_size (intermediate_size) > 0")
+
+
+def context_limit(m: ModelSpec, allow_long_context: bool = False) -> int | None:
+    """The longest sequence that may be planned for `m`; None when nothing limits it (no
+    max_position_embeddings known, or RoPE with allow_long_context)."""
+    if not m.max_position_embeddings:
+        return None
+    if m.position_embedding == "learned" or not allow_long_context:
+        return m.max_position_embeddings
+    return None
+
+
+def beyond_context(m: ModelSpec, seq_len: int) -> bool:
+    """Whether seq_len is past the model's max_position_embeddings (the plan's long_context mark)."""
+    return bool(m.max_position_embeddings) and seq_len > m.max_position_embeddings
+
+
+def check_context(m: ModelSpec, seq_len: int, allow_long_context: bool = False) -> None:
+    """Refuse a sequence past the model's positions, unless RoPE and allow_long_context."""
+    limit = context_limit(m, allow_long_context)
+    if limit is None or seq_len <= limit:
+        return
+    if m.position_embedding == "learned":
+        raise TrainplanError(
+            f"seq_len {seq_len:,} is past the {limit:,} positions of {m.name}'s learned position table "
+            f"(a hard limit); use a sequence of at most {limit:,}"
+        )
+    raise TrainplanError(
+        f"seq_len {seq_len:,} is past {m.name}'s max_position_embeddings ({limit:,}); RoPE extrapolates "
+        f"with a quality loss only if asked: pass --allow-long-context, or use at most {limit:,}"
+    )

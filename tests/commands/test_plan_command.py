@@ -108,10 +108,11 @@ def test_context_priority_takes_the_given_seq_len_as_the_shortest_acceptable(cli
     base = ("--model", "llama-3.1-8b", "--instance", "ml.p5.48xlarge", "--nodes", "1", "--priority", "context")
     longest = _chosen(cli, *base)["seq_len"]
     assert _chosen(cli, *base, "--seq-len", "8192")["seq_len"] == longest
+    assert longest <= 131072  # the model's max_position_embeddings, without --allow-long-context
     floor = 400_000
-    got = _chosen(cli, *base, "--seq-len", str(floor))["seq_len"]
+    got = _chosen(cli, *base, "--seq-len", str(floor), "--allow-long-context")["seq_len"]
     assert got > floor and got % 1024 == 0  # searched upward from the floor, not kept at it
-    code, _, err = cli("plan", *base, "--seq-len", str(2**21))
+    code, _, err = cli("plan", *base, "--seq-len", str(2**21), "--allow-long-context")
     assert code == 2 and "does not fit" in err and "shorten --seq-len" in err
 
 

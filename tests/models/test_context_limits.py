@@ -67,3 +67,9 @@ def test_explicit_layouts_check_the_context_too(cli, command):
     assert code == 2 and "learned position table" in err
     code, _, err = cli(command, "--model", "llama-3.2-1b", "--instance", "ml.p5.48xlarge", "--seq-len", "262144")
     assert code == 2 and "--allow-long-context" in err
+
+
+def test_plan_without_seq_len_takes_the_models_context_when_shorter(cli):
+    code, out, err = cli("plan", "--model", "gpt3-175b", "--instance", "ml.p5.48xlarge", "--nodes", "8", "--json")
+    assert code == 0, err
+    assert json.loads(out)["plan"]["workload"]["seq_len"] == 2048

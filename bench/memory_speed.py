@@ -16,13 +16,14 @@ import time
 from pathlib import Path
 
 from trainplan.costs import memory
-from trainplan.costs.activations import layer_kinds
 from trainplan.costs.memory import memory_breakdown
 from trainplan.costs.states import stage_params
 from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
 from trainplan.models import resolve
+from trainplan.models.layers import ffn_kinds
+from trainplan.models.stages import max_stage_layers, stage_layers
 
 REPEAT = 200
 BLOCKS = 15
@@ -40,7 +41,7 @@ def layouts():
     for pp, vp in ((1, 1), (2, 1), (4, 1), (8, 1), (9, 7), (16, 1), (18, 7), (21, 3), (32, 1), (63, 2)):
         sched = "interleaved" if vp > 1 else "1f1b"
         for ac, sharding in (("selective", "zero1"), ("partial", "zero1"), ("full", "fsdp")):
-            per_stage = -(-126 // pp)
+            per_stage = max_stage_layers(126, pp)
             yield (f"pp{pp}/v{vp} {ac} {sharding}", pp,
                    Layout(tp=8, pp=pp, vp=vp, pp_schedule=sched, dp_shard=2, sharding=sharding, ac=ac,
                           ac_layers=max(1, per_stage // 2) if ac == "partial" else 0, grad_accum=64,
@@ -49,7 +50,7 @@ def layouts():
 
 def clear():
     caches = (getattr(memory, n, None) for n in ("_stage_activations", "_candidate_stages", "_layer", "_context"))
-    for f in (*caches, stage_params, layer_kinds):
+    for f in (*caches, stage_params, ffn_kinds, stage_layers):
         if hasattr(f, "cache_clear"):  # also runs against older trees (before/after comparisons)
             f.cache_clear()
 

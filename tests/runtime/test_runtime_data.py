@@ -98,3 +98,25 @@ def test_local_hf_tokenizer_json(tmp_path):
     assert t.encode("hello world again") == [0, 1, 3] and t.eos_id == 2 and t.vocab_size == 4
     with pytest.raises(TrainplanError, match="tokenizer .* does not exist; give a local tokenizer.json"):
         make_tokenizer(str(tmp_path / "missing.json"))
+
+
+def test_sagemaker_channels_are_read_where_sagemaker_mounts_them(tmp_path, monkeypatch):
+    """`launch sagemaker --data s3://...` passes `channel:NAME`; the container has SM_CHANNEL_<NAME>
+    pointing at the mounted directory (sagemaker 3.27 container_drivers/scripts/environment.py)."""
+    train, val = tmp_path / "train", tmp_path / "val"
+    for d, name in ((train, "a.txt"), (val, "b.jsonl")):
+        d.mkdir()
+        (d / name).write_text("hello\n" if name.endswith(".txt") else '{"text": "x"}\n')
+    monkeypatch.setenv("SM_CHANNEL_TRAIN", str(train))
+    monkeypatch.setenv("SM_CHANNEL_VAL", str(val))
+    assert data_files("channel:train,channel:val") == [train / "a.txt", val / "b.jsonl"]
+    assert data_files(f"channel:train,{val / 'b.jsonl'}") == [train / "a.txt", val / "b.jsonl"]
+
+
+def test_a_channel_that_is_not_mounted_is_a_one_line_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("SM_CHANNEL_TRAIN", str(tmp_path))
+    monkeypatch.delenv("SM_CHANNEL_EVAL", raising=False)
+    with pytest.raises(TrainplanError) as e:
+        data_files("channel:eval")
+    assert str(e.value) == ("data channel:eval: SM_CHANNEL_EVAL is not set, so no SageMaker channel 'eval' is "
+                            "mounted (channels here: train); launch with --data eval=s3://...")

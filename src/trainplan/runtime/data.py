@@ -6,6 +6,8 @@ Sources (nothing is downloaded):
 - user files: .txt/.md/.py text, .jsonl (field "text"), .parquet (column "text"), pre-tokenized
   .npy (1-D integer array) and .bin (raw uint16 tokens, nanoGPT's format; uint32 when the
   vocabulary needs it). A directory means every such file under it, sorted.
+- SageMaker input channels: `channel:NAME` is the directory SageMaker mounted for channel NAME
+  (SM_CHANNEL_<NAME>, /opt/ml/input/data/<name>); `launch sagemaker --data s3://...` passes these.
 Tokenizers: bytes (256 byte values + BOS/EOS/PAD) by default, or a local HF tokenizer.json.
 
 Sharding is a pure function of the step: window index = step * global_batch + micro * dp * mb +
@@ -81,13 +83,34 @@ def stdlib_files() -> list[Path]:
     return sorted(found)
 
 
+CHANNEL_PREFIX = "channel:"
+
+
+def channel_dir(name: str, env=None) -> Path:
+    """The directory of SageMaker input channel `name`: SM_CHANNEL_<NAME> (the SDK's
+    container_drivers/scripts/environment.py upper-cases the name)."""
+    import os
+
+    env = os.environ if env is None else env
+    var = f"SM_CHANNEL_{name.upper()}"
+    if var not in env:
+        known = sorted(k.removeprefix("SM_CHANNEL_").lower() for k in env if k.startswith("SM_CHANNEL_"))
+        raise TrainplanError(
+            f"data {CHANNEL_PREFIX}{name}: {var} is not set, so no SageMaker channel {name!r} is mounted "
+            f"(channels here: {', '.join(known) or 'none'}); launch with --data {name}=s3://..."
+        )
+    return Path(env[var])
+
+
 def data_files(spec: str) -> list[Path]:
-    """Files named by `spec`: comma-separated files or directories."""
+    """Files named by `spec`: comma-separated files, directories or `channel:NAME`."""
     out: list[Path] = []
     for part in (s.strip() for s in spec.split(",") if s.strip()):
-        p = Path(part)
+        p = channel_dir(part[len(CHANNEL_PREFIX):]) if part.startswith(CHANNEL_PREFIX) else Path(part)
         if p.is_dir():
             out += sorted(f for f in p.rglob("*") if f.suffix in DATA_SUFFIXES and f.is_file())
+        elif part.startswith(CHANNEL_PREFIX):
+            raise TrainplanError(f"data {part}: {p} is not a directory (SageMaker mounts channels as directories)")
         elif p.is_file():
             if p.suffix not in DATA_SUFFIXES:
                 raise TrainplanError(f"data file {part!r}: unknown kind; use one of {', '.join(DATA_SUFFIXES)}")

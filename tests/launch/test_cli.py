@@ -34,7 +34,7 @@ def test_k8s_dry_run_prints_the_manifest(cli, plan_file, no_submit):
     code, out, err = cli("launch", "k8s", "--plan", str(plan_file), "--dry-run", "--image", "trainplan:1")
     assert code == 0, err
     kinds = [i["kind"] for i in json.loads(out)["items"]]
-    assert kinds == ["ConfigMap", "PyTorchJob"]
+    assert kinds == ["ConfigMap", "PersistentVolumeClaim", "PyTorchJob"]
 
 
 def test_local_dry_run_json(cli, plan_file, no_submit):
@@ -67,7 +67,7 @@ def test_sagemaker_dry_run_json_shows_trainer_and_request(cli, plan_file, no_sub
     trainer, request = d["request"], d["create_training_job"]
     assert trainer["compute"]["instance_type"] == request["ResourceConfig"]["InstanceType"] == "ml.p6-b200.48xlarge"
     assert trainer["compute"]["instance_count"] == request["ResourceConfig"]["InstanceCount"] == 4
-    assert trainer["distributed"] == {"torchrun": {"process_count_per_node": 8}}
+    assert trainer["hyperparameters"]["nproc-per-node"] == 8
     assert request["Environment"]["FI_PROVIDER"] == "efa"
     assert request["CheckpointConfig"]["S3Uri"] == "s3://my-bucket/trainplan/trainplan-llama-3-1-8b/checkpoints"
     assert trainer["role"] == request["RoleArn"] == ROLE
@@ -132,8 +132,24 @@ def test_a_plan_from_the_planner_launches(cli, tmp_path, no_submit):
     assert code == 0, err
     code, out, err = cli("launch", "k8s", "--plan", str(p), "--dry-run", "--image", "trainplan:1")
     assert code == 0, err
-    job = json.loads(out)["items"][1]
+    job = json.loads(out)["items"][-1]
     assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3
     code, out, err = cli("launch", "slurm", "--plan", str(p), "--dry-run")
     assert code == 0, err
     assert "#SBATCH --nodes=4" in out
+
+
+def test_a_flag_of_another_target_is_refused(cli, plan_file, no_submit):
+    """Each target owns its flags: --spot means nothing to Slurm, and is not silently dropped."""
+    code, out, err = cli("launch", "slurm", "--plan", str(plan_file), "--dry-run", "--spot")
+    assert (code, out) == (2, "")
+    assert err == "trainplan launch: error: --spot is an option of launch sagemaker, not of launch slurm\n"
+    code, out, err = cli("launch", "local", "--plan", str(plan_file), "--dry-run", "--image", "x")
+    assert err == "trainplan launch: error: --image is an option of launch k8s and sagemaker, not of launch local\n"
+
+
+def test_s3_data_is_for_sagemaker_only(cli, plan_file, no_submit):
+    code, out, err = cli("launch", "slurm", "--plan", str(plan_file), "--dry-run", "--data", "s3://b/train")
+    assert (code, out) == (2, "")
+    assert err == ("trainplan launch: error: --data s3://b/train: S3 data is mounted by SageMaker only "
+                   "(launch sagemaker); for launch slurm give a path every node sees\n")

@@ -18,7 +18,8 @@ pytest.importorskip("trainplan.runtime.__main__")
 
 from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
-from trainplan.launch import LaunchOptions, render
+from trainplan.launch import render
+from trainplan.launch.local import LocalOptions
 from trainplan.layout import Layout
 from trainplan.models.spec import ModelSpec
 from trainplan.plan import Plan, TrainSettings
@@ -47,7 +48,7 @@ def test_two_node_rendezvous_on_localhost_trains(tmp_path):
     endpoint = f"127.0.0.1:{_free_port()}"
     procs = []
     for rank in (0, 1):
-        r = render("local", plan, LaunchOptions(
+        r = render("local", plan, LocalOptions(
             plan_path=str(plan_path), nnodes=2, nproc_per_node=1, node_rank=rank, rdzv_endpoint=endpoint,
             rdzv_id="launch-test", device="cpu", fit_world=True, steps=3, out_dir=str(tmp_path / f"out{rank}")))
         assert r.argv[0] == "torchrun" and "--rdzv-endpoint" in r.argv

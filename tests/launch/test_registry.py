@@ -24,3 +24,22 @@ def test_control_characters_are_refused_everywhere(plan4, target):
     with pytest.raises(TrainplanError) as e:
         render(target, plan4, LaunchOptions(job_name="a\nrm -rf ~"))
     assert str(e.value) == "job-name contains a control character: 'a\\nrm -rf ~'"
+
+
+def test_efa_environment_follows_the_catalog_not_the_fabric_name():
+    """EFA is a catalog fact (instances.toml network.kind), not a substring of the fabric's name."""
+    from dataclasses import replace
+
+    from trainplan.hardware import find_node
+    from trainplan.launch.env import network_env
+
+    p6 = find_node("ml.p6-b200.48xlarge")
+    env, why = network_env(p6)
+    assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1" and set(why) == set(env)
+    g6e, _ = network_env(find_node("ml.g6e.48xlarge"))
+    assert g6e["FI_PROVIDER"] == "efa" and "FI_EFA_USE_DEVICE_RDMA" not in g6e  # no GPUDirect RDMA
+    renamed = replace(p6, inter_node_fabric="InfiniBand NDR")  # a name says nothing
+    assert network_env(renamed)[0] == env
+    ib = replace(p6, network=replace(p6.network, kind="infiniband"))
+    assert "FI_PROVIDER" not in network_env(ib)[0]
+    assert "NCCL_SOCKET_IFNAME" not in network_env(p6, sagemaker=True)[0]

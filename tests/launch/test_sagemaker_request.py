@@ -15,11 +15,12 @@ pytestmark = pytest.mark.slow  # the SDK takes seconds to build one request (con
 
 from launch_fixtures import FAKE_KEY, FAKE_SECRET, FAKE_TOKEN, assert_no_credentials, make_plan
 
-from trainplan.launch import LaunchOptions, render
+from trainplan.launch import render
+from trainplan.launch.sagemaker import SageMakerOptions
 from trainplan.launch.sagemaker_sdk import capture, capture_request, check_against_service_model
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
-OPTS = LaunchOptions(role=ROLE, region="us-east-1", bucket="my-bucket", steps=200)
+OPTS = SageMakerOptions(role=ROLE, region="us-east-1", bucket="my-bucket", steps=200)
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +39,8 @@ def captured():
     mp.setenv("AWS_SECRET_ACCESS_KEY", FAKE_SECRET)
     mp.setenv("AWS_SESSION_TOKEN", FAKE_TOKEN)
     rendered = render("sagemaker", make_plan(), replace(OPTS, spot=True, keep_alive_s=1800,
-                                                        tags=(("team", "pretrain"),)))
+                                                        tags=(("team", "pretrain"),),
+                                                        data=("s3://my-bucket/tokens/train",)))
     request, uploads = capture(rendered)
     mp.undo()
     return rendered, request, uploads
@@ -75,25 +77,32 @@ def test_request_matches_the_plan(captured):
     assert r["OutputDataConfig"]["S3OutputPath"] == "s3://my-bucket/trainplan/trainplan-llama-3-1-8b/output"
     assert r["Environment"]["FI_PROVIDER"] == "efa" and r["Environment"]["FI_EFA_USE_DEVICE_RDMA"] == "1"
     assert r["HyperParameters"] == {"plan": "/opt/ml/input/data/code/plan.json", "out": "/opt/ml/model",
-                                    "checkpoint-dir": "/opt/ml/checkpoints", "steps": "200"}
+                                    "checkpoint-dir": "/opt/ml/checkpoints", "nproc-per-node": "8",
+                                    "steps": "200", "data": "channel:train"}
+    assert r["OutputDataConfig"]["CompressionType"] == "NONE"  # no hours of gzip over the weights
     assert r["RoleArn"] == ROLE
     assert re.fullmatch(r"trainplan-llama-3-1-8b-\d{14}", r["TrainingJobName"])
     assert {"Key": "team", "Value": "pretrain"} in r["Tags"]
     assert r["AlgorithmSpecification"]["TrainingImage"].endswith("/pytorch-training:2.10.0-gpu-py313")
-    assert {c["ChannelName"] for c in r["InputDataConfig"]} == {"code", "sm_drivers"}
+    channels = {c["ChannelName"]: c for c in r["InputDataConfig"]}
+    assert set(channels) == {"code", "sm_drivers", "train"}
+    assert channels["train"]["DataSource"]["S3DataSource"]["S3Uri"] == "s3://my-bucket/tokens/train"
 
 
-def test_the_job_ships_trainplan_the_plan_and_torchrun_with_8_processes(captured):
-    rendered, _, uploads = captured
+def test_the_job_ships_trainplan_the_plan_and_execs_our_entry(captured):
+    rendered, request, uploads = captured
     code = next(files for uri, files in uploads.items() if uri.endswith("/input/code"))
     drivers = next(files for uri, files in uploads.items() if uri.endswith("/input/sm_drivers"))
     assert code["plan.json"] == rendered.files["plan.json"]
     assert "trainplan/runtime/__main__.py" in code and "trainplan/hardware/instances.toml" in code
-    assert "runpy.run_module(\"trainplan.runtime\"" in code["trainplan_entry.py"]
-    assert json.loads(drivers["distributed.json"])["process_count_per_node"] == 8
+    assert "from trainplan.launch.sagemaker_entry import main" in code["trainplan_entry.py"]
     source = json.loads(drivers["sourcecode.json"])
-    assert source["entry_script"] == "trainplan_entry.py" and source["requirements"] == "requirements.txt"
-    assert "torchrun_driver.py" in drivers["sm_train.sh"]
+    assert source["command"] == "exec python3 trainplan_entry.py" and source["requirements"] == "requirements.txt"
+    # The SDK's script ends by eval-ing the command: the exec puts our entry in the shell's place,
+    # and the SDK's torchrun driver (which passes no signal on) is not run.
+    script = drivers["sm_train.sh"]
+    assert "exec python3 trainplan_entry.py" in script and "torchrun_driver.py" not in script
+    assert request["AlgorithmSpecification"]["ContainerEntrypoint"] == ["/bin/bash"]
 
 
 def test_no_credentials_in_anything_rendered(captured):
@@ -140,3 +149,11 @@ def test_submit_creates_the_job_through_the_sdk(monkeypatch):
                                          "VolumeSizeInGB": 500}
     assert check_against_service_model(request) == []
     assert sorted(u.rsplit("/", 1)[-1] for u in uploads) == ["code", "sm_drivers"]
+
+
+@pytest.mark.parametrize("length", [47, 48])
+def test_the_sdk_suffix_survives_the_longest_names(length):
+    """A 48-character base gets the SDK's whole '-YYYYmmddHHMMSS' (63 characters in all)."""
+    name = "j" * length
+    r = capture_request(render("sagemaker", make_plan(), replace(OPTS, job_name=name)))
+    assert re.fullmatch(name + r"-\d{14}", r["TrainingJobName"])

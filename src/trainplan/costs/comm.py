@@ -124,7 +124,7 @@ class CommEntry:
 
 def tier_name(sp: Span, node: NodeType) -> str:
     if sp.domains > 1:
-        return "efa" if "EFA" in node.inter_node_fabric else "ib"
+        return "efa" if node.network.kind == "efa" else "ib"
     return "nvlink" if node.intra_node == "nvswitch" else "pcie"
 
 

@@ -1,9 +1,17 @@
 """GPUs, nodes and clusters: the hardware half of a job."""
 
-from trainplan.hardware.catalog import cluster, find_gpu, find_node, gpus, nodes, with_price
-from trainplan.hardware.types import ARCH_DTYPES, Cluster, GPUSpec, NodeType
+from trainplan.hardware.catalog import (
+    cluster,
+    find_gpu,
+    find_node,
+    gpus,
+    network_env_rules,
+    nodes,
+    with_price,
+)
+from trainplan.hardware.types import ARCH_DTYPES, Cluster, EnvRule, GPUSpec, Network, NodeType
 
 __all__ = [
-    "ARCH_DTYPES", "Cluster", "GPUSpec", "NodeType",
-    "cluster", "find_gpu", "find_node", "gpus", "nodes", "with_price",
+    "ARCH_DTYPES", "Cluster", "EnvRule", "GPUSpec", "Network", "NodeType",
+    "cluster", "find_gpu", "find_node", "gpus", "network_env_rules", "nodes", "with_price",
 ]

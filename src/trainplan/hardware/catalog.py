@@ -9,7 +9,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from trainplan.errors import TrainplanError, unknown
-from trainplan.hardware.types import ARCH_DTYPES, Cluster, GPUSpec, NodeType
+from trainplan.hardware.types import (
+    ARCH_DTYPES,
+    NETWORK_KINDS,
+    Cluster,
+    EnvRule,
+    GPUSpec,
+    Network,
+    NodeType,
+)
 from trainplan.parsing import check_keys, parse_json, read_json, read_toml
 from trainplan.units import GB, GBPS_TO_BYTES_PER_S, TFLOPS, GiB
 
@@ -25,8 +33,11 @@ _GPU_KEYS = {
 _NODE_KEYS = {
     "ec2_name", "aliases", "gpu", "gpus", "nvlink_domain_gpus", "intra_node", "inter_node_gbps",
     "inter_node_fabric", "host_memory_gib", "vcpus", "local_nvme_gb", "cpu_arch",
-    "price_usd_per_hour", "price_kind", "spot", "sagemaker", "placement", "sources",
+    "price_usd_per_hour", "price_kind", "spot", "sagemaker", "placement", "network", "sources",
 }
+_NETWORK_KEYS = {"kind", "interfaces", "interface_gbps", "gpudirect_rdma", "source"}
+_ENV_KEYS = {"value", "when", "source"}
+ENV_WHEN = ("efa", "gpudirect_rdma", "host_network", "always")
 
 
 def _gpu(name: str, d: dict) -> GPUSpec:
@@ -60,6 +71,7 @@ def _node(name: str, d: dict, gpus: dict[str, GPUSpec]) -> NodeType:
         intra_node=d["intra_node"],
         inter_node_bandwidth=d["inter_node_gbps"] * GBPS_TO_BYTES_PER_S,
         inter_node_fabric=d["inter_node_fabric"],
+        network=_network(name, d["network"]),
         host_memory_bytes=int(d["host_memory_gib"] * GiB),
         vcpus=d["vcpus"],
         local_nvme_bytes=int(d["local_nvme_gb"] * GB),
@@ -72,6 +84,25 @@ def _node(name: str, d: dict, gpus: dict[str, GPUSpec]) -> NodeType:
         aliases=tuple(d.get("aliases", ())),
         sources=dict(d["sources"]),
     )
+
+
+def _network(name: str, d: dict) -> Network:
+    where = f"instances.toml [{name}.network]"
+    check_keys(d, _NETWORK_KEYS, where, required={"kind", "gpudirect_rdma", "source"})
+    assert d["kind"] in NETWORK_KINDS, (where, d["kind"])
+    return Network(kind=d["kind"], interfaces=d.get("interfaces"), gpudirect_rdma=d["gpudirect_rdma"],
+                   source=d["source"])
+
+
+@functools.cache
+def network_env_rules() -> tuple[EnvRule, ...]:
+    """network.toml: the environment variables each kind of network needs, in file order."""
+    rules = []
+    for name, d in read_toml(_HERE / "network.toml").items():
+        check_keys(d, _ENV_KEYS, f"network.toml [{name}]", required=_ENV_KEYS)
+        assert d["when"] in ENV_WHEN, (name, d["when"])
+        rules.append(EnvRule(name=name, value=str(d["value"]), when=d["when"], source=d["source"]))
+    return tuple(rules)
 
 
 @functools.cache

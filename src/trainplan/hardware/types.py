@@ -44,6 +44,30 @@ class GPUSpec:
         return self.peak_flops[dtype]
 
 
+NETWORK_KINDS = ("efa", "infiniband")
+
+
+@dataclass(frozen=True, slots=True)
+class Network:
+    """A node's inter-node network as launchers see it (instances.toml [<node>.network]); its
+    bandwidth is NodeType.inter_node_bandwidth, the one number the cost model reads."""
+
+    kind: str  # one of NETWORK_KINDS: decides the environment (network.toml) and the ledger tier
+    interfaces: int | None  # NICs per node (EFA: vpc.amazonaws.com/efa devices); None = sources differ
+    gpudirect_rdma: bool  # GPUs read and write over the NICs without a copy through host memory
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class EnvRule:
+    """One environment variable a network needs (network.toml), and when it applies."""
+
+    name: str
+    value: str
+    when: str  # "efa" | "gpudirect_rdma" | "host_network" | "always"
+    source: str
+
+
 @dataclass(frozen=True, slots=True)
 class NodeType:
     """One instance type (or any node of identical GPUs joined by one fabric)."""
@@ -55,7 +79,8 @@ class NodeType:
     nvlink_domain_gpus: int  # GPUs reachable over NVLink (72 in a GB200 NVL72 UltraServer)
     intra_node: str  # "nvswitch" | "pcie"
     inter_node_bandwidth: float  # bytes/s per node, all NICs together (EFA or InfiniBand)
-    inter_node_fabric: str  # "EFA v4 (8x400 Gbps)"
+    inter_node_fabric: str  # "EFA v4 (8x400 Gbps)": the sources' words, for people; code reads `network`
+    network: Network
     host_memory_bytes: int
     vcpus: int
     local_nvme_bytes: int

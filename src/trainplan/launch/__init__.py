@@ -1,36 +1,23 @@
 """Launch a plan: render (pure: plan -> argv, environment, files, request), then submit.
 
-    rendered = render("slurm", plan, LaunchOptions(plan_path="/fsx/plan.json"))
+    target = find_target("slurm")
+    rendered = render("slurm", plan, SlurmOptions(plan_path="/fsx/plan.json"))
     print(rendered.text)            # exactly what submit() hands to sbatch
-    code, message = submit(rendered)
+    code, message = target.submit(target.check(rendered), workdir)
 
-Targets live in TARGETS, a plain dict; an unknown name is an error listing the known ones.
+Targets live in TARGETS, a plain dict of base.Target; each target module owns its options, its
+command-line arguments, render and submit. An unknown name is an error listing the known ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, fields
-from pathlib import Path
+from dataclasses import fields
 
 from trainplan.errors import TrainplanError, unknown
 from trainplan.launch import k8s, local, sagemaker, slurm
-from trainplan.launch.base import LaunchOptions, Rendered
+from trainplan.launch.base import LaunchOptions, Rendered, Target
 
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    name: str
-    help: str
-    render: Callable[..., Rendered]
-
-
-TARGETS: dict[str, Target] = {
-    "local": Target("local", "torchrun on this machine (one node, or one of several)", local.render),
-    "sagemaker": Target("sagemaker", "SageMaker AI training job (SDK v3 ModelTrainer)", sagemaker.render),
-    "slurm": Target("slurm", "sbatch script for Slurm / SageMaker HyperPod", slurm.render),
-    "k8s": Target("k8s", "Kubeflow PyTorchJob manifest for Kubernetes (EKS)", k8s.render),
-}
+TARGETS: dict[str, Target] = {t.name: t for t in (local.TARGET, sagemaker.TARGET, slurm.TARGET, k8s.TARGET)}
 
 
 def find_target(name: str) -> Target:
@@ -43,13 +30,21 @@ def render(target: str, plan, options: LaunchOptions | None = None) -> Rendered:
     """Pure: the plan as the target will run it. Refuses control characters in any text option,
     which would break out of a script line or a #SBATCH directive."""
     t = find_target(target)
-    options = options or LaunchOptions()
+    options = _widen(options or LaunchOptions(), t)
     for f in fields(options):
-        values = getattr(options, f.name)
-        for v in _texts(values):
+        for v in _texts(getattr(options, f.name)):
             if any(ord(c) < 0x20 or ord(c) == 0x7F for c in v):
                 raise TrainplanError(f"{f.name.replace('_', '-')} contains a control character: {v!r}")
     return t.render(plan, options)
+
+
+def _widen(options: LaunchOptions, t: Target) -> LaunchOptions:
+    """The shared options given to a target become its own kind, with its defaults for the rest."""
+    if isinstance(options, t.options):
+        return options
+    if type(options) is not LaunchOptions:
+        raise TypeError(f"{type(options).__name__} given to launch target {t.name!r}; it takes {t.options.__name__}")
+    return t.options(**{f.name: getattr(options, f.name) for f in fields(LaunchOptions)})
 
 
 def _texts(value):
@@ -60,23 +55,4 @@ def _texts(value):
             yield from _texts(v)
 
 
-def submit(rendered: Rendered, workdir: str | Path = ".") -> tuple[int, str]:
-    """Side effects: start what `rendered` describes. Returns (exit code, one line for the user)."""
-    if rendered.target == "local":
-        code = local.submit(rendered)
-        return code, f"torchrun exited with {code}"
-    if rendered.target == "slurm":
-        code = slurm.submit(rendered, workdir)
-        return code, f"sbatch exited with {code}"
-    if rendered.target == "k8s":
-        code = k8s.submit(rendered)
-        return code, f"kubectl exited with {code}"
-    if rendered.target == "sagemaker":
-        from trainplan.launch import sagemaker_sdk
-
-        name = sagemaker_sdk.submit(rendered)
-        return 0, f"started SageMaker training job {name} in {rendered.request['region']}"
-    raise unknown("launch target", rendered.target, TARGETS)
-
-
-__all__ = ["TARGETS", "LaunchOptions", "Rendered", "Target", "find_target", "render", "submit"]
+__all__ = ["TARGETS", "LaunchOptions", "Rendered", "Target", "find_target", "render"]

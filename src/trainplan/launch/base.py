@@ -7,6 +7,7 @@ it (side effects: a process, a cluster, the network). `--dry-run` prints the `Re
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from trainplan.errors import TrainplanError
@@ -18,45 +19,16 @@ DEFAULT_RDZV_PORT = 29500  # torchrun's documented default master port
 
 @dataclass(frozen=True, slots=True)
 class LaunchOptions:
-    """Everything a launch needs beyond the plan. Fields unused by a target are ignored by it."""
+    """What every target takes beyond the plan. Each target extends it with its own options
+    (local.LocalOptions, sagemaker.SageMakerOptions, ...); a plain LaunchOptions given to a target
+    is widened to the target's kind with its defaults."""
 
     plan_path: str = "plan.json"  # where the plan is, as the nodes will see it
     job_name: str = ""  # "" = derived from the model name
     steps: int | None = None  # override the plan's train.steps
     out_dir: str = ""  # where the runtime writes measurements; "" = target default
     checkpoint_dir: str = ""  # "" = target default
-    # local
-    nnodes: int | None = None  # None = the plan's node count
-    node_rank: int = 0
-    nproc_per_node: int | None = None  # None = the plan's GPUs per node
-    rdzv_endpoint: str = ""  # host:port of the c10d rendezvous; "" = single node (standalone)
-    rdzv_id: str = ""
-    device: str = "cuda"  # "cuda" | "cpu" (gloo): the command detects it for this machine
-    fit_world: bool = False  # the runtime rescales dp_shard to the processes started (demos)
-    # sagemaker
-    role: str = ""
-    region: str = ""
-    bucket: str = ""
-    checkpoint_s3: str = ""  # "" = s3://<bucket>/trainplan/<job>/checkpoints
-    output_s3: str = ""  # "" = s3://<bucket>/trainplan/<job>/output
-    image: str = ""  # training image URI; "" = the PyTorch DLC for the region
-    max_runtime_s: int = 24 * 3600
-    spot: bool = False
-    max_wait_s: int | None = None  # spot only; None = 2 x max_runtime_s
-    keep_alive_s: int = 0  # warm pool keep-alive
-    volume_gib: int = 500
-    tags: tuple[tuple[str, str], ...] = ()
-    ultraserver: tuple[tuple[str, int], ...] = ()  # (UltraServer id, instances on it)
-    training_plan_arn: str = ""
-    # slurm / k8s
-    partition: str = ""
-    account: str = ""
-    time_limit: str = ""  # sbatch --time, e.g. "2-00:00:00"
-    container_image: str = ""  # k8s image (required there); slurm: pyxis --container-image
-    namespace: str = "default"
-    efa_devices: int | None = None  # k8s: EFA devices per pod; None = the instance's count
-    venv: str = ""  # slurm: a virtual environment to activate on every node
-    auto_resume: bool = False  # slurm on SageMaker HyperPod: srun --auto-resume=1
+    data: tuple[str, ...] = ()  # training data as the nodes see it; () = the plan's
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +43,7 @@ class Rendered:
     request: dict | None = None  # sagemaker: ModelTrainer config; k8s: the manifest
     text: str = ""  # what --dry-run prints without --json (script, manifest, command line)
     notes: tuple[str, ...] = ()  # caveats a person should read before submitting
+    extra: dict = field(default_factory=dict)  # what a target's check adds (sagemaker: create_training_job)
 
     def to_dict(self) -> dict:
         return {
@@ -81,7 +54,29 @@ class Rendered:
             "files": dict(self.files),
             "request": self.request,
             "notes": list(self.notes),
+            **self.extra,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A launch target: its options, its command-line arguments, render (pure) and submit.
+
+    add_arguments(group) adds the target's own flags to `trainplan launch`; from_args(args, common)
+    builds its options from them (`common`: the LaunchOptions fields every target shares);
+    check(rendered) runs before a dry run prints and before a submit (sagemaker: the SDK builds
+    the request offline); submit(rendered, workdir) -> (exit code, one line for the user).
+    """
+
+    name: str
+    help: str
+    options: type  # a LaunchOptions subclass
+    add_arguments: Callable
+    from_args: Callable
+    render: Callable[..., Rendered]
+    submit: Callable[..., tuple[int, str]]
+    check: Callable[[Rendered], Rendered] = lambda rendered: rendered
+    preflight: Callable[[], None] = lambda: None  # before the plan is read (sagemaker: the SDK is there)
 
 
 _JOB_NAME_OK = re.compile(r"[^a-zA-Z0-9-]+")
@@ -103,3 +98,15 @@ def check_dns_name(name: str, what: str, max_len: int, flag: str = "--job-name")
             f"(no leading or trailing '-'), at most {max_len} characters ({flag})"
         )
     return name
+
+
+def node_paths(data: tuple[str, ...], target: str) -> tuple[str, ...]:
+    """Training data for targets whose nodes read files: paths, not S3 URIs (only SageMaker
+    mounts S3 prefixes, as input channels)."""
+    for d in data:
+        if d.startswith("s3://") or "=s3://" in d:
+            raise TrainplanError(
+                f"--data {d}: S3 data is mounted by SageMaker only (launch sagemaker); for launch {target} "
+                "give a path every node sees"
+            )
+    return data

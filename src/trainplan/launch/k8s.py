@@ -5,12 +5,21 @@ valid YAML, so `kubectl apply -f` takes it as it is and no YAML library is neede
 The operator gives every replica a DNS name `<job>-master-0`; all pods meet at a c10d rendezvous
 there. Each pod asks for the node's GPUs (`nvidia.com/gpu`, NVIDIA device plugin) and EFA
 interfaces (`vpc.amazonaws.com/efa`, AWS EFA device plugin), so one pod fills one instance.
+
+Checkpoints go to a PersistentVolumeClaim mounted at /checkpoints, never the container's writable
+layer (gone when the pod restarts): --checkpoint-pvc names an existing claim (FSx for Lustre on EKS,
+ReadWriteMany), else the manifest asks for one, `<job>-checkpoints`, ReadWriteMany, sized for the
+checkpoints the trainer keeps. Pods get --grace seconds between SIGTERM and SIGKILL
+(terminationGracePeriodSeconds); torchrun, the container's first process, passes SIGTERM to the
+ranks and gives them as long (TORCH_ELASTIC_SHUTDOWN_TIMEOUT) to save.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
+from dataclasses import dataclass
 
 from trainplan.errors import TrainplanError
 from trainplan.launch import torchrun
@@ -18,19 +27,65 @@ from trainplan.launch.base import (
     DEFAULT_RDZV_PORT,
     LaunchOptions,
     Rendered,
+    Target,
     check_dns_name,
     job_name,
+    node_paths,
 )
-from trainplan.launch.env import EFA_DEVICES, has_efa, network_env
+from trainplan.launch.env import has_efa, network_env
+from trainplan.models.params import count_params
+from trainplan.precision import recipe
+from trainplan.units import GiB
 
 NAME = "k8s"
 PLAN_MOUNT = "/etc/trainplan"
+CHECKPOINT_MOUNT = "/checkpoints"
 # "The data stored in a ConfigMap cannot exceed 1 MiB" (https://kubernetes.io/docs/concepts/configuration/configmap/).
 CONFIGMAP_MAX_BYTES = 1 << 20
 MANIFEST = "pytorchjob.json"
+# A checkpoint holds the weights and both AdamW moments: fp32 each (12 bytes per parameter), bf16
+# each for pure bf16 (6); the trainer keeps two and writes a third before pruning
+# (runtime/checkpoint.py save(keep=2)).
+CHECKPOINTS_ON_DISK = 3
 
 
-def render(plan, options: LaunchOptions) -> Rendered:
+@dataclass(frozen=True, slots=True)
+class K8sOptions(LaunchOptions):
+    image: str = ""  # required: an image with trainplan and its torch extra
+    namespace: str = "default"
+    efa_devices: int | None = None  # EFA devices per pod; None = the instance's (instances.toml)
+    checkpoint_pvc: str = ""  # an existing claim; "" = the manifest creates <job>-checkpoints
+    storage_class: str = ""  # of the created claim; "" = the cluster's default class
+    checkpoint_gib: int | None = None  # size of the created claim; None = from the plan
+    grace_s: int = 120  # terminationGracePeriodSeconds and torchrun's shutdown timeout
+
+
+def add_arguments(a) -> None:
+    a.add("--image", default="", help="container image with trainplan and its torch extra (required)")
+    a.add("--namespace", default="default")
+    a.add("--efa-devices", type=a.positive_int, help="EFA devices per pod (default: the instance's)")
+    a.add("--checkpoint-pvc", default="",
+          help="existing PersistentVolumeClaim for checkpoints, e.g. an FSx for Lustre claim "
+               "(default: the manifest creates <job>-checkpoints, ReadWriteMany)")
+    a.add("--storage-class", default="", help="storage class of the created checkpoint claim (default: the cluster's)")
+    a.add("--checkpoint-gib", type=a.positive_int, help="size of the created checkpoint claim (default: from the plan)")
+    a.add("--grace", type=a.duration, default=120,
+          help="seconds between SIGTERM and SIGKILL for the ranks to save (default 120s)")
+
+
+def from_args(args, common: dict) -> K8sOptions:
+    return K8sOptions(**common, image=args.image, namespace=args.namespace, efa_devices=args.efa_devices,
+                      checkpoint_pvc=args.checkpoint_pvc, storage_class=args.storage_class,
+                      checkpoint_gib=args.checkpoint_gib, grace_s=args.grace)
+
+
+def checkpoint_gib(plan) -> int:
+    """GiB for the checkpoints the trainer keeps on disk at once."""
+    per_param = 6 if recipe(plan.layout.precision).pure else 12
+    return max(1, math.ceil(CHECKPOINTS_ON_DISK * per_param * count_params(plan.job.model).total / GiB))
+
+
+def render(plan, options: K8sOptions) -> Rendered:
     node, nodes = plan.job.cluster.node, plan.job.cluster.nodes
     # PyTorchJob names become pod and service names: DNS-1035 labels, and the operator appends
     # '-worker-NN', so keep room for it.
@@ -41,7 +96,7 @@ def render(plan, options: LaunchOptions) -> Rendered:
         )
     resources = {"nvidia.com/gpu": node.gpus_per_node}
     if has_efa(node):
-        efa = options.efa_devices or EFA_DEVICES.get(node.name)
+        efa = options.efa_devices or node.network.interfaces
         if not efa:
             raise TrainplanError(
                 f"the number of EFA devices of {node.name} is not known: pass --efa-devices N"
@@ -54,12 +109,18 @@ def render(plan, options: LaunchOptions) -> Rendered:
             "drop hf_config or the estimate from it, or build it into --image"
         )
     env, why = network_env(node)
-    ckpt = options.checkpoint_dir or "/checkpoints"
+    env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = str(options.grace_s)
+    why["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = (
+        "seconds torchrun gives the ranks to save after SIGTERM before SIGKILL (default 30; torch >= 2.11, "
+        "torch/distributed/launcher/api.py): the pod's terminationGracePeriodSeconds (--grace)")
+    ckpt = options.checkpoint_dir or f"{CHECKPOINT_MOUNT}/{name}"
+    claim = options.checkpoint_pvc or f"{name}-checkpoints"
+    check_dns_name(claim, "checkpoint claim", 253, "--checkpoint-pvc")
     out = options.out_dir or "/trainplan-out"
     argv = (torchrun.c10d(nodes, node.gpus_per_node, f"{name}-master-0:{DEFAULT_RDZV_PORT}", name)
             + torchrun.module()
             + torchrun.runtime_args(f"{PLAN_MOUNT}/plan.json", steps=options.steps, out_dir=out,
-                                    checkpoint_dir=ckpt))
+                                    checkpoint_dir=ckpt, data=node_paths(options.data, NAME)))
     labels = {"app.kubernetes.io/managed-by": "trainplan", "app.kubernetes.io/name": name}
 
     def replica(count: int) -> dict:
@@ -73,11 +134,14 @@ def render(plan, options: LaunchOptions) -> Rendered:
                 "resources": {"limits": {k: str(v) for k, v in resources.items()},
                               "requests": {k: str(v) for k, v in resources.items()}},
                 "volumeMounts": [{"name": "plan", "mountPath": PLAN_MOUNT, "readOnly": True},
+                                 {"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT},
                                  {"name": "dshm", "mountPath": "/dev/shm"}],
             }],
             # Shared memory for data-loader workers and NCCL's intra-node transport.
             "volumes": [{"name": "plan", "configMap": {"name": f"{name}-plan"}},
+                        {"name": "checkpoints", "persistentVolumeClaim": {"claimName": claim}},
                         {"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+            "terminationGracePeriodSeconds": options.grace_s,
         }
         if node.ec2_name:
             pod["nodeSelector"] = {"node.kubernetes.io/instance-type": node.ec2_name}
@@ -89,19 +153,26 @@ def render(plan, options: LaunchOptions) -> Rendered:
         specs["Worker"] = replica(nodes - 1)
     namespace = check_dns_name(options.namespace, "k8s namespace", 63, "--namespace")
     meta = {"name": name, "namespace": namespace, "labels": labels}
-    manifest = {
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": [
-            {"apiVersion": "v1", "kind": "ConfigMap",
-             "metadata": {**meta, "name": f"{name}-plan"},
-             "data": {"plan.json": plan_json}},
-            {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta,
-             "spec": {"nprocPerNode": str(node.gpus_per_node), "pytorchReplicaSpecs": specs}},
-        ],
-    }
+    items = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "name": f"{name}-plan"},
+              "data": {"plan.json": plan_json}}]
+    notes = []
+    if not options.checkpoint_pvc:
+        # Every pod writes its shards into one directory and reads them all back on resume: the
+        # claim must be mountable on every node at once (ReadWriteMany).
+        size = options.checkpoint_gib or checkpoint_gib(plan)
+        pvc = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": f"{size}Gi"}}}
+        if options.storage_class:
+            pvc["storageClassName"] = options.storage_class
+        items.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                      "metadata": {**meta, "name": claim}, "spec": pvc})
+        notes.append(f"checkpoints go to a new claim {claim} ({size} GiB, ReadWriteMany): its storage class "
+                     "must offer ReadWriteMany (FSx for Lustre, EFS); or pass --checkpoint-pvc")
+    if not (ckpt == CHECKPOINT_MOUNT or ckpt.startswith(CHECKPOINT_MOUNT + "/")):
+        notes.append(f"{ckpt} is outside the checkpoint volume ({CHECKPOINT_MOUNT}): it is lost when a pod restarts")
+    items.append({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta,
+                  "spec": {"nprocPerNode": str(node.gpus_per_node), "pytorchReplicaSpecs": specs}})
+    manifest = {"apiVersion": "v1", "kind": "List", "items": items}
     text = json.dumps(manifest, indent=2) + "\n"
-    notes = [f"{ckpt} is inside the pod: mount persistent storage there to keep checkpoints"]
     return Rendered(target=NAME, argv=("kubectl", "apply", "-f", "-"), env=env, env_sources=why,
                     files={MANIFEST: text}, request=manifest, text=text, notes=tuple(notes))
 
@@ -110,9 +181,14 @@ def _k8s_literal(arg: str) -> str:
     return arg.replace("$", "$$")
 
 
-def submit(rendered: Rendered) -> int:
+def submit(rendered: Rendered, workdir=".") -> tuple[int, str]:
     try:
-        return subprocess.run(list(rendered.argv), input=rendered.files[MANIFEST], text=True,
+        code = subprocess.run(list(rendered.argv), input=rendered.files[MANIFEST], text=True,
                               check=False).returncode
     except FileNotFoundError:
         raise TrainplanError("kubectl is not on PATH: install it and point it at the cluster") from None
+    return code, f"kubectl exited with {code}"
+
+
+TARGET = Target(NAME, "Kubeflow PyTorchJob manifest for Kubernetes (EKS)", K8sOptions, add_arguments, from_args,
+                render, submit)

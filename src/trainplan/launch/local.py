@@ -1,20 +1,72 @@
-"""Target `local`: torchrun on this machine, one node or one of several (c10d rendezvous)."""
+"""Target `local`: torchrun on this machine, one node or one of several (c10d rendezvous).
+
+submit runs torchrun under launch/supervise.py: SIGTERM, SIGINT and SIGHUP sent to `trainplan
+launch local` reach torchrun's process group, torchrun passes them to the ranks, and the ranks save
+and exit; nothing is left running.
+"""
 
 from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import signal
 import subprocess
+import sys
+from dataclasses import dataclass
 
 from trainplan.errors import TrainplanError
-from trainplan.launch import torchrun
-from trainplan.launch.base import LaunchOptions, Rendered, job_name
+from trainplan.launch import supervise, torchrun
+from trainplan.launch.base import LaunchOptions, Rendered, Target, job_name
 from trainplan.launch.env import network_env
 
 NAME = "local"
 
 
-def render(plan, options: LaunchOptions) -> Rendered:
+@dataclass(frozen=True, slots=True)
+class LocalOptions(LaunchOptions):
+    nnodes: int | None = None  # None = the plan's node count
+    node_rank: int = 0
+    nproc_per_node: int | None = None  # None = the plan's GPUs per node
+    rdzv_endpoint: str = ""  # host:port of the c10d rendezvous; "" = single node (standalone)
+    rdzv_id: str = ""
+    device: str = "cuda"  # "cuda" | "cpu" (gloo): from_args detects it for this machine
+    fit_world: bool = False  # the runtime rescales dp_shard to the processes started (demos)
+
+
+def add_arguments(a) -> None:
+    a.add("--nnodes", type=a.positive_int, help="nodes (default: the plan's)")
+    a.add("--node-rank", type=int, default=0, help="this node's rank (multi-node)")
+    a.add("--nproc-per-node", type=a.positive_int, help="processes per node (default: GPUs per node)")
+    a.add("--rdzv-endpoint", default="", help="HOST:PORT of the first node (multi-node c10d rendezvous)")
+    a.add("--rdzv-id", default="", help="rendezvous id shared by all nodes (default: the job name)")
+    a.add("--device", choices=("auto", "cpu", "cuda"), default="auto",
+          help="auto: GPUs when nvidia-smi sees some, else CPU with gloo")
+    a.add("--fit-world", action="store_true",
+          help="the trainer rescales the plan's data-parallel degree to the processes started")
+
+
+def from_args(args, common: dict) -> LocalOptions:
+    # The plan path as given: torchrun runs here, in this directory.
+    return LocalOptions(**{**common, "plan_path": args.plan}, nnodes=args.nnodes, node_rank=args.node_rank,
+                        nproc_per_node=args.nproc_per_node, rdzv_endpoint=args.rdzv_endpoint,
+                        rdzv_id=args.rdzv_id, device=_device(args.device), fit_world=args.fit_world)
+
+
+def _device(choice: str) -> str:
+    if choice != "auto":
+        return choice
+    if not shutil.which("nvidia-smi"):
+        return "cpu"
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20,
+                             check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "cpu"
+    return "cuda" if out.strip() else "cpu"
+
+
+def render(plan, options: LocalOptions) -> Rendered:
     node = plan.job.cluster.node
     nnodes = options.nnodes or plan.job.cluster.nodes
     nproc = options.nproc_per_node or node.gpus_per_node
@@ -37,7 +89,7 @@ def render(plan, options: LaunchOptions) -> Rendered:
         head = torchrun.standalone(nproc)
     argv = head + torchrun.module() + torchrun.runtime_args(
         options.plan_path, steps=options.steps, out_dir=options.out_dir,
-        checkpoint_dir=options.checkpoint_dir, fit_world=options.fit_world)
+        checkpoint_dir=options.checkpoint_dir, fit_world=options.fit_world, data=options.data)
 
     env: dict[str, str] = {}
     why: dict[str, str] = {}
@@ -62,11 +114,22 @@ def render(plan, options: LaunchOptions) -> Rendered:
                     notes=tuple(notes))
 
 
-def submit(rendered: Rendered) -> int:
-    """Run torchrun in the foreground; its exit code is ours."""
-    try:
-        return subprocess.run(list(rendered.argv), env={**os.environ, **rendered.env}, check=False).returncode
-    except FileNotFoundError:
+def submit(rendered: Rendered, workdir=".") -> tuple[int, str]:
+    """Run torchrun in the foreground, passing stop signals on; its exit code is ours."""
+    if not shutil.which(rendered.argv[0], path=os.environ.get("PATH")):
         raise TrainplanError(
             "torchrun is not on PATH: install the torch extra (pip install 'trainplan[torch]')"
-        ) from None
+        )
+    passed = []
+
+    def note(signum):
+        passed.append(signal.Signals(signum).name)
+        print(f"trainplan launch: passing {passed[-1]} to torchrun; the ranks save and stop", file=sys.stderr)
+
+    code = supervise.run(list(rendered.argv), env={**os.environ, **rendered.env}, on_signal=note)
+    after = f" after {passed[0]}" if passed else ""
+    return code, f"torchrun exited with {code}{after}"
+
+
+TARGET = Target(NAME, "torchrun on this machine (one node, or one of several)", LocalOptions,
+                add_arguments, from_args, render, submit)

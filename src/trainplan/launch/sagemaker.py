@@ -5,18 +5,31 @@ as plain data (`Rendered.request`, field names as ModelTrainer and the configs o
 `sagemaker.core.training.configs` spell them) and the files shipped as source code. `sagemaker_sdk`
 turns that into SDK objects, captures the CreateTrainingJob request offline, and submits it.
 
-What runs in the job: the SDK's torchrun driver starts `torchrun --nnodes=$SM_HOST_COUNT
---nproc_per_node=<process_count_per_node> <entry_script> --<hyperparameter> <value>...`
-(HARDWARE_FACTS.md 3.3); the entry script shipped here runs `trainplan.runtime` with those
-arguments, the plan and trainplan's own source sitting next to it in /opt/ml/input/data/code.
+What runs in the job, and why not the SDK's torchrun driver: the SDK starts the container as
+`/bin/bash -c "chmod +x sm_train.sh && sm_train.sh"` (sagemaker 3.27 DEFAULT_CONTAINER_ENTRYPOINT /
+_ARGUMENTS), so a bash is the container's first process; its driver then runs torchrun under a
+Python parent that passes no signal on. SageMaker stops a job (StopTrainingJob, spot interruption)
+with SIGTERM to the first process and SIGKILL 120 s later: through that chain the trainer never hears
+it, and the job ends without a checkpoint. So the job runs a `command` instead: sm_train.sh (the
+SDK's, unchanged: environment, requirements) ends with `eval "$CMD"`, and the command is
+`exec python3 trainplan_entry.py`. bash execs the last command of a `bash -c` list itself
+(bash >= 5.1; the DLCs have 5.1 or 5.2), so sm_train.sh runs as the first process, and `exec` puts
+launch/sagemaker_entry.py in its place: it starts torchrun in its own session and passes SIGTERM
+to it; torchrun passes it to the ranks, which save to /opt/ml/checkpoints (synced to S3) and exit.
+
+Data: `--data s3://...` (channel "train") or `NAME=s3://...` become input channels; SageMaker
+mounts each at /opt/ml/input/data/NAME and sets SM_CHANNEL_NAME, and the trainer reads
+`--data channel:NAME` from there (runtime/data.py). The model is written uncompressed
+(CompressionType NONE): gzip of hundreds of GB of weights is hours of billed time.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from trainplan.errors import TrainplanError
-from trainplan.launch.base import LaunchOptions, Rendered, check_dns_name, job_name
+from trainplan.launch.base import LaunchOptions, Rendered, Target, check_dns_name, job_name
 from trainplan.launch.env import network_env
 
 NAME = "sagemaker"
@@ -29,6 +42,18 @@ MODEL_DIR = "/opt/ml/model"
 CHECKPOINT_DIR = "/opt/ml/checkpoints"
 ENTRY = "trainplan_entry.py"
 REQUIREMENTS = "requirements.txt"
+# The SDK names a job <base_job_name>-<YYYYmmddHHMMSS> and cuts the whole to 63 characters
+# (sagemaker 3.27 train/utils.py _get_unique_name): a base longer than 63 - 15 = 48 loses the
+# suffix, or part of it, or ends the name in '-'.
+JOB_NAME_MAX = 48
+# SageMaker sends SIGTERM, then SIGKILL 120 s later (API_StopTrainingJob). torchrun gives the ranks
+# 10 s less, so a rank stuck in a save is ended by torchrun, whose log says so, not by the platform.
+SHUTDOWN_TIMEOUT_S = 110
+# Channel names the SDK uses itself (sagemaker 3.27 constants SM_CODE, SM_DRIVERS).
+RESERVED_CHANNELS = ("code", "sm_drivers")
+# [SM-API] Channel.ChannelName allows [A-Za-z0-9.-_]{1,64}; the SDK exports SM_CHANNEL_<NAME> from a
+# sourced shell file (container_drivers/scripts/environment.py), where '.' or '-' is no variable name.
+_CHANNEL = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 # API limits ([SM-API] service-2.json shapes; HARDWARE_FACTS.md 3.2).
 MAX_RUNTIME_S = 28 * 24 * 3600  # StoppingCondition.MaxRuntimeInSeconds: at most 28 days
@@ -38,15 +63,69 @@ MAX_PLACEMENTS = 10  # InstancePlacementConfig.PlacementSpecifications: at most 
 # The newest PyTorch training DLC in sagemaker 3.27's image_uris config (image_uri_config/pytorch.json).
 DLC_FRAMEWORK, DLC_VERSION, DLC_PY = "pytorch", "2.10.0", "py313"
 
+# sm_train.sh's last line is `eval "$CMD"`: exec makes the entry take the shell's place.
+COMMAND = f"exec python3 {ENTRY}"
 _ENTRY_SCRIPT = '''\
-"""Rendered by trainplan: run trainplan.runtime under the SageMaker torchrun driver.
+"""Rendered by trainplan: the job's first process after sm_train.sh (see trainplan/launch/sagemaker.py).
 
-The driver calls this file with the job's hyperparameters as --name value arguments.
+Reads the hyperparameters (SM_HPS) and the hosts (SM_HOST_COUNT, ...), runs torchrun with
+trainplan.runtime on every GPU, and passes SIGTERM on so the trainer saves before it stops.
 """
-import runpy
+import sys
 
-runpy.run_module("trainplan.runtime", run_name="__main__", alter_sys=True)
+from trainplan.launch.sagemaker_entry import main
+
+sys.exit(main())
 '''
+
+
+@dataclass(frozen=True, slots=True)
+class SageMakerOptions(LaunchOptions):
+    role: str = ""
+    region: str = ""
+    bucket: str = ""
+    checkpoint_s3: str = ""  # "" = s3://<bucket>/trainplan/<job>/checkpoints
+    output_s3: str = ""  # "" = s3://<bucket>/trainplan/<job>/output
+    image: str = ""  # training image URI; "" = the PyTorch DLC for the region
+    max_runtime_s: int = 24 * 3600
+    spot: bool = False
+    max_wait_s: int | None = None  # spot only; None = 2 x max_runtime_s
+    keep_alive_s: int = 0  # warm pool keep-alive
+    volume_gib: int = 500
+    tags: tuple[tuple[str, str], ...] = ()
+    ultraserver: tuple[tuple[str, int], ...] = ()  # (UltraServer id, instances on it)
+    training_plan_arn: str = ""
+
+
+def add_arguments(a) -> None:
+    import os
+
+    a.add("--role", default=os.environ.get("SAGEMAKER_ROLE", ""),
+          help="execution role ARN (default: $SAGEMAKER_ROLE)")
+    a.add("--region", default=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", ""),
+          help="AWS region (default: $AWS_REGION, $AWS_DEFAULT_REGION)")
+    a.add("--bucket", default=os.environ.get("SAGEMAKER_BUCKET", ""),
+          help="S3 bucket for code, checkpoints and output (default: $SAGEMAKER_BUCKET)")
+    a.add("--checkpoint-s3", default="", help="checkpoint S3 URI (synced with /opt/ml/checkpoints)")
+    a.add("--output-s3", default="", help="output S3 URI")
+    a.add("--image", default="", help="training image (default: the PyTorch DLC of the region)")
+    a.add("--max-runtime", type=a.duration, default=24 * 3600, help="maximum run time (default 24h)")
+    a.add("--spot", action="store_true", help="managed spot training (checkpoints are synced to S3)")
+    a.add("--max-wait", type=a.duration, help="spot: maximum wait + run time (default 2 x --max-runtime)")
+    a.add("--keep-alive", type=a.duration, default=0, help="warm pool keep-alive after the job")
+    a.add("--volume-gib", type=a.positive_int, default=500, help="EBS volume per instance (no-NVMe instances)")
+    a.add("--tag", action="append", type=a.pair("=", "KEY=VALUE"), default=[], help="KEY=VALUE, repeatable")
+    a.add("--ultraserver", action="append", type=a.pair(":", "ULTRASERVER_ID:COUNT", number=True),
+          default=[], help="UltraServer placement ID:COUNT (p6e-gb200), repeatable")
+    a.add("--training-plan", default="", help="SageMaker training plan ARN (reserved capacity)")
+
+
+def from_args(args, common: dict) -> SageMakerOptions:
+    return SageMakerOptions(
+        **common, role=args.role, region=args.region, bucket=args.bucket, checkpoint_s3=args.checkpoint_s3,
+        output_s3=args.output_s3, image=args.image, max_runtime_s=args.max_runtime, spot=args.spot,
+        max_wait_s=args.max_wait, keep_alive_s=args.keep_alive, volume_gib=args.volume_gib,
+        tags=tuple(args.tag), ultraserver=tuple(args.ultraserver), training_plan_arn=args.training_plan)
 
 # Patterns of the CreateTrainingJob shapes RoleArn and TagKey/TagValue ([SM-API] service-2.json).
 _ROLE = re.compile(r"arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+")
@@ -54,7 +133,7 @@ _TAG = re.compile(r"[\w\s.:/=+\-@]*")
 _S3 = re.compile(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?")
 
 
-def render(plan, options: LaunchOptions) -> Rendered:
+def render(plan, options: SageMakerOptions) -> Rendered:
     node, nodes = plan.job.cluster.node, plan.job.cluster.nodes
     if not node.sagemaker:
         raise TrainplanError(
@@ -82,7 +161,7 @@ def render(plan, options: LaunchOptions) -> Rendered:
                 f"tag {key}={value} is not a valid SageMaker tag: letters, digits, spaces and _.:/=+-@ only "
                 "(key 1-128, value 0-256 characters)"
             )
-    name = check_dns_name(job_name(plan, options), "SageMaker job name", 63)
+    name = check_dns_name(job_name(plan, options, max_len=JOB_NAME_MAX), "SageMaker job name", JOB_NAME_MAX)
     if options.bucket and not _S3.fullmatch(f"s3://{options.bucket}"):
         raise TrainplanError(
             f"--bucket must be an S3 bucket name (3-63 lowercase letters, digits, '.' and '-'), got {options.bucket!r}"
@@ -121,34 +200,62 @@ def render(plan, options: LaunchOptions) -> Rendered:
         raise TrainplanError("--max-wait applies to managed spot only; add --spot or drop it")
 
     env, why = network_env(node, sagemaker=True)
+    env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = str(SHUTDOWN_TIMEOUT_S)
+    why["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = (
+        "seconds torchrun gives the ranks to save after SIGTERM before SIGKILL (default 30; torch >= 2.11): "
+        "SageMaker kills the job 120 s after SIGTERM (https://docs.aws.amazon.com/sagemaker/latest/APIReference/"
+        "API_StopTrainingJob.html)")
+    channels = data_channels(options.data or ((plan.train.data,) if plan.train.data else ()))
     hyper: dict[str, str | int] = {"plan": f"{CODE_DIR}/plan.json", "out": options.out_dir or MODEL_DIR,
-                                   "checkpoint-dir": CHECKPOINT_DIR}
+                                   "checkpoint-dir": CHECKPOINT_DIR, "nproc-per-node": node.gpus_per_node}
     if options.steps is not None:
         hyper["steps"] = options.steps
+    if channels:
+        hyper["data"] = ",".join(f"channel:{c}" for c in channels)
     trainer = {
         "base_job_name": name,
         "role": options.role,
         "region": options.region,
         "training_image": options.image or default_image(options.region, node),
-        "source_code": {"source_dir": "<staged: trainplan package + files>", "entry_script": ENTRY,
+        "source_code": {"source_dir": "<staged: trainplan package + files>", "command": COMMAND,
                         "requirements": REQUIREMENTS},
         "compute": compute,
-        "distributed": {"torchrun": {"process_count_per_node": node.gpus_per_node}},
         "hyperparameters": hyper,
         "environment": env,
+        "input_data": [{"channel_name": c, "data_source": uri} for c, uri in channels.items()],
         "checkpoint_config": {"s3_uri": checkpoint_s3, "local_path": CHECKPOINT_DIR},
         "stopping_condition": stopping,
-        "output_data_config": {"s3_output_path": output_s3},
+        "output_data_config": {"s3_output_path": output_s3, "compression_type": "NONE"},
         "tags": [{"key": k, "value": v} for k, v in
                  (("trainplan:model", plan.job.model.name), *options.tags)],
     }
-    notes = [
-        ("the SDK's torchrun driver forces NCCL_PROTO=simple after the job environment is set "
-         "(sagemaker 3.27 torchrun_driver.setup_env); it cannot be overridden from here"),
-    ]
+    notes = []
     files = {"plan.json": plan.to_json(), REQUIREMENTS: requirements(), ENTRY: _ENTRY_SCRIPT}
     return Rendered(target=NAME, argv=(), env=env, env_sources=why, files=files, request=trainer,
                     notes=tuple(notes))
+
+
+def data_channels(data: tuple[str, ...]) -> dict[str, str]:
+    """{channel name: S3 URI} from `s3://...` (channel "train") and `NAME=s3://...` entries."""
+    out: dict[str, str] = {}
+    for d in data:
+        name, sep, uri = d.partition("=")
+        if not sep:
+            name, uri = "train", d
+        if not uri.startswith("s3://"):
+            raise TrainplanError(
+                f"--data {d}: launch sagemaker reads training data from S3: give s3://bucket/prefix "
+                "or NAME=s3://bucket/prefix (mounted at /opt/ml/input/data/NAME)"
+            )
+        if not _CHANNEL.fullmatch(name) or name in RESERVED_CHANNELS:
+            raise TrainplanError(
+                f"--data {d}: channel name {name!r} must be 1-64 letters, digits or '_', and "
+                f"not {' or '.join(RESERVED_CHANNELS)} (the SDK's own channels)"
+            )
+        if name in out:
+            raise TrainplanError(f"--data: channel {name!r} is given twice")
+        out[name] = _s3(uri, "--data")
+    return out
 
 
 def _s3(uri: str, flag: str) -> str:
@@ -218,3 +325,33 @@ def requirements() -> str:
             if name.lower() != "torch":
                 lines.append(spec.strip())
     return "".join(f"{line}\n" for line in sorted(lines))
+
+
+def _preflight() -> None:
+    from trainplan.launch.sagemaker_sdk import require_sdk
+
+    require_sdk()
+
+
+def _check(rendered: Rendered) -> Rendered:
+    """The CreateTrainingJob request, built by the SDK itself offline and checked against the API
+    schema: for a dry run and before a real submit, so a request the API would refuse is never sent."""
+    import json
+    from dataclasses import replace
+
+    from trainplan.launch.sagemaker_sdk import capture_request
+
+    api = capture_request(rendered)
+    text = json.dumps({"model_trainer": rendered.request, "create_training_job": api}, indent=2, default=str)
+    return replace(rendered, extra={"create_training_job": api}, text=text + "\n")
+
+
+def submit(rendered: Rendered, workdir=".") -> tuple[int, str]:
+    from trainplan.launch import sagemaker_sdk
+
+    name = sagemaker_sdk.submit(rendered)
+    return 0, f"started SageMaker training job {name} in {rendered.request['region']}"
+
+
+TARGET = Target(NAME, "SageMaker AI training job (SDK v3 ModelTrainer)", SageMakerOptions, add_arguments,
+                from_args, render, submit, check=_check, preflight=_preflight)

@@ -52,18 +52,40 @@ def staged_source(rendered: Rendered):
         yield str(root)
 
 
+class _HyperparametersAreRead:
+    """The SDK warns that hyperparameters are not passed as arguments in `command` mode and may be
+    read from SM_HPS: the job's entry reads them from there by design (launch/sagemaker_entry.py),
+    so the warning would only mislead."""
+
+    @staticmethod
+    def filter(record) -> bool:
+        return "not passed as command-line arguments" not in record.getMessage()
+
+
+@contextmanager
+def _quiet_sdk():
+    import logging
+
+    log, f = logging.getLogger("sagemaker.core.utils.utils"), _HyperparametersAreRead()
+    log.addFilter(f)
+    try:
+        yield
+    finally:
+        log.removeFilter(f)
+
+
 def build_trainer(rendered: Rendered, source_dir: str, session):
     """The ModelTrainer for a rendered job (SDK objects from plain data)."""
     from sagemaker.core.shapes import InstancePlacementConfig, PlacementSpecification
     from sagemaker.core.training.configs import (
         CheckpointConfig,
         Compute,
+        InputData,
         OutputDataConfig,
         SourceCode,
         StoppingCondition,
         Tag,
     )
-    from sagemaker.train.distributed import Torchrun
     from sagemaker.train.model_trainer import ModelTrainer
 
     t = rendered.request
@@ -81,9 +103,9 @@ def build_trainer(rendered: Rendered, source_dir: str, session):
         source_code=SourceCode(source_dir=source_dir, **{k: v for k, v in t["source_code"].items()
                                                          if k != "source_dir"}),
         compute=Compute(**compute),
-        distributed=Torchrun(**t["distributed"]["torchrun"]),
         hyperparameters=dict(t["hyperparameters"]),
         environment=dict(t["environment"]),
+        input_data_config=[InputData(**c) for c in t["input_data"]] or None,
         checkpoint_config=CheckpointConfig(**t["checkpoint_config"]),
         stopping_condition=StoppingCondition(**t["stopping_condition"]),
         output_data_config=OutputDataConfig(**t["output_data_config"]),
@@ -190,7 +212,7 @@ def capture(rendered: Rendered) -> tuple[dict, dict[str, dict[str, str]]]:
     # The SDK checks the role's IAM permissions when the trainer is built (iam calls); offline
     # there is no IAM to ask. SAGEMAKER_VALIDATE_ROLE is the SDK's own switch for that check
     # (sagemaker.core.helper.iam_role_resolver); a real submit keeps it.
-    with staged_source(rendered) as src, _environ(SAGEMAKER_VALIDATE_ROLE="false"):
+    with staged_source(rendered) as src, _environ(SAGEMAKER_VALIDATE_ROLE="false"), _quiet_sdk():
         try:
             trainer = build_trainer(rendered, src, session)
             trainer.train(wait=False, logs=False)
@@ -272,7 +294,7 @@ def submit(rendered: Rendered, boto_session=None) -> str:
     t = rendered.request
     boto_session = boto_session or boto3.Session(region_name=t["region"])
     session = _session(boto_session, _bucket(rendered))
-    with staged_source(rendered) as src:
+    with staged_source(rendered) as src, _quiet_sdk():
         try:
             trainer = build_trainer(rendered, src, session)
             trainer.train(wait=False, logs=False)

@@ -2,31 +2,81 @@
 
 srun starts one torchrun per node; they meet at a c10d rendezvous on the first node of the
 allocation (`scontrol show hostnames`, looked up by each step). User-supplied strings reach the
-script only as shell-quoted `export` values; the srun step reads them as "$VARIABLES". The plan, the output and the checkpoint directory must be
-on a file system every node sees (FSx for Lustre on HyperPod).
+script only as shell-quoted `export` values; the srun step reads them as "$VARIABLES". The plan,
+the output and the checkpoint directory must be on a file system every node sees (FSx for Lustre
+on HyperPod).
+
+Stopping early without losing work: `#SBATCH --signal=USR1@<lead>` makes Slurm send SIGUSR1 to the
+job steps <lead> seconds before the time limit (https://slurm.schedmd.com/sbatch.html#OPT_signal;
+"may be sent up to 60 seconds earlier"). The step's task is torchrun, told to pass SIGUSR1 on to
+its ranks (`--signals-to-handle`, torch >= 2.9) and to give them <lead> seconds before SIGKILL
+(TORCH_ELASTIC_SHUTDOWN_TIMEOUT, torch >= 2.11); the trainer saves a checkpoint on SIGUSR1 and
+exits. scancel and preemption send SIGTERM, which torchrun passes on the same way.
 """
 
 from __future__ import annotations
 
 import shlex
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from trainplan.errors import TrainplanError
-from trainplan.launch.base import DEFAULT_RDZV_PORT, LaunchOptions, Rendered, job_name
+from trainplan.launch.base import (
+    DEFAULT_RDZV_PORT,
+    LaunchOptions,
+    Rendered,
+    Target,
+    job_name,
+    node_paths,
+)
 from trainplan.launch.env import network_env
 from trainplan.launch.template import fill, load
 
 NAME = "slurm"
 SCRIPT = "trainplan.sbatch"
+WARN_SIGNAL = "USR1"  # the trainer saves a checkpoint and exits on it (runtime/trainer.py)
+# torchrun's default signals (torch/distributed/run.py --signals-to-handle) plus the early warning.
+TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
 
 
-def render(plan, options: LaunchOptions) -> Rendered:
+@dataclass(frozen=True, slots=True)
+class SlurmOptions(LaunchOptions):
+    partition: str = ""
+    account: str = ""
+    time_limit: str = ""  # sbatch --time, e.g. "2-00:00:00"
+    venv: str = ""  # a virtual environment to activate on every node
+    auto_resume: bool = False  # SageMaker HyperPod: srun --auto-resume=1
+    warn_s: int = 120  # SIGUSR1 this long before the time limit: the trainer saves and exits
+
+
+def add_arguments(a) -> None:
+    a.add("--partition", default="")
+    a.add("--account", default="")
+    a.add("--time", default="", help="sbatch --time limit, e.g. 2-00:00:00")
+    a.add("--venv", default="", help="virtual environment to activate on every node")
+    a.add("--auto-resume", action="store_true",
+          help="SageMaker HyperPod: replace a faulty node and restart from the last checkpoint")
+    a.add("--warn-before", type=a.duration, default=120,
+          help="SIGUSR1 to the ranks this long before the time limit, to save and stop (default 120s)")
+
+
+def from_args(args, common: dict) -> SlurmOptions:
+    return SlurmOptions(**common, partition=args.partition, account=args.account, time_limit=args.time,
+                        venv=args.venv, auto_resume=args.auto_resume, warn_s=args.warn_before)
+
+
+def render(plan, options: SlurmOptions) -> Rendered:
     node, nodes = plan.job.cluster.node, plan.job.cluster.nodes
     name = job_name(plan, options)
     env, why = network_env(node)
+    env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = str(options.warn_s)
+    why["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = (
+        "seconds torchrun gives the ranks to save after SIGUSR1/SIGTERM before SIGKILL (default 30; "
+        "torch >= 2.11, torch/distributed/launcher/api.py): the --warn-before lead")
     q = shlex.quote
-    extra = []
+    extra = [f"#SBATCH --gpus-per-node={node.gpus_per_node}",
+             f"#SBATCH --signal={WARN_SIGNAL}@{options.warn_s}"]
     if options.partition:
         extra.append(f"#SBATCH --partition={q(options.partition)}")
     if options.account:
@@ -51,6 +101,10 @@ def render(plan, options: LaunchOptions) -> Rendered:
         "activate": f"source {q(str(Path(options.venv) / 'bin' / 'activate'))}\n" if options.venv else "",
         "rdzv_port": str(DEFAULT_RDZV_PORT),
         "steps": f" --steps {options.steps}" if options.steps is not None else "",
+        "data_export": f"export DATA={q(','.join(node_paths(options.data, NAME)))}\n" if options.data else "",
+        "data": ' --data "$DATA"' if options.data else "",
+        "signals": TORCHRUN_SIGNALS,
+        "warn_s": str(options.warn_s),
         # HyperPod's auto-resume: on a hardware fault it replaces the node and starts the step
         # again (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-resiliency-slurm-auto-resume.html);
         # the trainer resumes from the newest checkpoint in --checkpoint-dir.
@@ -65,15 +119,20 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def submit(rendered: Rendered, directory: str | Path = ".") -> int:
+def submit(rendered: Rendered, workdir: str | Path = ".") -> tuple[int, str]:
     """Write the script next to the plan and hand it to sbatch."""
     from trainplan.fileio import write_atomic
 
-    path = Path(directory) / SCRIPT
+    path = Path(workdir) / SCRIPT
     write_atomic(path, rendered.files[SCRIPT])
     try:
-        return subprocess.run(["sbatch", str(path)], check=False).returncode
+        code = subprocess.run(["sbatch", str(path)], check=False).returncode
     except FileNotFoundError:
         raise TrainplanError(
             f"sbatch is not on PATH: run this on a Slurm login node (the script is at {path})"
         ) from None
+    return code, f"sbatch exited with {code}"
+
+
+TARGET = Target(NAME, "sbatch script for Slurm / SageMaker HyperPod", SlurmOptions, add_arguments, from_args,
+                render, submit)

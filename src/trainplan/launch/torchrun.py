@@ -11,9 +11,11 @@ from trainplan.launch.base import RUNTIME_MODULE
 
 
 def runtime_args(plan_path: str, *, steps: int | None, out_dir: str, checkpoint_dir: str,
-                 fit_world: bool = False) -> list[str]:
+                 fit_world: bool = False, data: tuple[str, ...] = ()) -> list[str]:
     """The trainer's own arguments (trainplan.runtime's documented entry point)."""
     args = ["--plan", plan_path]
+    if data:
+        args += ["--data", ",".join(data)]  # the runtime reads comma-separated files/directories
     if steps is not None:
         args += ["--steps", str(steps)]
     if out_dir:
@@ -41,3 +43,10 @@ def c10d(nnodes: int, nproc_per_node: int, endpoint: str, rdzv_id: str,
 
 def module() -> list[str]:
     return ["-m", RUNTIME_MODULE]
+
+
+def static(nnodes: int, nproc_per_node: int, node_rank: int, master_addr: str, master_port: int) -> list[str]:
+    """Several nodes whose ranks and first node are known up front (SageMaker: SM_CURRENT_HOST_RANK,
+    SM_MASTER_ADDR): torchrun's static rendezvous, as the SageMaker SDK's own driver uses."""
+    return ["torchrun", "--nnodes", str(nnodes), "--nproc-per-node", str(nproc_per_node),
+            "--node-rank", str(node_rank), "--master-addr", master_addr, "--master-port", str(master_port)]

@@ -55,12 +55,12 @@ class _TargetArguments:
         self.positive_int, self.duration, self.pair = positive_int, duration, pair
 
     def add(self, *flags, **kw):
-        action = self._added.get(flags[0])
-        if action is None:
-            action = self._added[flags[0]] = self._group.add_argument(*flags, **kw)
-            action.help = f"{self._target}: {kw.get('help') or ''}".rstrip(": ")
-        else:
-            action.help += f"; {self._target}: {kw.get('help') or ''}".rstrip(": ")
+        if flags[0] not in self._added:
+            action = self._group.add_argument(*flags, **kw)
+            self._added[flags[0]] = (action, f"{self._target}: {kw.get('help') or ''}")
+        else:  # shared: say what it means to each target
+            action, first = self._added[flags[0]]
+            action.help = f"{first}; {self._target}: {kw.get('help') or ''}"
         self._owners.setdefault(action.dest, (set(), flags[0]))[0].add(self._target)
         return action
 

@@ -8,7 +8,8 @@ ContainerArguments run as process 1, exactly as in the job), a temporary directo
 channel, the code channel, a data channel), and this machine's Python with the torch extra as the
 image. SageMaker stops a job with SIGTERM to process 1 (API_StopTrainingJob); the test sends it there.
 Without trainplan's entry the first process is a bash that drops SIGTERM (a namespace's init only
-gets the signals it handles) and the job runs on until it is killed.
+gets the signals it handles) and the job runs on until it is killed: with the command left without
+`exec`, this test times out waiting for the job to end (checked by hand, 2026-12-01).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ from trainplan.layout import Layout
 from trainplan.plan import Plan, TrainSettings
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
-UNSHARE = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount", "--mount-proc"]
+# --kill-child: if the test kills unshare, the namespace and every process in it go too.
+UNSHARE = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc"]
 
 
 def _namespaces_work() -> bool:

@@ -80,7 +80,11 @@ REFUSED = {
 # schedule instead of by dividing each loss: float rounding only.
 PP_EXPECT = {
     "pp2_1f1b": ("fsdp_untied", 1e-5, 1e-4), "pp2_gpipe": ("fsdp_untied", 1e-5, 1e-4),
-    "pp2_1f1b_ac_full": ("fsdp_untied", 1e-5, 1e-4), "pp2_gpipe_4_micro": ("fsdp_untied", 1e-5, 1e-4),
+    "pp2_1f1b_ac_full": ("fsdp_untied", 1e-5, 1e-4),
+    # micro-batches of 1 against the baseline's 2 per rank: other GEMM shapes, so other rounding, which
+    # AdamW's first update amplifies in the second step's norm (1.3e-4 seen on a Xeon whose BLAS takes
+    # another kernel path; the first step's norm agrees to 3e-5)
+    "pp2_gpipe_4_micro": ("fsdp_untied", 1e-5, 5e-4),
     "pp2_interleaved_vp2": ("fsdp_untied_4layers", 1e-5, 1e-4),
     "pp2_fp16": ("fsdp_untied", 2e-3, 2e-2),
     # Tied: without pp the embedding and head gradients add up in bf16 on the gathered weight, with pp

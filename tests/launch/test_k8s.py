@@ -125,3 +125,8 @@ def test_ranks_get_the_grace_period_to_save(plan4):
     pod = _pod(render("k8s", plan4, K8sOptions(image=IMAGE, grace_s=300)))
     assert pod["terminationGracePeriodSeconds"] == 300
     assert {"name": "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "value": "300"} in pod["containers"][0]["env"]
+
+
+def test_a_claim_name_kubernetes_would_refuse_is_refused_here(plan4):
+    with pytest.raises(TrainplanError, match=r"^--checkpoint-pvc 'FSx Claim' is not a claim name"):
+        render("k8s", plan4, K8sOptions(image=IMAGE, checkpoint_pvc="FSx Claim"))

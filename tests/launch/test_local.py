@@ -123,3 +123,10 @@ def test_a_stop_signal_to_the_launcher_stops_torchrun_and_every_rank(tmp_path, s
     if sig == signal.SIGTERM:
         summary = json.loads((tmp_path / "out" / "summary.json").read_text())
         assert summary["stopped_by"] == "SIGTERM" and (tmp_path / summary["checkpoint"]).is_dir()
+
+
+def test_data_paths_reach_the_trainer_and_s3_is_refused(plan4):
+    r = render("local", plan4, LocalOptions(nnodes=1, data=("/data/a", "/data/b")))
+    assert r.argv[r.argv.index("--data") + 1] == "/data/a,/data/b"
+    with pytest.raises(TrainplanError, match=r"S3 data is mounted by SageMaker only"):
+        render("local", plan4, LocalOptions(nnodes=1, data=("s3://bkt/x",)))

@@ -146,3 +146,8 @@ def test_the_early_warning_reaches_every_rank_through_torchrun(tmp_path):
             job.kill()
         kill_all(int(f.read_text()) for f in ranks.glob("ready-*"))  # nothing outlives the test
     assert sorted(f.read_text() for f in ranks.glob("saved-*")) == ["SIGUSR1"] * 4
+
+
+def test_data_reaches_the_ranks_quoted(plan4):
+    r = render("slurm", plan4, SlurmOptions(data=("/fsx/tok ens", "/fsx/more")))
+    assert "export DATA='/fsx/tok ens,/fsx/more'\n" in r.text and '--data "$DATA"' in r.text

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 from dataclasses import dataclass
 
@@ -115,7 +116,10 @@ def render(plan, options: K8sOptions) -> Rendered:
         "torch/distributed/launcher/api.py): the pod's terminationGracePeriodSeconds (--grace)")
     ckpt = options.checkpoint_dir or f"{CHECKPOINT_MOUNT}/{name}"
     claim = options.checkpoint_pvc or f"{name}-checkpoints"
-    check_dns_name(claim, "checkpoint claim", 253, "--checkpoint-pvc")
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", claim) or len(claim) > 253:
+        # Object names are DNS subdomains (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/).
+        raise TrainplanError(f"--checkpoint-pvc {claim!r} is not a claim name: lowercase letters, digits, "
+                             "'-' and '.', starting and ending with a letter or digit")
     out = options.out_dir or "/trainplan-out"
     argv = (torchrun.c10d(nodes, node.gpus_per_node, f"{name}-master-0:{DEFAULT_RDZV_PORT}", name)
             + torchrun.module()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from trainplan.errors import TrainplanError
 from trainplan.launch import supervise, torchrun
-from trainplan.launch.base import LaunchOptions, Rendered, Target, job_name
+from trainplan.launch.base import LaunchOptions, Rendered, Target, job_name, node_paths
 from trainplan.launch.env import network_env
 
 NAME = "local"
@@ -89,7 +89,7 @@ def render(plan, options: LocalOptions) -> Rendered:
         head = torchrun.standalone(nproc)
     argv = head + torchrun.module() + torchrun.runtime_args(
         options.plan_path, steps=options.steps, out_dir=options.out_dir,
-        checkpoint_dir=options.checkpoint_dir, fit_world=options.fit_world, data=options.data)
+        checkpoint_dir=options.checkpoint_dir, fit_world=options.fit_world, data=node_paths(options.data, NAME))
 
     env: dict[str, str] = {}
     why: dict[str, str] = {}

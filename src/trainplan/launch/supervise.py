@@ -43,23 +43,31 @@ def run(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = No
     Returns its exit status (128 + N when a signal N killed it, as a shell reports it).
     `on_signal(signum)` is called for each signal passed on (for a log line).
     """
-    # preexec_fn is unsafe only with other threads running; the launcher and the entry have none.
-    proc = subprocess.Popen(argv, env=env, cwd=cwd, start_new_session=True,
-                            preexec_fn=_die_with_parent)  # noqa: PLW1509
+    child: list[subprocess.Popen] = []
+    early: list[int] = []  # signals that came before the child existed
 
     def forward(signum, _frame):
         if on_signal is not None:
             on_signal(signum)
+        if not child:
+            early.append(signum)
+            return
         try:
-            os.killpg(proc.pid, signum)
+            os.killpg(child[0].pid, signum)
         except ProcessLookupError:  # it is exiting already
             pass
 
+    # Handlers first, so no window exists in which a stop kills us and orphans the child.
     previous = {s: signal.signal(s, forward) for s in FORWARDED}
     try:
+        # preexec_fn is unsafe only with other threads running; the launcher and the entry have none.
+        child.append(subprocess.Popen(argv, env=env, cwd=cwd, start_new_session=True,
+                                      preexec_fn=_die_with_parent))  # noqa: PLW1509
+        for signum in early:
+            os.killpg(child[0].pid, signum)
         # Popen.wait retries after each handled signal (PEP 475), so a forwarded signal does not
         # end the wait: we exit when torchrun does, after its ranks saved.
-        code = proc.wait()
+        code = child[0].wait()
     finally:
         for s, h in previous.items():
             signal.signal(s, h)

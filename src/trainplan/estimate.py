@@ -93,6 +93,66 @@ class Estimate:
         }
 
 
+# Estimate.to_dict() keys that are not fields: derived totals, and the Cost fields it flattens.
+_DERIVED = {"peak_mem_gib", "step_time_s", "time_s", "comm", "memory", "band"}
+_COST_KEYS = set(Cost.__slots__)
+_SCALARS = ("flops_per_step", "hardware_flops_per_step", "tokens_per_s", "tokens_per_s_per_gpu", "mfu",
+            "mfu_noncausal", "hfu", "binding", "profile")
+_MEMORY_META = {"worst_stage", "convention", "microbatches_in_flight"}
+
+
+def estimate_from_dict(d: dict, where: str = "estimate") -> Estimate:
+    """The inverse of Estimate.to_dict(): an estimate read back from plan.json, exactly as written.
+
+    Unknown and missing keys are refused (a file from another trainplan version says so)."""
+    from trainplan.costs.comm import CommEntry
+    from trainplan.costs.memory import MemoryBreakdown
+    from trainplan.errors import TrainplanError
+    from trainplan.parsing import check_keys
+
+    if not isinstance(d, dict):
+        raise TrainplanError(f"{where}: expected an object, got {type(d).__name__}")
+    keys = set(_SCALARS) | _DERIVED | _COST_KEYS
+    check_keys(d, keys, where, required=keys - {"peak_mem_gib", "step_time_s"})
+    try:
+        time = StepTime(**_fields(d["time_s"], StepTime, f"{where}.time_s"))
+        # network_bytes is required although CommEntry defaults it: a ledger without it would draw
+        # no inter-node traffic at all
+        comm = tuple(CommEntry(**_fields(e, CommEntry, f"{where}.comm[{i}]", {"network_bytes"}))
+                     for i, e in enumerate(d["comm"]))
+        mem = None
+        if d["memory"] is not None:
+            m = d["memory"]
+            check_keys(m, {"bytes", "gib", "activation_groups", "activation_groups_gib"} | _MEMORY_META,
+                       f"{where}.memory", required={"bytes", "activation_groups"} | _MEMORY_META)
+            terms = {k: v for k, v in m["bytes"].items() if not k.startswith("total")}
+            mem = MemoryBreakdown(**_fields(terms, MemoryBreakdown, f"{where}.memory.bytes"),
+                                  activation_groups=dict(m["activation_groups"]),
+                                  **{k: m[k] for k in _MEMORY_META})
+        cost_ = Cost(**{k: d[k] for k in _COST_KEYS})
+        band = tuple(float(x) for x in d["band"])
+    except (TypeError, ValueError, AttributeError) as e:
+        raise TrainplanError(f"{where}: malformed ({e})") from None
+    return Estimate(memory=mem, time=time, comm=comm, cost=cost_, band=band,
+                    **{k: d[k] for k in _SCALARS})
+
+
+def _fields(d: dict, cls, where: str, also_required: set[str] = frozenset()) -> dict:
+    """d's keys checked against cls's fields: required are those without a default, and
+    `also_required`."""
+    from dataclasses import MISSING, fields
+
+    from trainplan.errors import TrainplanError
+    from trainplan.parsing import check_keys
+
+    if not isinstance(d, dict):
+        raise TrainplanError(f"{where}: expected an object, got {type(d).__name__}")
+    fs = [f for f in fields(cls) if f.init]
+    required = {f.name for f in fs if f.default is MISSING and f.default_factory is MISSING} | also_required
+    check_keys(d, {f.name for f in fs}, where, required=required)
+    return d
+
+
 def _binding(t: StepTime, fits: bool) -> str:
     if not fits:
         return "memory"

@@ -86,14 +86,12 @@ def collective_time(op: str, nbytes: float, sp: Span, node: NodeType, net_eff: f
     eff = EFF_NVLINK_AR if op == "all_reduce" else EFF_NVLINK_AG_RS
     if op == "p2p":
         if sp.domains > 1:
-            return BASE_LAT_S + NET_STEP_S + nbytes / (node.inter_node_bandwidth_per_gpu * net_eff)
+            return BASE_LAT_S + NET_STEP_S + network_seconds(network_bytes(op, nbytes, sp), node, net_eff)
         return BASE_LAT_S + local_step + nbytes / (_link_bw(node) * eff)
     f = FACTORS[op]
-    g, k = sp.per_domain, sp.domains
+    g = sp.per_domain
     t_local = nbytes * f(g) / (_link_bw(node) * eff) if g > 1 else 0.0
-    t_net = 0.0
-    if k > 1:
-        t_net = nbytes * f(k) / (g * node.inter_node_bandwidth_per_gpu * net_eff)
+    t_net = network_seconds(network_bytes(op, nbytes, sp), node, net_eff)
     steps = 2 * (n - 1) if op == "all_reduce" else n - 1
     inter_steps = (2 if op == "all_reduce" else 1) * (sp.nodes - 1)
     lat = BASE_LAT_S + (steps - inter_steps) * local_step + inter_steps * NET_STEP_S
@@ -102,6 +100,36 @@ def collective_time(op: str, nbytes: float, sp: Span, node: NodeType, net_eff: f
         tree = BASE_LAT_S + 2 * ((ppn - 1) * local_step + math.log2(sp.nodes) * NET_STEP_S)
         lat = min(lat, tree)
     return lat + max(t_local, t_net)
+
+
+def network_bytes(op: str, nbytes: float, sp: Span) -> float:
+    """Bytes one GPU sends over the inter-node network in one call, as the hierarchical schedule
+    above moves them: factor_k x S / g for a collective over k domains of g members (the rest of
+    S stays on NVLink), all of S for a point-to-point send between domains; 0 inside one domain."""
+    if sp.n <= 1 or sp.domains <= 1 or nbytes <= 0:
+        return 0.0
+    if op == "p2p":
+        return nbytes
+    return nbytes * FACTORS[op](sp.domains) / sp.per_domain
+
+
+def network_seconds(nbytes_per_gpu: float, node: NodeType, net_eff: float = EFF_NET) -> float:
+    """Bandwidth time of the bytes one GPU sends over the network: each GPU drives its share of
+    the node's NICs (inter_node_bandwidth_per_gpu = node EFA bandwidth / GPUs per node), not all."""
+    if nbytes_per_gpu <= 0:
+        return 0.0
+    return nbytes_per_gpu / (node.inter_node_bandwidth_per_gpu * net_eff)
+
+
+def traffic_per_token(comm, gpus: int, tokens_per_step: float) -> tuple[float, float]:
+    """(bytes crossing the inter-node network, bytes sent between GPUs over any link) per trained
+    token, all GPUs together, from a ledger. Every GPU is in one group of each dimension, so bytes
+    per GPU x GPUs / tokens per step is the cluster's traffic per token; host copies of offloaded
+    activations cross PCIe to host memory, not between GPUs, and are left out."""
+    per_token = gpus / tokens_per_step
+    network = sum(e.network_bytes for e in comm)
+    between = sum(e.bytes for e in comm if e.dimension != "offload")
+    return network * per_token, between * per_token
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,11 +143,12 @@ class CommEntry:
     seconds: float  # time of all calls per step, if nothing overlapped
     exposed_seconds: float  # part of `seconds` not hidden behind compute
     count: int  # calls per step
+    network_bytes: float = 0.0  # of `bytes`, what crosses the inter-node network per step (network_bytes())
 
     def to_dict(self) -> dict:
         return {"collective": self.collective, "dimension": self.dimension, "tier": self.tier,
                 "bytes": self.bytes, "seconds": self.seconds, "exposed_seconds": self.exposed_seconds,
-                "count": self.count}
+                "count": self.count, "network_bytes": self.network_bytes}
 
 
 def tier_name(sp: Span, node: NodeType) -> str:

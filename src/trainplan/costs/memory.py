@@ -92,6 +92,7 @@ class MemoryBreakdown:
         return {
             "bytes": {**t, **totals},
             "gib": {k: round(v / GiB, 3) for k, v in {**t, **totals}.items()},
+            "activation_groups": dict(self.activation_groups),  # bytes
             "activation_groups_gib": {k: round(v / GiB, 3) for k, v in self.activation_groups.items()},
             "worst_stage": self.worst_stage,
             "convention": self.convention,

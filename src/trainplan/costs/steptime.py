@@ -29,7 +29,15 @@ import functools
 from dataclasses import dataclass
 
 from trainplan.costs import context_parallel as cpx
-from trainplan.costs.comm import CommEntry, Span, bytes_on_wire, collective_time, span, tier_name
+from trainplan.costs.comm import (
+    CommEntry,
+    Span,
+    bytes_on_wire,
+    collective_time,
+    network_bytes,
+    span,
+    tier_name,
+)
 from trainplan.costs.compute import MicrobatchCompute, microbatch_compute
 from trainplan.costs.flops import model_flops, recompute_fraction
 from trainplan.job import Job
@@ -131,7 +139,7 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
         t = t1 * calls
         e = exposed(t, window, overlap)
         entries.append(CommEntry(op, dim, tier_name(sp, node), bytes_on_wire(op, nbytes, sp.n) * calls,
-                                 t, e, int(calls)))
+                                 t, e, int(calls), network_bytes(op, nbytes, sp) * calls))
         return e
 
     # --- tensor parallel (per layer, per micro-batch) --------------------------------------

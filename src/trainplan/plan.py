@@ -11,9 +11,14 @@ Schema `trainplan-plan/1` (documented field by field in docs/plan-schema.md):
       "workload": {"seq_len": 8192, "global_batch": 64, "tokens": 0, "optimizer": "adamw"},
       "layout": {...Layout fields...},
       "train": {...TrainSettings fields...},      # what the runtime needs beyond the layout
-      "estimate": {...} | null,                    # the prediction, in Measurement units
-      "reasons": ["..."]
+      "estimate": {...} | null,                    # the prediction: Estimate.to_dict()
+      "reasons": ["..."],
+      "runners_up": [{"cluster", "workload", "layout", "estimate"}],   # next best, in rank order
+      "pareto": [{"cluster", "workload", "layout", "estimate"}]        # the Pareto set shown
     }
+
+Estimates are read back into `trainplan.estimate.Estimate` objects (estimate_from_dict): what a
+report draws is what the planner wrote, never a new estimate.
 
 Reading a plan re-checks its layout against its job: a plan edited into an impossible layout is
 refused with the same one-line errors as the planner's.
@@ -27,6 +32,7 @@ from pathlib import Path
 
 from trainplan import __version__
 from trainplan.errors import TrainplanError
+from trainplan.estimate import Estimate, estimate_from_dict
 from trainplan.hardware import Cluster, find_node
 from trainplan.job import OPTIMIZERS, Job, Workload
 from trainplan.layout import Layout, check_layout, layout_from_dict
@@ -55,14 +61,40 @@ class TrainSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class Alternative:
+    """A plan the search ranked behind the chosen one, or a member of its Pareto set: the same
+    model, possibly another instance, node count, sequence or batch, with its full estimate."""
+
+    job: Job
+    layout: Layout
+    estimate: Estimate | None
+
+    def to_dict(self) -> dict:
+        return {"cluster": _cluster_dict(self.job), "workload": _workload_dict(self.job.workload),
+                "layout": self.layout.to_dict(),
+                "estimate": None if self.estimate is None else self.estimate.to_dict()}
+
+
+def _cluster_dict(job: Job) -> dict:
+    return {"instance": job.cluster.node.name, "nodes": job.cluster.nodes}
+
+
+def _workload_dict(w: Workload) -> dict:
+    # long_context is written only when set: plans within the model's context read as before
+    return {k: v for k, v in asdict(w).items() if k != "long_context" or v}
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     job: Job
     layout: Layout
     train: TrainSettings = TrainSettings()
-    estimate: dict | None = None  # Estimate.to_dict(), when the planner made one
+    estimate: Estimate | None = None  # when the planner made one
     reasons: tuple[str, ...] = ()
     hf_config: dict | None = None
     created_by: str = f"trainplan {__version__}"
+    runners_up: tuple[Alternative, ...] = ()  # in rank order
+    pareto: tuple[Alternative, ...] = ()
 
     def to_dict(self) -> dict:
         w = self.job.workload
@@ -71,13 +103,15 @@ class Plan:
             "created_by": self.created_by,
             "model": spec_to_dict(self.job.model),
             "hf_config": self.hf_config,
-            "cluster": {"instance": self.job.cluster.node.name, "nodes": self.job.cluster.nodes},
-            # long_context is written only when set: plans within the model's context read as before
-            "workload": {k: v for k, v in asdict(w).items() if k != "long_context" or v},
+            "cluster": _cluster_dict(self.job),
+            "workload": _workload_dict(self.job.workload),
             "layout": self.layout.to_dict(),
             "train": {**asdict(self.train), "betas": list(self.train.betas)},
-            "estimate": self.estimate,
+            "estimate": None if self.estimate is None else self.estimate.to_dict(),
             "reasons": list(self.reasons),
+            # written only when the search gave them, so that a plan made by hand reads as before
+            **({"runners_up": [a.to_dict() for a in self.runners_up]} if self.runners_up else {}),
+            **({"pareto": [a.to_dict() for a in self.pareto]} if self.pareto else {}),
         }
 
     def to_json(self) -> str:
@@ -85,7 +119,7 @@ class Plan:
 
 
 _TOP = {"schema", "created_by", "model", "hf_config", "cluster", "workload", "layout", "train",
-        "estimate", "reasons"}
+        "estimate", "reasons", "runners_up", "pareto"}
 
 # Ranges of the TrainSettings numbers: (lowest, highest, lowest excluded). Types come from the
 # dataclass (parsing.check_types); a field added there needs its range here (test_plan_json).
@@ -160,6 +194,33 @@ def plan_from_dict(d: dict, where: str = "plan.json") -> Plan:
         )
     check_keys(d, _TOP, where, required={"schema", "model", "cluster", "workload", "layout"})
     model = spec_from_dict(_object(d, "model", where), f"{where}: model")
+    job, layout = _job_layout(model, d, where)
+    train = train_from_dict(_object(d, "train", where, optional=True) or {}, f"{where}: train")
+    hf = _object(d, "hf_config", where, optional=True)
+    if hf is not None:
+        _check_hf_config(hf, model, f"{where}: hf_config")
+    reasons = d.get("reasons") or []
+    if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
+        raise TrainplanError(f"{where}: reasons must be a list of strings")
+    created_by = d.get("created_by", "unknown")
+    if not isinstance(created_by, str):
+        raise TrainplanError(f"{where}: created_by must be a string, got {created_by!r}")
+    estimate = _object(d, "estimate", where, optional=True)
+    alternatives = {}
+    for key in ("runners_up", "pareto"):
+        items = d.get(key) or []
+        if not isinstance(items, list):
+            raise TrainplanError(f"{where}: {key} must be a list, got {type(items).__name__}")
+        alternatives[key] = tuple(_alternative(model, a, f"{where}: {key}[{i}]", created_by)
+                                  for i, a in enumerate(items))
+    return Plan(job=job, layout=layout, train=train,
+                estimate=read_estimate(estimate, f"{where}: estimate", created_by),
+                reasons=tuple(reasons), hf_config=hf, created_by=created_by, **alternatives)
+
+
+def _job_layout(model, d: dict, where: str) -> tuple[Job, Layout]:
+    """The job and layout of a plan or an alternative: the cluster, the workload against the
+    model's context (check_context), the layout against the job (check_layout)."""
     c = _object(d, "cluster", where)
     check_keys(c, {"instance", "nodes"}, f"{where}: cluster", required={"instance", "nodes"})
     if not isinstance(c["nodes"], int) or isinstance(c["nodes"], bool) or not 0 < c["nodes"] <= MAX_STEPS:
@@ -170,21 +231,9 @@ def plan_from_dict(d: dict, where: str = "plan.json") -> Plan:
     workload = workload_from_dict(_object(d, "workload", where), f"{where}: workload")
     check_context(model, workload.seq_len, workload.long_context)
     layout = layout_from_dict(_object(d, "layout", where), f"{where}: layout")
-    train = train_from_dict(_object(d, "train", where, optional=True) or {}, f"{where}: train")
-    estimate = _object(d, "estimate", where, optional=True)
-    hf = _object(d, "hf_config", where, optional=True)
-    if hf is not None:
-        _check_hf_config(hf, model, f"{where}: hf_config")
-    reasons = d.get("reasons") or []
-    if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
-        raise TrainplanError(f"{where}: reasons must be a list of strings")
-    created_by = d.get("created_by", "unknown")
-    if not isinstance(created_by, str):
-        raise TrainplanError(f"{where}: created_by must be a string, got {created_by!r}")
     job = Job(model, cluster, workload)
     check_layout(job, layout)
-    return Plan(job=job, layout=layout, train=train, estimate=estimate, reasons=tuple(reasons),
-                hf_config=hf, created_by=created_by)
+    return job, layout
 
 
 def _check_hf_config(hf: dict, model, where: str) -> None:
@@ -200,6 +249,28 @@ def _check_hf_config(hf: dict, model, where: str) -> None:
         if a != b:
             raise TrainplanError(f"{where} and model disagree on {f.name} ({a!r} vs {b!r}); "
                                  "re-create the plan with `trainplan plan --out`")
+
+
+def _alternative(model, a, where: str, created_by: str) -> Alternative:
+    if not isinstance(a, dict):
+        raise TrainplanError(f"{where}: expected an object")
+    check_keys(a, {"cluster", "workload", "layout", "estimate"}, where,
+               required={"cluster", "workload", "layout", "estimate"})
+    job, layout = _job_layout(model, a, where)
+    return Alternative(job, layout, read_estimate(_object(a, "estimate", where), f"{where}: estimate", created_by))
+
+
+def read_estimate(d: dict | None, where: str, created_by: str = "unknown") -> Estimate | None:
+    """An estimate as plan.json holds it; one written by another trainplan version that does not
+    read back is refused with what to do, since a report must draw what the planner wrote."""
+    if d is None:
+        return None
+    try:
+        return estimate_from_dict(d, where)
+    except TrainplanError as e:
+        raise TrainplanError(
+            f"{e} (this {SCHEMA} estimate was written by {created_by}; re-create the plan with "
+            f"trainplan {__version__}: `trainplan plan --out`)") from None
 
 
 def load_plan(path: str | Path) -> Plan:

@@ -8,7 +8,7 @@ def test_compare_rows_per_instance(cli):
                          "ml.p6-b200.48xlarge,ml.p4d.24xlarge", "--tokens", "100B")
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[2].startswith("p6-b200.48xlarge") and lines[3].startswith("p4d.24xlarge")
+    assert lines[3].startswith("p6-b200.48xlarge") and lines[4].startswith("p4d.24xlarge")
     assert max(len(line) for line in lines) <= 80
 
 
@@ -19,7 +19,7 @@ def test_compare_json_blackwell_beats_ampere_per_gpu(cli):
     assert code == 0 and all(r["fits"] for r in rows)
     b200, a100 = rows
     assert b200["tokens_per_s_per_gpu"] > a100["tokens_per_s_per_gpu"]
-    for k in ("nodes", "micro_batch", "longest_seq_len", "usd_per_billion_tokens", "days_to_tokens"):
+    for k in ("nodes", "micro_batch", "longest_seq_len", "usd_per_million_tokens", "hours_to_tokens"):
         assert b200[k] is not None
 
 

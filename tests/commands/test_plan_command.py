@@ -31,7 +31,8 @@ def test_out_writes_a_plan_that_loads(cli, tmp_path):
     assert code == 0 and f"plan written to {out_file}" in out
     plan = load_plan(out_file)
     assert plan.job.model.name == "llama-3.1-8b"
-    assert plan.estimate["tokens_per_s"] > 0 and plan.reasons
+    assert plan.estimate.tokens_per_s > 0 and plan.reasons
+    assert plan.runners_up and plan.pareto and all(a.estimate for a in (*plan.runners_up, *plan.pareto))
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -45,22 +45,18 @@ def compare_one(model, node, args, ev) -> dict:
         return {**row, "fits": False, "why": str(e)}
     c = r.chosen
     counting = ev if isinstance(ev, Counting) else Counting(ev)
-    d = c.to_dict(args.tokens)
     return {
         **row,
         "fits": True,
         "nodes": c.nodes,
-        "layout": d["layout_short"],
+        "layout": c.layout.short(),
         "micro_batch": c.layout.micro_batch,
         # the chosen mesh with full checkpointing: how far the sequence can grow on these nodes
         "longest_seq_len": longest_seq(counting, c.job, c.layout.with_(ac="full", ac_layers=0)),
         "tokens_per_s": c.tokens_per_s,
         "tokens_per_s_per_gpu": c.tokens_per_s_per_gpu,
         "mfu": c.metrics.mfu,
-        "usd_per_hour": c.usd_per_hour,
-        "usd_per_billion_tokens": d["usd_per_billion_tokens"],
-        "days_to_tokens": d.get("days_to_tokens"),
-        "usd_to_tokens": d.get("usd_to_tokens"),
+        **c.cost(args.tokens).to_dict(),  # costs/cost.py: per million tokens, hours
     }
 
 
@@ -80,33 +76,9 @@ def run(args) -> int:
     if args.json:
         print_json(d)
     else:
-        print(render(model.name, args, rows))
+        from trainplan.report.summary import compare_table
+        from trainplan.report.terminal import use_color
+
+        print(compare_table(d, color=use_color()))
     write_html(args, "compare", d)
     return 0
-
-
-def _n(x) -> str:
-    if x is None:
-        return "-"
-    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g}{suffix}"
-    return f"{x:.3g}"
-
-
-def render(model: str, args, rows: list[dict]) -> str:
-    lines = [f"{model}, sequence {args.seq_len}" + (f", {_n(args.tokens)} tokens" if args.tokens else "")]
-    lines.append(f"{'instance':<22}{'nodes':>5}{'mb':>4}{'max seq':>9}{'tok/s':>8}{'tok/s/GPU':>10}"
-                 f"{'$/B tok':>9}{'days':>8}")
-    for r in rows:
-        name = r["instance"].removeprefix("ml.")[:21]
-        if not r["fits"]:
-            lines.append(f"{name:<22}  does not fit up to {args.max_nodes} nodes")
-            continue
-        usd = "-" if r["usd_per_billion_tokens"] is None else f"{r['usd_per_billion_tokens']:,.0f}"
-        days = "-" if r["days_to_tokens"] is None else f"{r['days_to_tokens']:,.1f}"
-        lines.append(f"{name:<22}{r['nodes']:>5}{r['micro_batch']:>4}{_n(r['longest_seq_len']):>9}"
-                     f"{_n(r['tokens_per_s']):>8}{_n(r['tokens_per_s_per_gpu']):>10}{usd:>9}{days:>8}")
-    lines.append("nodes: the fewest that fit; tokens/s of the fastest plan on them; max seq: its")
-    lines.append("mesh with full checkpointing at micro-batch 1. Prices: `trainplan hardware`.")
-    return "\n".join(lines)

@@ -29,7 +29,7 @@ def predict(plan) -> dict | None:
     try:
         from trainplan.estimate import estimate
     except ImportError:
-        return plan.estimate
+        return None if plan.estimate is None else plan.estimate.to_dict()
     try:
         return estimate(plan.job, plan.layout).to_dict()
     except Exception as e:  # noqa: BLE001 - a planner failure must not hide the measurements

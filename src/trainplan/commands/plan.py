@@ -169,7 +169,7 @@ def run(args) -> int:
         result = search(q, ev, update)
     finally:
         close()
-    plan = to_plan(result, ev)
+    plan = to_plan(result)
     verified = verify(result) if args.verify else None
     if args.out:
         write_atomic(args.out, plan.to_json())
@@ -180,32 +180,40 @@ def run(args) -> int:
     if args.json:
         print_json(d)
     else:
-        print(render(result))
+        print(render(result, plan))
         if verified is not None:
             print(render_verify(verified))
         if args.out:
             print(f"plan written to {args.out}")
-    write_html(args, "plan", d)
+    write_html(args, "plan", plan)
     return 0
 
 
-def to_plan(result, ev):
+def to_plan(result):
+    """The chosen plan with the runners-up and the Pareto set, each with its full estimate."""
     from dataclasses import replace
 
     from trainplan.models.checks import beyond_context
-    from trainplan.plan import Plan
+    from trainplan.plan import Alternative, Plan
+
+    def marked(job):
+        if beyond_context(job.model, job.workload.seq_len):  # allowed by --allow-long-context: say so
+            return replace(job, workload=replace(job.workload, long_context=True))
+        return job
+
+    def alt(x):
+        return Alternative(marked(x.job), x.layout, x.estimate)
 
     c = result.chosen
-    job = c.job
-    if beyond_context(job.model, job.workload.seq_len):  # allowed by --allow-long-context: say so
-        job = replace(job, workload=replace(job.workload, long_context=True))
+    job = marked(c.job)
     reasons = tuple(result.reasons)
     if job.workload.long_context:
         m = job.model
         reasons += ((f"long context: sequence {job.workload.seq_len} is past {m.name}'s max_position_embeddings "
                      f"({m.max_position_embeddings}), asked for with --allow-long-context (RoPE extrapolation)"),)
-    return Plan(job=job, layout=c.layout, estimate=ev.detail(c.job, c.layout),
-                reasons=reasons, hf_config=result.query.hf_config)
+    return Plan(job=job, layout=c.layout, estimate=c.estimate, reasons=reasons,
+                hf_config=result.query.hf_config, runners_up=tuple(alt(x) for x in result.runners_up),
+                pareto=tuple(alt(x) for x in result.pareto))
 
 
 def verify(result) -> dict:
@@ -235,48 +243,13 @@ def render_verify(v: dict) -> str:
     return "\n".join(lines)
 
 
-def _n(x: float) -> str:
-    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g}{suffix}"
-    return f"{x:.3g}"
+def render(result, plan) -> str:
+    """The plan as `trainplan report` prints it (report/summary.py), and what the search did."""
+    from trainplan.report.summary import fit_lines, plan_lines
+    from trainplan.report.terminal import use_color
 
-
-def _row(c, i: int | str) -> str:
-    lay = textwrap.shorten(c.layout.short(), 43, placeholder="…")
-    return (f"{i!s:>2} {c.nodes:>5} {lay:<43} {_n(c.tokens_per_s):>7} "
-            f"{c.metrics.memory_bytes / 2**30:>6.1f} {_n(c.metrics.inter_node_bytes_per_token):>6}B")[:WIDTH]
-
-
-def render(r) -> str:
-    q, c, m = r.query, r.chosen, r.chosen.metrics
-    gib = 2**30
-    lines = [
-        f"{q.model.name} on {c.nodes} x {c.instance}, {c.gpus} GPUs, priority {q.priority}",
-        (f"  seq {c.seq_len}, global batch {c.global_batch}; tokens/s {_n(m.tokens_per_s)} "
-         f"({_n(c.tokens_per_s_per_gpu)}/GPU), MFU {m.mfu:.0%}, step {m.step_time_s:.2f} s"),
-        (f"  memory {m.memory_bytes / gib:.1f} of {m.capacity_bytes / gib:.1f} GiB "
-         f"(band to {m.memory_high_bytes / gib:.1f}); network {_n(m.inter_node_bytes_per_token)}B/token"),
-    ]
-    if c.usd_per_hour is not None:
-        lines.append(f"  ${c.usd_per_hour:,.0f}/h, ${c.usd_per_token * 1e9:,.0f} per billion tokens")
-        if q.tokens:
-            lines.append(f"  {_n(q.tokens)} tokens: {c.seconds_for(q.tokens) / 86400:,.1f} days, "
-                         f"${c.usd_for(q.tokens):,.0f}")
-    lines.append(f"  binding: {r.binding}")
-    lines.append("why:")
-    for reason in r.reasons:
-        lines += textwrap.wrap(reason, WIDTH - 1, initial_indent="  - ", subsequent_indent="    ")
-    head = f"{'#':>2} {'nodes':>5} {'layout':<43} {'tok/s':>7} {'GiB':>6} {'net/tok':>7}"
-    if r.runners_up:
-        lines += ["runners-up:", head] + [_row(x, i + 2) for i, x in enumerate(r.runners_up)]
-    lines += ["Pareto set (tokens/s, memory headroom, network bytes per token):", head]
-    lines += [_row(x, "*" if x is c else "") for x in r.pareto]
-    s = r.stats
+    s = result.stats
+    lines = plan_lines(plan, color=use_color(), priority=result.query.priority)
     lines.append(f"searched {s.counts} node counts, {s.meshes} meshes, {s.fits_calls} memory checks, "
                  f"{s.evaluate_calls} estimates in {s.seconds:.2f} s")
-    out = [line[:WIDTH] if len(line) > WIDTH else line for line in lines]
-    # The chosen layout is never cut: it is the text `estimate --layout` reads back.
-    out.insert(1, f"chosen: {c.layout.short()}")
-    return "\n".join(out)
-
+    return "\n".join(fit_lines(lines))

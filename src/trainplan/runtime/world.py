@@ -15,7 +15,7 @@ from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
 from trainplan.layout import layout_from_dict
 from trainplan.models.spec import spec_from_dict
-from trainplan.plan import Plan, TrainSettings
+from trainplan.plan import Plan, TrainSettings, read_estimate
 
 
 def node_for_world(node, world: int):
@@ -50,6 +50,7 @@ def plan_from_run(d: dict, world: int) -> Plan:
     wd = {k: v for k, v in d["workload"].items() if k in {f.name for f in fields(Workload)}}
     return Plan(
         job=Job(spec_from_dict(d["model"]), cluster, Workload(**wd)),
-        layout=layout_from_dict(d["layout"]), train=TrainSettings(**td), estimate=d.get("estimate"),
+        layout=layout_from_dict(d["layout"]), train=TrainSettings(**td),
+        estimate=read_estimate(d.get("estimate"), "run plan: estimate", d.get("created_by", "unknown")),
         reasons=tuple(d.get("reasons") or ()), hf_config=d.get("hf_config"),
     )

@@ -3,12 +3,18 @@
 `Metrics` is the search's view of an estimate: only the quantities objectives, the Pareto set and
 the reasons compare. The evaluator (evaluator.py) fills it from `trainplan.estimate.Estimate`;
 tests fill it from a small fake model, so the search logic is tested apart from the cost model.
+The candidates a search returns (chosen, runners-up, Pareto set) also carry the full `Estimate`
+(memory breakdown, step-time breakdown, communication ledger, cost), which plan.json keeps.
+
+Money and time come from costs/cost.py, the one definition of cost: per million tokens and hours,
+converted to other units only where they are displayed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainplan.costs.cost import Cost, cost
 from trainplan.job import Job
 from trainplan.layout import Layout
 
@@ -27,7 +33,6 @@ class Metrics:
     recompute_s: float = 0.0  # part of step_time_s spent re-running checkpointed forwards
     tokens_per_s_low: float = 0.0  # lower end of the throughput band (0 = no band known)
     tokens_per_s_high: float = 0.0
-    detail: dict | None = field(default=None, compare=False)  # the estimate, Estimate.to_dict()
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +40,8 @@ class Candidate:
     job: Job
     layout: Layout
     metrics: Metrics
+    # the full trainplan.estimate.Estimate, filled for the candidates a search returns
+    estimate: object | None = field(default=None, compare=False)
 
     @property
     def nodes(self) -> int:
@@ -83,17 +90,16 @@ class Candidate:
     def usd_per_hour(self) -> float | None:
         return self.job.cluster.price_per_hour
 
-    @property
-    def usd_per_token(self) -> float | None:
-        p = self.usd_per_hour
-        return None if p is None else p / 3600.0 / self.tokens_per_s
+    def cost(self, tokens: int = 0) -> Cost:
+        """Price and time of this candidate's throughput, to `tokens` when given (costs/cost.py)."""
+        return cost(self.job.cluster, self.tokens_per_s, tokens)
 
-    def seconds_for(self, tokens: int) -> float:
-        return tokens / self.tokens_per_s
+    @property
+    def usd_per_million_tokens(self) -> float | None:
+        return self.cost().usd_per_million_tokens
 
     def usd_for(self, tokens: int) -> float | None:
-        c = self.usd_per_token
-        return None if c is None else c * tokens
+        return self.cost(tokens).usd_to_tokens
 
     def to_dict(self, tokens: int = 0) -> dict:
         m = self.metrics
@@ -118,10 +124,6 @@ class Candidate:
             "inter_node_bytes_per_token": m.inter_node_bytes_per_token,
             "gpu_bytes_per_token": m.gpu_bytes_per_token,
             "binding": m.binding,
-            "usd_per_hour": self.usd_per_hour,
-            "usd_per_billion_tokens": None if self.usd_per_token is None else self.usd_per_token * 1e9,
+            **self.cost(tokens).to_dict(),
         }
-        if tokens:
-            d["days_to_tokens"] = self.seconds_for(tokens) / 86400
-            d["usd_to_tokens"] = self.usd_for(tokens)
         return d

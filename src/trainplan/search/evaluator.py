@@ -3,7 +3,7 @@
     memory(job, layout) -> bytes            predicted peak per GPU, worst rank (point estimate)
     memory_error                             relative memory error (the band is +- this)
     evaluate(job, layout, memory) -> Metrics step time, throughput, bytes moved
-    detail(job, layout) -> dict | None       the full estimate, for plan.json
+    detail(job, layout) -> Estimate | None   the full estimate, for the candidates a search returns
 
 `ModelEvaluator` answers with trainplan's cost model (costs.memory, estimate); tests pass a small
 fake. `Counting` wraps either with a cache, the fit rule and call counters (the benchmark reports
@@ -27,7 +27,7 @@ class Evaluator(Protocol):
 
     def evaluate(self, job: Job, layout: Layout, memory: float) -> Metrics: ...
 
-    def detail(self, job: Job, layout: Layout) -> dict | None: ...
+    def detail(self, job: Job, layout: Layout): ...
 
 
 def _key(job: Job, layout: Layout) -> tuple:
@@ -78,7 +78,7 @@ class Counting:
             hit = self._metrics[k] = self.inner.evaluate(job, layout, self.memory(job, layout))
         return hit
 
-    def detail(self, job: Job, layout: Layout) -> dict | None:
+    def detail(self, job: Job, layout: Layout):
         return self.inner.detail(job, layout)
 
 
@@ -106,28 +106,21 @@ class ModelEvaluator:
         est = self._estimate(job, layout, self.profile, with_memory=False)
         return metrics_from_estimate(est, job, memory, self.memory_error, self.tokens_error)
 
-    def detail(self, job: Job, layout: Layout) -> dict | None:
-        return self._estimate(job, layout, self.profile).to_dict()
+    def detail(self, job: Job, layout: Layout):
+        return self._estimate(job, layout, self.profile)
 
 
 def model_evaluator(profile=None) -> Evaluator:
     return ModelEvaluator(profile)
 
 
-NETWORK_TIERS = ("efa", "ib")
-
-
 def metrics_from_estimate(est, job: Job, memory: float, memory_error: float,
                           tokens_error: float) -> Metrics:
-    """The numbers the search compares, read from a `trainplan.estimate.Estimate`.
+    """The numbers the search compares, read from a `trainplan.estimate.Estimate`; traffic per
+    token by costs/comm.traffic_per_token (the bytes that cross the network, as timed)."""
+    from trainplan.costs.comm import traffic_per_token
 
-    CommEntry.bytes is what each GPU of the group sends per step; every GPU is in one group of
-    each dimension, so bytes x GPUs / tokens per step is the cluster's traffic per token.
-    """
-    per_token = job.cluster.num_gpus / job.workload.tokens_per_step
-    # host copies of offloaded activations cross PCIe, not the GPU fabric: not GPU-to-GPU traffic
-    total = sum(e.bytes for e in est.comm if e.dimension != "offload")
-    inter = sum(e.bytes for e in est.comm if e.tier in NETWORK_TIERS)
+    inter, total = traffic_per_token(est.comm, job.cluster.num_gpus, job.workload.tokens_per_step)
     cap = capacity(job)
     tps = est.tokens_per_s
     return Metrics(
@@ -136,8 +129,8 @@ def metrics_from_estimate(est, job: Job, memory: float, memory_error: float,
         memory_bytes=memory,
         memory_high_bytes=memory * (1 + memory_error),
         capacity_bytes=cap,
-        inter_node_bytes_per_token=inter * per_token,
-        gpu_bytes_per_token=total * per_token,
+        inter_node_bytes_per_token=inter,
+        gpu_bytes_per_token=total,
         mfu=est.mfu,
         binding=est.binding,
         recompute_s=est.time.recompute,

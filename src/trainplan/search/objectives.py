@@ -56,12 +56,12 @@ def _priced(cands: list[Candidate]) -> list[Candidate]:
 
 def rank_cost(cands: list[Candidate], tokens: int, tolerance: float) -> list[Candidate]:
     """Least dollars per token (the same order as dollars to the token budget); ties: less time."""
-    return sorted(_priced(cands), key=lambda c: (c.usd_per_token, -c.tokens_per_s))
+    return sorted(_priced(cands), key=lambda c: (c.usd_per_million_tokens, -c.tokens_per_s))
 
 
 def rank_time(cands: list[Candidate], tokens: int, tolerance: float) -> list[Candidate]:
     """Least wall time to the token budget (most tokens/s); ties: fewer dollars."""
-    return sorted(cands, key=lambda c: (-c.tokens_per_s, c.usd_per_token or 0.0))
+    return sorted(cands, key=lambda c: (-c.tokens_per_s, c.usd_per_million_tokens or 0.0))
 
 
 @dataclass(frozen=True, slots=True)

@@ -176,7 +176,7 @@ def nodes_reason(best: Candidate, pool: list[Candidate], q: Query, no_fit: list)
         if fewer:
             alt = max(fewer, key=lambda c: c.tokens_per_s)
             head += (f"; best on {alt.nodes} nodes: {_pct(alt.tokens_per_s, best.tokens_per_s)} tokens/s"
-                     + (f", {_pct(alt.usd_per_token, best.usd_per_token)} $/token" if best.usd_per_token else ""))
+                     + (f", {_pct(alt.usd_per_million_tokens, best.usd_per_million_tokens)} $/token" if best.usd_per_million_tokens else ""))
     if best.metrics.inter_node_bytes_per_token == 0 and n == 1:
         head += "; no traffic leaves the node"
     return head
@@ -186,15 +186,15 @@ def instance_reason(best: Candidate, pool: list[Candidate]) -> str | None:
     """With several instance types: the best plan of each other type, by tokens/s and $/token."""
     others: dict[str, Candidate] = {}
     for c in pool:
-        if c.instance != best.instance and c.usd_per_token is not None:
+        if c.instance != best.instance and c.usd_per_million_tokens is not None:
             o = others.get(c.instance)
-            if o is None or c.usd_per_token < o.usd_per_token:
+            if o is None or c.usd_per_million_tokens < o.usd_per_million_tokens:
                 others[c.instance] = c
     if not others:
         return None
-    parts = [f"{name.removeprefix('ml.')} on {c.nodes}: {_pct(c.usd_per_token, best.usd_per_token)} $/token, "
+    parts = [f"{name.removeprefix('ml.')} on {c.nodes}: {_pct(c.usd_per_million_tokens, best.usd_per_million_tokens)} $/token, "
              f"{_pct(c.tokens_per_s, best.tokens_per_s)} tokens/s"
-             for name, c in sorted(others.items(), key=lambda kv: kv[1].usd_per_token)[:3]]
+             for name, c in sorted(others.items(), key=lambda kv: kv[1].usd_per_million_tokens)[:3]]
     return f"instance {best.instance}: cheapest plans of the others: " + "; ".join(parts)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trainplan.errors import TrainplanError
 from trainplan.search.candidate import Candidate
@@ -76,7 +76,22 @@ def search(q: Query, evaluator: Evaluator | None = None, progress: Progress | No
         step = (len(front) - 1) / (PARETO_SHOWN - 1)
         front = [front[round(i * step)] for i in range(PARETO_SHOWN)]
     why = reasons(best, ok, q, ev, stats.no_fit_counts, risky)
-    return SearchResult(q, best, tuple(ranked[1:]), tuple(front), tuple(why), stats, risky, over)
+    full = _with_estimates(ev, [best, *ranked[1:], *front])
+    return SearchResult(q, full[0], tuple(full[1:len(ranked)]), tuple(full[len(ranked):]), tuple(why),
+                        stats, risky, over)
+
+
+def _with_estimates(ev, cands: list[Candidate]) -> list[Candidate]:
+    """The candidates with their full estimate (breakdowns, ledger, cost), each estimated once:
+    the search itself only keeps the few numbers it compares."""
+    done: dict = {}
+    out = []
+    for c in cands:
+        k = (c.instance, c.nodes, c.seq_len, c.global_batch, c.layout)
+        if k not in done:
+            done[k] = ev.detail(c.job, c.layout)
+        out.append(replace(c, estimate=done[k]))
+    return out
 
 
 def _nothing(q: Query, pool: list, risky: int, over: int) -> str:

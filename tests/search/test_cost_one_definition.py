@@ -1,0 +1,34 @@
+"""Cost per token has one definition (costs/cost.py): the search's candidates, the estimate in
+plan.json and every printed view agree, units converted only where they are shown."""
+
+import pytest
+
+from trainplan.costs.cost import cost
+from trainplan.hardware import find_node
+from trainplan.models import resolve
+from trainplan.report.terminal import days, per_billion
+from trainplan.search import Query, search
+
+
+@pytest.fixture(scope="module")
+def result():
+    q = Query(resolve("llama-3.1-8b"), (find_node("ml.p5.48xlarge"),), nodes=2, seq_len=4096,
+              tokens=300_000_000_000, priority="throughput")
+    return search(q)
+
+
+def test_candidates_and_their_estimates_price_the_same(result):
+    for c in (result.chosen, *result.runners_up, *result.pareto):
+        tokens = result.query.tokens
+        assert c.cost(tokens) == c.estimate.cost  # the same Cost, field for field
+        assert c.to_dict(tokens)["usd_per_million_tokens"] == c.estimate.cost.usd_per_million_tokens
+        assert c.usd_for(tokens) == c.estimate.cost.usd_to_tokens
+
+
+def test_display_units_are_conversions_of_the_one_definition(result):
+    c = result.chosen.estimate.cost
+    price = find_node("ml.p5.48xlarge").price_per_hour * 2
+    tps = result.chosen.tokens_per_s
+    assert c == cost(result.chosen.job.cluster, tps, result.query.tokens)
+    assert per_billion(c.usd_per_million_tokens) == pytest.approx(price / 3600 / tps * 1e9)
+    assert days(c.hours_to_tokens) == pytest.approx(result.query.tokens / tps / 86400)

@@ -52,16 +52,16 @@ def _run(chromium: str, extra: list[str], url: str, timeout_s: float = 90) -> su
             capture_output=True, text=True, timeout=timeout_s, check=False)
 
 
-def render(chromium: str, page: Path) -> Rendered:
+def render(chromium: str, page: Path, width_px: int = WIDTH_PX) -> Rendered:
     # the same width as the screenshot, so that the page height it reports is the one shot
-    r = _run(chromium, [f"--window-size={WIDTH_PX},1000", "--dump-dom"], page.resolve().as_uri())
+    r = _run(chromium, [f"--window-size={width_px},1000", "--dump-dom"], page.resolve().as_uri())
     console = [line.split("] ", 1)[-1] for line in r.stderr.splitlines() if ":CONSOLE" in line]
     return Rendered(dom=r.stdout, console=console)
 
 
-def screenshot(chromium: str, page: Path, png: Path, height_px: int) -> None:
+def screenshot(chromium: str, page: Path, png: Path, height_px: int, width_px: int = WIDTH_PX) -> None:
     png.parent.mkdir(parents=True, exist_ok=True)
-    r = _run(chromium, [f"--window-size={WIDTH_PX},{height_px}", f"--screenshot={png.resolve()}"],
+    r = _run(chromium, [f"--window-size={width_px},{height_px}", f"--screenshot={png.resolve()}"],
              page.resolve().as_uri())
     assert png.is_file() and png.stat().st_size > 0, f"no screenshot written:\n{r.stderr[-2000:]}"
 

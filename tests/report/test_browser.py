@@ -22,7 +22,7 @@ pytestmark = [
 ]
 
 REPORTS = {
-    "plan": (write_plan_report, S.plan_result, 4),  # memory, Pareto, step time, comm ledger
+    "plan": (write_plan_report, S.plan, 4),  # memory, Pareto, step time, comm ledger
     "compare": (write_compare_report, S.compare_result, 1),
     "validate": (write_validate_report, S.validate_result, 1),
 }
@@ -73,3 +73,25 @@ def test_a_page_without_plotly_reports_no_plots_drawn(tmp_path):
     assert page.attr("data-plots-expected") == "1"
     assert page.attr("data-plots-rendered") == "0"
     assert any("Plotly is not defined" in m for m in page.console)
+
+
+def test_a_plan_with_a_one_point_pareto_set_draws_no_pareto_plot(tmp_path):
+    """`report plan.json --html` of a plan whose Pareto set is the chosen plan alone: a table and
+    the reason instead of a scatter of one point on an axis stretched around a single value."""
+    path = write_plan_report(tmp_path / "one.html", S.plan(runners_up=False, pareto=(0,)))
+    page = render(CHROMIUM, path)
+    assert page.console == []
+    assert page.attr("data-plots-expected") == page.attr("data-plots-rendered") == "3"
+    assert 'id="plot-pareto"' not in page.dom
+    assert "No Pareto plot: the Pareto set holds one plan" in page.dom
+    png = tmp_path / "one.png"
+    screenshot(CHROMIUM, path, png, int(page.attr("data-page-height") or 2000))
+    assert png_size(png)[0] == 1280
+
+
+@pytest.mark.parametrize("width", [1280, 1400, 1920])
+def test_the_toolbar_covers_no_legend_entry(tmp_path, width):
+    path = write_plan_report(tmp_path / "plan.html", S.plan())
+    page = render(CHROMIUM, path, width_px=width)
+    assert page.attr("data-plots-rendered") == "4"
+    assert page.attr("data-legend-under-toolbar") == "0"

@@ -40,19 +40,30 @@ def test_plan_page_shows_the_summary_reasons_and_runners_up(plan_page):
     assert "<title>trainplan plan: llama-3.1-70b on 2 x ml.p6-b200.48xlarge</title>" in plan_page
     assert "HSDP (2 x 8): FSDP traffic stays on NVLink" in plan_page
     assert "<h2>Runners-up</h2>" in plan_page and "bf16 ac=full mb=2 ga=4 dp=1x16(fsdp)" in plan_page
+    assert "No Pareto plot" not in plan_page
+
+
+def test_a_degenerate_pareto_set_is_a_table_that_says_why():
+    page = plan_html(S.plan(runners_up=False, pareto=(0,)))
+    assert 'id="plot-pareto"' not in page and page.count('class="plot-box"') == 3
+    assert ("<h2>Pareto set</h2><p>No Pareto plot: the Pareto set holds one plan: no other plan is "
+            "better on throughput, memory headroom or inter-node traffic") in page
+    assert "<td>chosen</td><td>fp8_rowwise ac=full mb=1 ga=8 dp=2x8(fsdp)</td>" in page
+    assert "runner" not in page.lower()  # nothing names runners-up the plan does not hold
 
 
 def test_text_from_the_input_is_escaped():
-    result = S.plan_result()
-    result["plan"]["reasons"] = ["<script>alert(1)</script> & more"]
-    page = plan_html(result)
+    from dataclasses import replace
+
+    page = plan_html(replace(S.plan(), reasons=("<script>alert(1)</script> & more",)))
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in page
 
 
 def test_compare_and_validate_pages():
     c = compare_html(S.compare_result())
-    assert "<title>trainplan compare: llama-3.1-70b</title>" in c and "does not fit in 4 nodes" in c
+    assert "<title>trainplan compare: llama-3.1-70b</title>" in c
+    assert '<td class="n">$3,421</td><td class="n">625.6</td>' in c  # per billion tokens and days, converted to print
     v = validate_html(S.validate_result())
     assert "4 records compared with their measurements, 1 not (listed below)" in v
     assert "<td>M004</td><td>precision nvfp4 on a GPU without fp4 tensor cores</td>" in v

@@ -1,4 +1,5 @@
-"""Plot builders: the right numbers in the right traces, units on every axis, a caption each."""
+"""Plot builders: the right numbers in the right traces, units on every axis, a caption each,
+one colour per category on every page."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import re
 import pytest
 import report_samples as S
 
-from trainplan.report.inputs import plan_view
+from trainplan.costs.comm import network_seconds
 from trainplan.report.plots import (
     comm_plot,
-    memory_groups,
     memory_plot,
+    pareto_degenerate,
     pareto_plot,
     plan_plots,
     step_time_plot,
@@ -19,13 +20,14 @@ from trainplan.report.plots import (
 from trainplan.report.plots_compare import compare_plots
 from trainplan.report.plots_validate import validate_plots
 from trainplan.report.records import validate_points
+from trainplan.report.views import plan_view
 
 UNIT = re.compile(r"\((GiB|s|tokens/s|GB per GPU per step|seconds per step|USD|days|"
                   r"fraction of dense peak)\)$|^(GiB|GB per GPU per step|seconds per step|tokens/s|USD|days)$")
 
 
 def _all_plots():
-    v = plan_view(S.plan_result())
+    v = plan_view(S.plan())
     pts, _ = validate_points(S.validate_result())
     return plan_plots(v) + compare_plots(S.compare_result()) + validate_plots(pts)
 
@@ -42,71 +44,125 @@ def test_every_plot_has_units_on_its_value_axes_and_a_caption(plot):
 
 
 def test_memory_bars_stack_to_the_peak_under_the_gpu_capacity_line():
-    v = plan_view(S.plan_result())
+    v = plan_view(S.plan())
     fig = memory_plot(v).figure
     totals = [sum(t.y[i] for t in fig.data) for i in range(5)]
-    assert totals == pytest.approx([c.peak_mem_gib for c in (v.chosen, *v.runners_up)])
+    assert totals == pytest.approx([r.estimate.peak_mem_gib for r in v.ranked])
     (line,) = fig.layout.shapes
-    assert line.y0 == line.y1 == pytest.approx(v.capacity_gib)
-    assert [t.name for t in fig.data] == ["parameters", "gradients", "optimizer states",
-                                          "unsharded_in_flight", "activations", "logits and loss",
-                                          "runtime overheads"]
+    assert line.y0 == line.y1 == pytest.approx(v.chosen.capacity_gib)
 
 
-def test_memory_groups_of_the_memory_model_terms():
-    # the term names of costs.memory's MemoryBreakdown.to_dict()["gib"]
-    terms = {"params": 1, "grads": 2, "master_params": 0, "optimizer_states": 4, "unsharded_params": 1,
-             "unsharded_grads": 1, "activations": 5, "recompute_working": 1, "activation_grads": 1,
-             "logits": 3, "fp8_weights": 1, "fp8_scales": 0.5, "workspace": 0.1, "fragmentation": 1,
-             "nccl_buffers": 0.2, "cuda_context": 0.7, "moe_dispatch": 2}
-    g = memory_groups(terms)
-    assert g["parameters"] == {"params": 1, "unsharded_params": 1, "fp8_weights": 1, "fp8_scales": 0.5}
-    assert g["gradients"] == {"grads": 2, "unsharded_grads": 1}
-    assert g["activations"] == {"activations": 5, "recompute_working": 1, "activation_grads": 1}
-    assert g["runtime overheads"] == {"workspace": 0.1, "fragmentation": 1, "nccl_buffers": 0.2,
-                                      "cuda_context": 0.7}
-    assert g["optimizer states"] == {"optimizer_states": 4} and g["logits and loss"] == {"logits": 3}
-    assert g["moe_dispatch"] == {"moe_dispatch": 2}  # no rule: its own group, never dropped
-    assert sum(sum(v.values()) for v in g.values()) == pytest.approx(sum(terms.values()))
+def test_captions_name_runners_up_only_when_the_plan_holds_them():
+    bare = plan_view(S.plan(runners_up=False))
+    for plot in plan_plots(bare):
+        assert "runner" not in plot.caption, plot.key
+        assert "runner" not in (plot.figure.layout.xaxis.title.text or "")
+    full = plan_view(S.plan())
+    assert "the chosen plan and its 4 runners-up" in memory_plot(full).caption
+    assert "the chosen plan and its 4 runners-up" in step_time_plot(full).caption
 
 
 def test_pareto_points_grow_with_inter_node_bytes_and_the_chosen_plan_is_a_star():
-    v = plan_view(S.plan_result())
+    v = plan_view(S.plan())
     fig = pareto_plot(v).figure
     pts, star = fig.data
-    inter = [c.inter_node_bytes for c in v.pareto]
+    inter = [r.traffic_per_token()[0] for r in v.pareto]
     order = sorted(range(3), key=lambda i: inter[i])
     assert [pts.marker.size[i] for i in order] == sorted(pts.marker.size)
     assert star.marker.symbol == "star"
-    assert star.x[0] == pytest.approx(v.capacity_gib - v.chosen.peak_mem_gib)
-    assert star.y[0] == pytest.approx(v.chosen.tokens_per_s)
+    assert star.x[0] == pytest.approx(v.chosen.headroom_gib)
+    assert star.y[0] == pytest.approx(v.chosen.estimate.tokens_per_s)
+
+
+@pytest.mark.parametrize("pareto, why", [
+    ((), "plan.json holds no Pareto set"),
+    ((0,), "the Pareto set holds one plan"),
+    ((0, 0), "the Pareto set holds one plan"),
+    ((2, 3), None),
+])
+def test_a_degenerate_pareto_set_is_not_plotted(pareto, why):
+    v = plan_view(S.plan(pareto=pareto))
+    if pareto == (0, 0):  # two entries, one plan: the same point twice is still one point
+        assert pareto_degenerate(v).startswith("every plan of the Pareto set has the same")
+        return
+    got = pareto_degenerate(v)
+    assert (got is None) if why is None else got.startswith(why)
+    assert (pareto_plot(v) is None) == (why is not None)
 
 
 def test_step_time_segments_sum_to_each_step_time_chosen_on_top():
-    v = plan_view(S.plan_result())
+    v = plan_view(S.plan())
     fig = step_time_plot(v).figure
-    cands = [v.chosen, *v.runners_up][::-1]
-    for i, c in enumerate(cands):
-        assert sum(t.x[i] for t in fig.data) == pytest.approx(c.step_time_s)
+    rows = list(v.ranked)[::-1]
+    for i, r in enumerate(rows):
+        assert sum(t.x[i] for t in fig.data) == pytest.approx(r.estimate.step_time_s)
     assert fig.data[0].y[-1] == "chosen"
 
 
-def test_comm_ledger_splits_bytes_by_tier_and_time_into_hidden_and_exposed():
-    v = plan_view(S.plan_result())
+def test_comm_ledger_shows_the_network_part_of_a_collective_on_the_network_tier():
+    v = plan_view(S.plan())
     fig = comm_plot(v).figure
+    est = v.chosen.estimate
     bytes_traces = [t for t in fig.data if t.xaxis == "x"]
-    assert list(bytes_traces[0].x) == ["nvlink", "efa"]  # intra-node first
-    efa_gb = sum(t.y[1] for t in bytes_traces)
-    assert efa_gb == pytest.approx(17.6)
-    hidden, exposed = [t for t in fig.data if t.xaxis == "x2"]
-    assert exposed.y[1] == pytest.approx(0.4) and hidden.y[1] == pytest.approx(3.1 - 0.4)
+    tiers = list(bytes_traces[0].x)
+    assert tiers == ["nvlink", "efa"]  # intra-node first
+    efa = sum(t.y[1] for t in bytes_traces) * 1e9
+    nvlink = sum(t.y[0] for t in bytes_traces) * 1e9
+    assert efa == pytest.approx(sum(e.network_bytes for e in est.comm))
+    assert nvlink + efa == pytest.approx(sum(e.bytes for e in est.comm))  # nothing lost in the split
+    _hidden, exposed = [t for t in fig.data if t.xaxis == "x2"]
+    efa_entries = [e for e in est.comm if e.tier == "efa"]
+    assert exposed.y[-1] == pytest.approx(sum(e.exposed_seconds for e in efa_entries))
+
+
+def test_inter_node_bytes_are_timed_at_the_per_gpu_share_and_fit_in_the_step():
+    """The page's inter-node GB per GPU, at this GPU's share of the node's EFA bandwidth, take no
+    longer than the collectives that carry them, and so no longer than the step (timed with the
+    whole node's bandwidth, or counted with the NVLink part of a hierarchical collective, they
+    would not add up)."""
+    v = plan_view(S.plan())
+    for r in v.ranked:
+        node = r.job.cluster.node
+        nbytes = r.network_bytes_per_gpu()
+        secs = network_seconds(nbytes, node)
+        assert nbytes > 0, r.label  # every sample layout crosses nodes
+        assert secs <= sum(e.seconds for e in r.estimate.comm if e.network_bytes) + 1e-9
+        assert secs < r.estimate.step_time_s
+        assert secs == pytest.approx(nbytes / (node.inter_node_bandwidth_per_gpu * 0.73))
+    cap = comm_plot(v).caption
+    ch = v.chosen
+    assert (f"Inter-node: {ch.network_bytes_per_gpu() / 1e9:.2f} GB per GPU per step, "
+            f"{network_seconds(ch.network_bytes_per_gpu(), ch.job.cluster.node):.2f} s at this GPU's "
+            "share of the node's network bandwidth (50.0 GB/s x 73% achieved)") in cap
+
+
+def test_one_colour_per_category_on_every_page():
+    def colours(fig):
+        return {t.name: t.marker.color for t in fig.data if t.name}
+
+    a = colours(memory_plot(plan_view(S.plan())).figure)
+    b = colours(memory_plot(plan_view(S.plan(runners_up=False))).figure)  # other set of groups
+    assert a["activations"] == b["activations"] and a["parameters"] == b["parameters"]
+    sa = colours(step_time_plot(plan_view(S.plan())).figure)
+    sb = colours(step_time_plot(plan_view(S.plan(runners_up=False))).figure)
+    assert all(sa[k] == sb[k] for k in sb)
+    (cmp,) = compare_plots(S.compare_result())
+    by_gpu = dict(zip(cmp.figure.data[0].customdata, cmp.figure.data[0].marker.color))
+    pts, _ = validate_points(S.validate_result())
+    (val,) = validate_plots(pts)
+    for t in val.figure.data:
+        if t.mode == "markers" and t.name in by_gpu:
+            assert t.marker.color == by_gpu[t.name], t.name
+    assert "b200-180gb" in by_gpu and any(t.name == "b200-180gb" for t in val.figure.data)
 
 
 def test_no_comm_plot_for_a_plan_without_a_ledger():
-    plan = S.plan_result()["plan"]
-    plan = {**plan, "estimate": {**plan["estimate"], "comm": []}}
-    assert comm_plot(plan_view(plan)) is None
-    assert [p.key for p in plan_plots(plan_view(plan))] == ["memory", "pareto", "step_time"]
+    from dataclasses import replace
+
+    p = S.plan()
+    p = replace(p, estimate=replace(p.estimate, comm=()))
+    assert comm_plot(plan_view(p)) is None
+    assert [x.key for x in plan_plots(plan_view(p))] == ["memory", "pareto", "step_time"]
 
 
 def test_compare_bars_say_no_plan_where_there_is_none():
@@ -114,8 +170,9 @@ def test_compare_bars_say_no_plan_where_there_is_none():
     tokens = p.figure.data[0]
     assert list(tokens.x) == ["p6-b200.48xlarge", "p5en.48xlarge", "p5.48xlarge", "p4d.24xlarge"]
     assert tokens.text[3] == "no plan" and tokens.text[0].startswith("18,500<br>2 nodes")
-    # bars are coloured by GPU: four instance types, four GPUs (B200, H200, H100, A100)
-    assert len(set(tokens.marker.color)) == 4
+    usd = p.figure.data[1]
+    assert usd.y[0] == pytest.approx(3421.0)  # per billion on the page, per million in the data
+    assert len(set(tokens.marker.color)) == 4  # four GPUs, four colours
 
 
 def test_validate_panels_one_per_metric_with_bands_and_gpu_colours():

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from trainplan.report.inputs import plan_view
 from trainplan.report.pages import compare_html, plan_html, validate_html
 from trainplan.report.records import compare_rows, validate_points
 from trainplan.report.summary import compare_table, plan_lines, validate_table
+from trainplan.report.views import as_plan, plan_view
 
 # the shared tree sits next to the checkout, not inside it (tests/conftest.py checks it in CI)
 DEV = Path(__file__).resolve().parents[3] / "shared" / "validation" / "published_dev.json"
@@ -26,13 +26,17 @@ def _json(cli, *argv) -> dict:
 def test_plan_output(cli):
     result = _json(cli, "plan", "--model", "llama-3.1-405b", "--instance", "ml.p6-b200.48xlarge",
                    "--max-nodes", "8")
-    v = plan_view(result)
-    assert v.runners_up and v.pareto
-    for c in (v.chosen, *v.runners_up):  # every bar has its breakdown, adding up to its total
-        assert c.memory_gib and sum(c.memory_gib.values()) == pytest.approx(c.peak_mem_gib, rel=0.01)
-        assert c.time_s and sum(c.time_s.values()) == pytest.approx(c.step_time_s, rel=0.01)
-    assert v.chosen.tokens_per_s == pytest.approx(result["chosen"]["tokens_per_s"])
-    assert v.chosen.comm
+    v = plan_view(as_plan(result))
+    assert len(v.runners_up) == len(result["runners_up"]) and len(v.pareto) == len(result["pareto"])
+    for r, flat in zip(v.ranked, [result["chosen"], *result["runners_up"]]):
+        e = r.estimate  # every bar has its breakdown, adding up to its total
+        assert sum(sum(g.values()) for g in r.memory_gib().values()) == pytest.approx(e.peak_mem_gib)
+        assert sum(r.time_s().values()) == pytest.approx(e.step_time_s)
+        # the search's flat summary and the plan's estimates are the same numbers
+        assert e.tokens_per_s == pytest.approx(flat["tokens_per_s"], rel=1e-12)
+        assert r.traffic_per_token()[0] == pytest.approx(flat["inter_node_bytes_per_token"], rel=1e-12)
+        assert e.cost.usd_per_million_tokens == pytest.approx(flat["usd_per_million_tokens"], rel=1e-12)
+    assert v.chosen.estimate.comm
     page = plan_html(result)
     assert page.count('class="plot-box"') == 4
     assert max(len(line) for line in "\n".join(plan_lines(result)).splitlines()) <= 80
@@ -43,7 +47,7 @@ def test_compare_output(cli):
                    "ml.p6-b200.48xlarge,ml.p5.48xlarge", "--tokens", "100B")
     rows = compare_rows(result)
     assert [r.gpu for r in rows] == ["b200-180gb", "h100-sxm-80gb"]
-    assert all(r.tokens_per_s and r.usd_per_billion_tokens and r.days for r in rows)
+    assert all(r.tokens_per_s and r.usd_per_million_tokens and r.hours_to_tokens for r in rows)
     assert max(len(line) for line in compare_table(result).splitlines()) <= 80
     assert compare_html(result).count('class="plot-box"') == 1
 

@@ -21,15 +21,39 @@ def files(tmp_path):
 def test_plan_json_summary_fits_80_columns(cli, files):
     code, out, err = cli("report", files["plan_out.json"])
     assert code == 0, err
-    assert out.splitlines()[0] == "llama-3.1-70b on 2 x ml.p6-b200.48xlarge"
-    assert "  layout      fp8_rowwise ac=selective mb=1 ga=8 dp=2x8(fsdp)" in out
+    assert out.splitlines()[0] == "llama-3.1-70b on 2 x ml.p6-b200.48xlarge, 16 GPUs"
+    assert "chosen: fp8_rowwise ac=full mb=1 ga=8 dp=2x8(fsdp)" in out
+    assert "runners-up:" in out and "Pareto set" in out
     assert max(len(line) for line in out.splitlines()) <= 80
     assert "\x1b[" not in out  # captured output is not a terminal
+    code, same, _ = cli("report", files["plan.json"])  # plan.json itself: the same text
+    assert same == out
+
+
+def test_plan_command_and_report_print_one_rendering(cli, tmp_path):
+    f = tmp_path / "plan.json"
+    code, out, err = cli("plan", "--model", "llama-3.1-8b", "--out", str(f))
+    assert code == 0, err
+    code, report, _ = cli("report", str(f))
+    # `plan` adds its priority and what the search did; the rest is the report's own text
+    body = out.splitlines()[1:-2]
+    assert report.splitlines()[1:] == body
+    assert out.splitlines()[0] == report.splitlines()[0] + ", priority throughput"
+
+
+def test_json_of_each_kind(cli, files):
+    for name, kind in (("plan.json", "plan"), ("compare.json", "compare"), ("validate.json", "validate")):
+        code, out, err = cli("report", files[name], "--json")
+        assert code == 0, err
+        assert json.loads(out)["kind"] == kind
+    d = json.loads(cli("report", files["compare.json"], "--json")[1])
+    assert d["rows"][0]["usd_per_million_tokens"] == 3.421
 
 
 def test_compare_and_validate_summaries(cli, files):
     code, out, _ = cli("report", files["compare.json"])
-    assert code == 0 and "does not fit in 4 nodes" in out
+    assert code == 0 and "p4d.24xlarge: does not fit in 4 nodes" in out
+    assert out.splitlines()[3].split()[-2:] == ["3,421", "625.6"]  # $/B tokens and days
     code, out, _ = cli("report", files["validate.json"])
     assert code == 0 and out.splitlines()[0].startswith("metric")
     assert "1 records not compared" in out
@@ -83,7 +107,7 @@ def test_html_hook_for_other_commands(tmp_path, capsys, monkeypatch):
     assert capsys.readouterr().err == f"wrote {target}\n"
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     with pytest.raises(TrainplanError, match=r"^HTML reports need plotly: pip install 'trainplan\[report\]'$"):
-        write_html(p.parse_args(["--html", str(tmp_path / "x.html")]), "plan", S.plan_result())
+        write_html(p.parse_args(["--html", str(tmp_path / "x.html")]), "plan", S.plan())
     assert not (tmp_path / "x.html").exists()
 
 

@@ -1,7 +1,10 @@
-"""`trainplan report plan.json [--html FILE]`: a saved plan as a terminal summary or an HTML page.
+"""`trainplan report plan.json [--html FILE] [--json]`: a saved plan as a terminal summary, an
+HTML page, or the numbers the report shows as JSON.
 
 Also reads the `--json` output of `plan`, `compare` and `validate` (told apart by their keys), so
 that `trainplan plan --json > p.json; trainplan report p.json --html p.html` works after the fact.
+A plan is read as plan.json is (plan.load_plan's checks); the report draws the estimates it holds
+and never estimates anything itself.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ def add_arguments(p) -> None:
 
     p.add_argument("file", help="plan.json, or JSON saved from `trainplan plan|compare|validate --json`")
     p.add_argument("--html", metavar="FILE", type=output_file, help="write a self-contained HTML report with plots")
+    p.add_argument("--json", action="store_true", help="print the numbers the report shows as JSON")
     p.add_argument("--dataset", metavar="FILE",
                    help="for validate output: the trainplan-validation/1 file it was run on "
                         "(fills in GPU and measured values when the output lacks them)")
@@ -41,23 +45,27 @@ def run(args) -> int:
 
     data = read_json(args.file, "report input")
     kind = kind_of(data)
-    if kind == "plan" and data.get("schema"):
+    if kind == "plan":
         from trainplan.errors import TrainplanError
-        from trainplan.plan import plan_from_dict
+        from trainplan.report.views import as_plan
 
         try:  # refuse an impossible plan before drawing it, naming the file as load_plan does
-            plan_from_dict(data, where=str(args.file))
+            data = as_plan(data, where=str(args.file))
         except TrainplanError as e:
             msg = str(e)
             raise TrainplanError(msg if msg.startswith(str(args.file)) else f"{args.file}: {msg}") from None
     dataset = read_json(args.dataset, "dataset") if args.dataset else None
+    if args.json:
+        from trainplan.commands._common import print_json
+        from trainplan.report.summary import as_json
+
+        print_json(as_json(kind, data, dataset))
+    elif not args.html:
+        from trainplan.report.summary import print_summary
+
+        print_summary(kind, data, dataset)
     if args.html:
         from trainplan.report.cli import write_html
 
         write_html(args, kind, data, dataset)
-        return 0
-    from trainplan.report.summary import print_summary
-
-    print_summary(kind, data, dataset)
     return 0
-

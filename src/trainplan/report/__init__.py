@@ -1,7 +1,7 @@
 """Reports people would rather look at: HTML pages with plots, terminal tables, progress bars.
 
     from trainplan.report import write_plan_report, write_compare_report, write_validate_report
-    write_plan_report("plan.html", plan_result)            # `trainplan plan --json` output
+    write_plan_report("plan.html", plan)                   # a Plan, plan.json or `plan --json` output
     write_compare_report("compare.html", compare_result)   # `trainplan compare --json` output
     write_validate_report("validate.html", validate_result, dataset=None)
 

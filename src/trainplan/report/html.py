@@ -4,8 +4,9 @@ Self-contained means it opens with no network: plotly.js is inlined once in <hea
 bundle `include_plotlyjs=True` would inline, but once per page instead of once per figure), no
 web fonts, no external stylesheets. Two small inline scripts make a broken page visible instead of
 silently blank: JavaScript errors are collected and shown in a red box at the top, and after load
-the page records how many plots drew (`<body data-plots-expected=N data-plots-rendered=M>`) and its
-height in pixels (`data-page-height`), which is what the browser test in tests/report reads.
+the page records how many plots drew (`<body data-plots-expected=N data-plots-rendered=M>`), its
+height in pixels (`data-page-height`) and how many legend entries plotly's toolbar covers
+(`data-legend-under-toolbar`), which is what the browser test in tests/report reads.
 """
 
 from __future__ import annotations
@@ -50,6 +51,18 @@ window.addEventListener('load', function () {
   document.body.setAttribute('data-plots-expected', String(boxes.length));
   document.body.setAttribute('data-plots-rendered', String(drawn));
   document.body.setAttribute('data-page-height', String(document.documentElement.scrollHeight));
+  // legend entries whose box meets the toolbar's (the toolbar shows on hover, over the plot's top)
+  var covered = 0;
+  boxes.forEach(function (b) {
+    var bar = b.querySelector('.modebar');
+    if (!bar) { return; }
+    var m = bar.getBoundingClientRect();
+    b.querySelectorAll('.legend .traces').forEach(function (t) {
+      var r = t.getBoundingClientRect();
+      if (r.left < m.right && m.left < r.right && r.top < m.bottom && m.top < r.bottom) { covered += 1; }
+    });
+  });
+  document.body.setAttribute('data-legend-under-toolbar', String(covered));
   var box = document.getElementById('report-errors');
   if (window.__reportErrors.length && box) {
     box.style.display = 'block'; box.textContent = 'Error: ' + window.__reportErrors.join(' | ');

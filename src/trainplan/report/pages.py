@@ -1,8 +1,8 @@
 """The three reports: plan, compare, validate. Each `*_html(result) -> str` is pure; each
 `write_*_report(path, result)` writes the page atomically (complete or absent).
 
-The results are the dicts the commands print with `--json` (shapes in `report.inputs`,
-`report.plots_compare`, `report.plots_validate`).
+A plan page draws a typed `trainplan.plan.Plan` (report.views); compare and validate pages draw
+the dicts those commands print with `--json` (report.records).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainplan.report import html as H
-from trainplan.report.terminal import fmt_count, fmt_pct, fmt_seconds
+from trainplan.report.terminal import days, fmt_count, fmt_pct, fmt_seconds, per_billion
 
 
 def _write(path: str | Path, text: str) -> Path:
@@ -34,59 +34,72 @@ def _money(x: float | None, digits: int = 2) -> str:
 # plan
 
 
-def plan_html(result: dict) -> str:
-    from trainplan.report.inputs import plan_view
-    from trainplan.report.plots import plan_plots
+def plan_html(plan) -> str:
+    """The plan page of a typed Plan (or a plan.json dict, or `trainplan plan --json` output):
+    exactly the numbers plan.json holds, never a new estimate."""
+    from trainplan.report.plots import pareto_degenerate, plan_plots
+    from trainplan.report.views import as_plan, plan_view
 
-    v = plan_view(result)
-    ch = v.chosen
-    plan = v.plan
-    wl = plan.get("workload") or {}
-    cap = f" of {v.capacity_gib:.0f} GiB" if v.capacity_gib else ""
-    rows = [
-        ("layout", ch.layout_short),
-        ("sequence length x global batch", f"{wl.get('seq_len', '?')} x {wl.get('global_batch', '?')}"),
-        ("throughput (cluster)", f"{fmt_count(ch.tokens_per_s)} tokens/s"),
-        ("throughput per GPU", f"{fmt_count(ch.tokens_per_s_per_gpu)} tokens/s"),
-        ("MFU", fmt_pct(ch.mfu)),
-        ("step time", fmt_seconds(ch.step_time_s)),
-        ("peak memory per GPU", f"{ch.peak_mem_gib:.1f} GiB{cap}"),
-        ("dollars per million tokens", _money(ch.usd_per_million_tokens, 4)),
-    ]
-    extra = ch.extra
-    if extra.get("cost_per_hour") is not None:
-        rows.append(("cluster cost", f"{_money(extra['cost_per_hour'])} per hour"))
-    if extra.get("hours_to_tokens") is not None:
-        rows.append((f"time to {fmt_count(wl.get('tokens'))} tokens",
-                     fmt_seconds(float(extra["hours_to_tokens"]) * 3600)))
-    if extra.get("usd_to_tokens") is not None:
-        rows.append((f"cost of {fmt_count(wl.get('tokens'))} tokens", _money(extra["usd_to_tokens"], 0)))
-    if extra.get("binding"):
-        rows.append(("binding constraint", extra["binding"]))
+    v = plan_view(as_plan(plan))
+    ch, p = v.chosen, v.plan
+    w = p.job.workload
+    e = ch.estimate
+    rows = [("layout", ch.layout.short()),
+            ("sequence length x global batch", f"{w.seq_len} x {w.global_batch}")]
+    if e is not None:
+        c = e.cost
+        rows += [
+            ("throughput (cluster)", f"{fmt_count(e.tokens_per_s)} tokens/s"),
+            ("throughput per GPU", f"{fmt_count(e.tokens_per_s_per_gpu)} tokens/s"),
+            ("MFU", fmt_pct(e.mfu)),
+            ("step time", fmt_seconds(e.step_time_s)),
+            ("peak memory per GPU", f"{e.peak_mem_gib:.1f} GiB of {ch.capacity_gib:.0f} GiB"),
+            ("dollars per million tokens", _money(c.usd_per_million_tokens, 4)),
+        ]
+        if c.cost_per_hour is not None:
+            rows.append(("cluster cost", f"{_money(c.cost_per_hour)} per hour"))
+        if c.hours_to_tokens is not None:
+            rows.append((f"time to {fmt_count(w.tokens)} tokens", fmt_seconds(c.hours_to_tokens * 3600)))
+        if c.usd_to_tokens is not None:
+            rows.append((f"cost of {fmt_count(w.tokens)} tokens", _money(c.usd_to_tokens, 0)))
+        rows.append(("binding constraint", e.binding))
     sections = ["<h2>Chosen plan</h2>", H.kv_table(rows)]
-    if v.reasons:
-        sections += ["<h2>Why</h2>", H.bullet_list(v.reasons)]
+    if p.reasons:
+        sections += ["<h2>Why</h2>", H.bullet_list(p.reasons)]
     if v.runners_up:
-        cands = [ch, *v.runners_up]
-        def inter(c) -> str:
-            b = c.inter_node_bytes_per_token
-            return "-" if b is None else f"{b / 1e6:.3g}"
+        sections += ["<h2>Runners-up</h2>", _plans_table(v.ranked)]
+    why = pareto_degenerate(v)
+    if why:
+        # a scatter of one point (or of points on one line) draws an axis stretched around a
+        # single value: a table says the same without pretending there is a trade-off
+        sections += ["<h2>Pareto set</h2>", f"<p>No Pareto plot: {H.esc(why)}.</p>"]
+        if v.pareto:
+            sections.append(_plans_table(v.pareto))
+    from trainplan.plan import SCHEMA
 
-        sections += ["<h2>Runners-up</h2>", H.table(
-            ["plan", "layout", "nodes", "tokens/s", "MFU", "step", "peak GiB",
-             "inter-node MB per token"],
-            [[c.label, c.layout_short, c.extra.get("nodes", plan.get("cluster", {}).get("nodes", "-")),
-              fmt_count(c.tokens_per_s), fmt_pct(c.mfu), fmt_seconds(c.step_time_s),
-              f"{c.peak_mem_gib:.1f}", inter(c)] for c in cands],
-            numeric=[False, False, True, True, True, True, True, True])]
-    return H.page(f"trainplan plan: {v.title}",
-                  f"{plan.get('created_by', 'trainplan')}; schema {plan.get('schema', '?')}",
+    return H.page(f"trainplan plan: {v.title}", f"{p.created_by}; schema {SCHEMA}",
                   sections, plan_plots(v))
 
 
-def write_plan_report(path: str | Path, plan_result: dict) -> Path:
-    """HTML report of `trainplan plan --json` output (or a bare plan.json) at `path`."""
-    return _write(path, plan_html(plan_result))
+def _plans_table(rows) -> str:
+    def inter(r) -> str:
+        t = r.traffic_per_token()
+        return "-" if t is None else f"{t[0] / 1e6:.3g}"
+
+    def num(r, f):
+        return "-" if r.estimate is None else f(r.estimate)
+
+    return H.table(
+        ["plan", "layout", "nodes", "tokens/s", "MFU", "step", "peak GiB", "inter-node MB per token"],
+        [[r.label, r.layout.short(), r.nodes, num(r, lambda e: fmt_count(e.tokens_per_s)),
+          num(r, lambda e: fmt_pct(e.mfu)), num(r, lambda e: fmt_seconds(e.step_time_s)),
+          num(r, lambda e: f"{e.peak_mem_gib:.1f}"), inter(r)] for r in rows],
+        numeric=[False, False, True, True, True, True, True, True])
+
+
+def write_plan_report(path: str | Path, plan) -> Path:
+    """HTML report of a Plan, a plan.json dict or `trainplan plan --json` output at `path`."""
+    return _write(path, plan_html(plan))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,8 +114,8 @@ def compare_html(result: dict) -> str:
     table_rows = [[r.instance, r.gpu, "-" if r.nodes is None else r.nodes, r.layout or r.note,
                    "-" if r.micro_batch is None else r.micro_batch,
                    "-" if r.longest_seq_len is None else f"{r.longest_seq_len:,}",
-                   fmt_count(r.tokens_per_s), fmt_pct(r.mfu), _money(r.usd_per_billion_tokens, 0),
-                   "-" if r.days is None else f"{r.days:,.1f}"] for r in rows]
+                   fmt_count(r.tokens_per_s), fmt_pct(r.mfu), _money(per_billion(r.usd_per_million_tokens), 0),
+                   "-" if r.hours_to_tokens is None else f"{days(r.hours_to_tokens):,.1f}"] for r in rows]
     sections = ["<h2>Instance types</h2>", H.table(
         ["instance", "GPU", "nodes", "best layout", "micro-batch", "longest sequence", "tokens/s",
          "MFU", "$ per billion tokens", "days to budget"], table_rows,

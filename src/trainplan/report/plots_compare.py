@@ -4,22 +4,24 @@ from __future__ import annotations
 
 from plotly.subplots import make_subplots
 
-from trainplan.report.plots import PALETTE, Plot, _style
+from trainplan.report.colors import gpu_color
+from trainplan.report.plots import Plot, _style
 from trainplan.report.records import compare_rows
+from trainplan.report.terminal import days, per_billion
 
 
 def compare_plots(result: dict) -> list[Plot]:
     rows = compare_rows(result)
     names = [r.instance.removeprefix("ml.") for r in rows]
-    gpus = list(dict.fromkeys(r.gpu for r in rows))
-    colors = [PALETTE[gpus.index(r.gpu) % len(PALETTE)] for r in rows]
+    colors = [gpu_color(r.gpu) for r in rows]
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09, subplot_titles=(
         "throughput (tokens/s, higher is better)", "$ per billion tokens (lower is better)",
         "days to the token budget (lower is better)"))
-    panels = (("tokens_per_s", "tokens/s", "{:,.0f}"), ("usd_per_billion_tokens", "USD", "${:,.0f}"),
-              ("days", "days", "{:.1f}"))
-    for col, (attr, unit, fmt) in enumerate(panels, start=1):
-        ys = [getattr(r, attr) for r in rows]
+    panels = ((lambda r: r.tokens_per_s, "tokens/s", "{:,.0f}"),
+              (lambda r: per_billion(r.usd_per_million_tokens), "USD", "${:,.0f}"),
+              (lambda r: days(r.hours_to_tokens), "days", "{:.1f}"))
+    for col, (value, unit, fmt) in enumerate(panels, start=1):
+        ys = [value(r) for r in rows]
         text = [("no plan" if y is None else fmt.format(y)) +
                 (f"<br>{r.nodes} node{'s' if r.nodes != 1 else ''}" if r.nodes else "")
                 for r, y in zip(rows, ys)]

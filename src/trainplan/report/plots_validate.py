@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from plotly.subplots import make_subplots
 
-from trainplan.report.plots import PALETTE, Plot, _style
+from trainplan.report.colors import gpu_color
+from trainplan.report.plots import Plot, _style
 from trainplan.report.records import METRICS, Point
 from trainplan.report.records import quantile as _quantile
 
@@ -15,7 +16,7 @@ def validate_plots(pts: list[Point]) -> list[Plot]:
     if not metrics:
         return []
     gpus = sorted({p.gpu for p in pts})
-    color = {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(gpus)}
+    color = {g: gpu_color(g) for g in gpus}
     cols = 2 if len(metrics) > 1 else 1
     nrows = -(-len(metrics) // cols)
     titles = []

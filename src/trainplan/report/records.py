@@ -1,15 +1,17 @@
 """The rows of `trainplan compare --json` and the points of `trainplan validate --json`, as flat
 views for tables and plots. No plotly here: the terminal summaries use these too.
 
-compare output is read as
+compare output (commands/compare.py) is read as
 
-    {"model": name, "tokens": N,
-     "instances": [{"instance", "gpu"?, "nodes", "tokens_per_s", "usd_per_billion_tokens",
-                    "days_to_tokens" (or "days_to_budget"), "micro_batch"?, "longest_seq_len"?,
-                    "layout"?, "fits"?, "why"? (why no plan)}, ...]}
+    {"model": name, "seq_len": N, "tokens": N,
+     "instances": [{"instance", "gpu", "gpus_per_node", "fits", "nodes", "layout", "micro_batch",
+                    "longest_seq_len", "tokens_per_s", "tokens_per_s_per_gpu", "mfu",
+                    <costs.cost.Cost fields: cost_per_hour, usd_per_million_tokens,
+                     hours_to_tokens, usd_to_tokens, price_kind>} | {"instance", "gpu", "fits": false,
+                    "why"}, ...]}
 
-(`rows`/`results` may stand for `instances`; a row may instead carry an `estimate` dict, then
-tokens_per_s, usd_per_million_tokens and hours_to_tokens come from it).
+Money stays per million tokens and time in hours, as costs/cost.py defines them; the pages convert
+to dollars per billion tokens and days where they print.
 
 validate output (issue 4) is read as
 
@@ -50,13 +52,14 @@ class CompareRow:
     gpu: str
     nodes: int | None
     tokens_per_s: float | None
-    usd_per_billion_tokens: float | None
-    days: float | None
+    usd_per_million_tokens: float | None
+    hours_to_tokens: float | None
     note: str
     layout: str = ""
     micro_batch: int | None = None
     longest_seq_len: int | None = None
     mfu: float | None = None
+    tokens_per_s_per_gpu: float | None = None
 
 
 def _gpu_of(instance: str) -> str:
@@ -72,33 +75,22 @@ def _gpu_of(instance: str) -> str:
 def compare_rows(result: dict) -> list[CompareRow]:
     from trainplan.errors import TrainplanError
 
-    raw = None
-    if isinstance(result, dict):
-        raw = next((result[k] for k in ("instances", "rows", "results") if isinstance(result.get(k), list)), None)
-    if raw is None:
+    raw = result.get("instances") if isinstance(result, dict) else None
+    if not isinstance(raw, list):
         raise TrainplanError("compare report: expected `trainplan compare --json` output with an "
                              "'instances' list")
     out = []
     for r in raw:
-        est = r.get("estimate") or {}
-        tps = _num(r.get("tokens_per_s", est.get("tokens_per_s")))
-        usd_b = _num(r.get("usd_per_billion_tokens"))
-        if usd_b is None and _num(r.get("usd_per_million_tokens", est.get("usd_per_million_tokens"))) is not None:
-            usd_b = 1000 * _num(r.get("usd_per_million_tokens", est.get("usd_per_million_tokens")))
-        days = _num(_first(r, ("days_to_budget", "days_to_tokens", "days")))
-        hours = _num(r.get("hours_to_tokens", est.get("hours_to_tokens")))
-        if days is None and hours is not None:
-            days = hours / 24
         inst = str(r.get("instance", "?"))
         out.append(CompareRow(
             instance=inst, gpu=str(r.get("gpu") or _gpu_of(inst)),
             nodes=r.get("nodes") if isinstance(r.get("nodes"), int) else None,
-            tokens_per_s=tps, usd_per_billion_tokens=usd_b, days=days,
-            note=str(_first(r, ("why", "reason", "skipped_reason", "error"), "")),
-            layout=str(r.get("layout") if isinstance(r.get("layout"), str) else ""),
+            tokens_per_s=_num(r.get("tokens_per_s")), usd_per_million_tokens=_num(r.get("usd_per_million_tokens")),
+            hours_to_tokens=_num(r.get("hours_to_tokens")), note=str(r.get("why") or ""),
+            layout=str(r.get("layout") or ""),
             micro_batch=r.get("micro_batch") if isinstance(r.get("micro_batch"), int) else None,
-            longest_seq_len=_first(r, ("longest_seq_len", "max_seq_len")),
-            mfu=_num(r.get("mfu", est.get("mfu")))))
+            longest_seq_len=r.get("longest_seq_len"), mfu=_num(r.get("mfu")),
+            tokens_per_s_per_gpu=_num(r.get("tokens_per_s_per_gpu"))))
     return out
 
 

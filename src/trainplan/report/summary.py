@@ -1,7 +1,7 @@
 """Terminal summaries of plan, compare and validate results (what `trainplan report FILE` prints).
 
-80 columns, colour only on a terminal; the commands that print their own tables can reuse
-`plan_lines`, `compare_table` and `validate_table`. No plotly here.
+80 columns, colour only on a terminal. One renderer per result kind: `trainplan plan` prints
+`plan_lines` too. No plotly here.
 """
 
 from __future__ import annotations
@@ -11,53 +11,112 @@ import textwrap
 
 from trainplan.report.terminal import (
     WIDTH,
+    days,
     fmt_count,
     fmt_pct,
     fmt_seconds,
     format_table,
     paint,
+    per_billion,
     use_color,
 )
 
 
-def plan_lines(result: dict, color: bool = False) -> list[str]:
-    from trainplan.report.inputs import plan_view
+def plan_lines(plan, color: bool = False, priority: str | None = None) -> list[str]:
+    """The one terminal rendering of a plan (`trainplan plan` and `trainplan report plan.json`):
+    a typed Plan, or a plan.json dict, or `trainplan plan --json` output. Numbers are those the
+    plan holds; money per million tokens and hours are converted only here, for reading."""
+    from trainplan.report.views import as_plan, plan_view
 
-    v = plan_view(result)
-    ch = v.chosen
-    cap = f" / {v.capacity_gib:.0f}" if v.capacity_gib else ""
-    # the layout string carries every non-default option (it round-trips): wrap, never cut
-    layout = textwrap.wrap(ch.layout_short, WIDTH, initial_indent="  layout      ", subsequent_indent=" " * 14)
-    lines = [paint(v.title, "bold", color=color), *layout,
-             (f"  throughput  {fmt_count(ch.tokens_per_s)} tokens/s "
-              f"({fmt_count(ch.tokens_per_s_per_gpu)} per GPU), MFU {fmt_pct(ch.mfu)}"),
-             f"  step time   {fmt_seconds(ch.step_time_s)}",
-             f"  memory      {ch.peak_mem_gib:.1f}{cap} GiB per GPU"]
-    if ch.usd_per_million_tokens is not None:
-        lines.append(f"  cost        ${ch.usd_per_million_tokens:.4f} per million tokens")
-    for r in v.reasons:
-        lines += textwrap.wrap(r, WIDTH, initial_indent="  - ", subsequent_indent="    ")
+    v = plan_view(as_plan(plan))
+    ch, p = v.chosen, v.plan
+    w, e = p.job.workload, ch.estimate
+    head = f"{v.title}, {p.job.cluster.num_gpus} GPUs" + (f", priority {priority}" if priority else "")
+    lines = [paint(head, "bold", color=color), f"chosen: {ch.layout.short()}"]
+    if e is not None:
+        inter = ch.traffic_per_token()[0]
+        lines += [
+            (f"  seq {w.seq_len}, global batch {w.global_batch}; {fmt_count(e.tokens_per_s)} tokens/s "
+             f"({fmt_count(e.tokens_per_s_per_gpu)}/GPU), MFU {fmt_pct(e.mfu)}, step {fmt_seconds(e.step_time_s)}"),
+            (f"  memory {e.peak_mem_gib:.1f} of {ch.capacity_gib:.1f} GiB per GPU; inter-node "
+             f"{fmt_count(inter)}B per token"),
+        ]
+        c = e.cost
+        if c.cost_per_hour is not None:
+            money = f"  ${c.cost_per_hour:,.2f}/h, ${c.usd_per_million_tokens:,.4f} per million tokens"
+            if c.hours_to_tokens is not None:
+                money += (f"; {fmt_count(w.tokens)} tokens: {fmt_seconds(c.hours_to_tokens * 3600)}, "
+                          f"${c.usd_to_tokens:,.0f}")
+            lines.append(money)
+        lines.append(f"  binding: {e.binding}")
+    if p.reasons:
+        lines.append("why:")
+        for r in p.reasons:
+            lines += textwrap.wrap(r, WIDTH, initial_indent="  - ", subsequent_indent="    ")
     if v.runners_up:
-        lines += ["", format_table(
-            ["plan", "layout", "tokens/s", "step", "GiB"],
-            [[c.label, c.layout_short, fmt_count(c.tokens_per_s), fmt_seconds(c.step_time_s),
-              f"{c.peak_mem_gib:.1f}"] for c in (ch, *v.runners_up)],
-            row_styles={0: ("green",)}, color=color)]
-    return lines
+        lines += ["runners-up:", _rows_table(v.ranked, color)]
+    if v.pareto:
+        lines += ["Pareto set (tokens/s, memory headroom, inter-node bytes per token):",
+                  _rows_table(v.pareto, color)]
+    return fit_lines(lines)
+
+
+def fit_lines(lines: list[str]) -> list[str]:
+    """Lines wrapped to WIDTH columns (continuations indented); a table, already fitted by
+    format_table, passes through, and so does the chosen layout: it is the text
+    `trainplan estimate --layout` reads back, printed whole on one line."""
+    out = []
+    for line in lines:
+        if "\n" in line or len(line) <= WIDTH or line.startswith("chosen: "):
+            out.append(line)
+        else:
+            indent = " " * (len(line) - len(line.lstrip()) + 2)
+            out += textwrap.wrap(line, WIDTH, subsequent_indent=indent)
+    return out
+
+
+def _rows_table(rows, color: bool) -> str:
+    """Plans side by side; the node count only when it differs between them (80 columns leave
+    the layout little room)."""
+    nodes = len({r.nodes for r in rows}) > 1
+
+    def cells(r):
+        e = r.estimate
+        vals = ["-"] * 3 if e is None else [fmt_count(e.tokens_per_s), f"{e.peak_mem_gib:.1f}",
+                                            fmt_count(r.traffic_per_token()[0]) + "B"]
+        return [r.label, *([r.nodes] if nodes else []), r.layout.short(), *vals]
+
+    return format_table(["plan", *(["nodes"] if nodes else []), "layout", "tokens/s", "GiB", "net/tok"],
+                        [cells(r) for r in rows],
+                        row_styles={i: ("green",) for i, r in enumerate(rows) if r.label == "chosen"},
+                        color=color)
 
 
 def compare_table(result: dict, color: bool = False) -> str:
+    """The one terminal rendering of `trainplan compare` output (the command prints it too)."""
     from trainplan.report.records import compare_rows
 
     rows = compare_rows(result)
-    best = min((i for i, r in enumerate(rows) if r.usd_per_billion_tokens is not None),
-               key=lambda i: rows[i].usd_per_billion_tokens, default=None)
-    return format_table(
-        ["instance", "nodes", "tokens/s", "$/B tok", "days", "note"],
-        [[r.instance, r.nodes, fmt_count(r.tokens_per_s),
-          "-" if r.usd_per_billion_tokens is None else f"{r.usd_per_billion_tokens:,.0f}",
-          "-" if r.days is None else f"{r.days:.1f}", r.note] for r in rows],
+    best = min((i for i, r in enumerate(rows) if r.usd_per_million_tokens is not None),
+               key=lambda i: rows[i].usd_per_million_tokens, default=None)
+    seq, tokens = result.get("seq_len"), result.get("tokens")
+    head = f"{result.get('model', 'model')}" + (f", sequence {seq}" if seq else "") + (
+        f", {fmt_count(tokens)} tokens" if tokens else "")
+    table = format_table(
+        ["instance", "nodes", "mb", "max seq", "tok/s", "tok/s/GPU", "$/B tok", "days"],
+        [[r.instance.removeprefix("ml."), r.nodes, r.micro_batch, fmt_count(r.longest_seq_len),
+          fmt_count(r.tokens_per_s), fmt_count(r.tokens_per_s_per_gpu),
+          "-" if r.usd_per_million_tokens is None else f"{per_billion(r.usd_per_million_tokens):,.0f}",
+          "-" if r.hours_to_tokens is None else f"{days(r.hours_to_tokens):,.1f}"] for r in rows],
         row_styles={} if best is None else {best: ("green",)}, color=color)
+    lines = [head, table]
+    for r in rows:
+        if r.note:
+            lines += textwrap.wrap(f"{r.instance.removeprefix('ml.')}: {r.note}", WIDTH,
+                                   subsequent_indent="    ")
+    lines += ["nodes: the fewest that fit; tokens/s of the fastest plan on them; max seq: its",
+              "mesh with full checkpointing at micro-batch 1. Prices: `trainplan hardware`."]
+    return "\n".join(lines)
 
 
 def validate_table(result: dict, dataset: dict | None = None, color: bool = False) -> str:
@@ -86,3 +145,26 @@ def print_summary(kind: str, data: dict, dataset: dict | None = None, stream=Non
     else:
         text = validate_table(data, dataset, color)
     print(text, file=stream)
+
+
+def as_json(kind: str, data, dataset: dict | None = None) -> dict:
+    """What the report shows, as JSON (`trainplan report FILE --json`): for a plan, each plan's
+    numbers as plan.json holds them; for compare and validate, the rows and points drawn."""
+    from dataclasses import asdict
+
+    if kind == "plan":
+        from trainplan.report.views import plan_view
+
+        v = plan_view(data)
+        return {"kind": "plan", "title": v.title, "reasons": list(v.plan.reasons),
+                "chosen": v.chosen.summary(), "runners_up": [r.summary() for r in v.runners_up],
+                "pareto": [r.summary() for r in v.pareto]}
+    if kind == "compare":
+        from trainplan.report.records import compare_rows
+
+        return {"kind": "compare", "rows": [asdict(r) for r in compare_rows(data)]}
+    from trainplan.report.records import validate_points
+
+    pts, skipped = validate_points(data, dataset)
+    return {"kind": "validate", "points": [asdict(p) for p in pts],
+            "not_compared": [{"id": i, "reason": r} for i, r in skipped]}

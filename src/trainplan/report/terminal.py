@@ -79,6 +79,16 @@ def fmt_pct(x: float | None, digits: int = 1, signed: bool = False) -> str:
     return f"{x * 100:+.{digits}f}%" if signed else f"{x * 100:.{digits}f}%"
 
 
+def per_billion(usd_per_million_tokens: float | None) -> float | None:
+    """Display unit of cost per token: costs/cost.py keeps dollars per million tokens."""
+    return None if usd_per_million_tokens is None else usd_per_million_tokens * 1e3
+
+
+def days(hours: float | None) -> float | None:
+    """Display unit of a training run's length: costs/cost.py keeps hours."""
+    return None if hours is None else hours / 24
+
+
 # ---------------------------------------------------------------------------------------------
 # Tables
 

@@ -26,7 +26,7 @@ MEMORY_GROUPS = {
     "parameters": ("params", "master_params", "unsharded_params", "fp8_weights", "fp8_scales"),
     "gradients": ("grads", "unsharded_grads"),
     "optimizer states": ("optimizer_states",),
-    "activations": ("activations", "recompute_working", "activation_grads"),
+    "activations": ("activations", "recompute_working", "activation_grads", "cp_buffers"),
     "logits and loss": ("logits",),
     "runtime overheads": ("workspace", "fragmentation", "nccl_buffers", "cuda_context"),
 }

@@ -97,7 +97,6 @@ class Plan:
     pareto: tuple[Alternative, ...] = ()
 
     def to_dict(self) -> dict:
-        w = self.job.workload
         return {
             "schema": SCHEMA,
             "created_by": self.created_by,

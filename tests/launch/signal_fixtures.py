@@ -17,7 +17,8 @@ out = Path(os.environ["STANDIN_DIR"])
 got = []
 for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
     signal.signal(s, lambda signum, frame: got.append(signum))
-(out / ("ready-" + os.environ["RANK"])).write_text(str(os.getpid()))
+(out / ("tmp-" + os.environ["RANK"])).write_text(str(os.getpid()))
+os.replace(out / ("tmp-" + os.environ["RANK"]), out / ("ready-" + os.environ["RANK"]))  # whole or absent
 while not got:
     time.sleep(0.05)
 (out / ("saved-" + os.environ["RANK"])).write_text(signal.Signals(got[0]).name)

@@ -25,7 +25,8 @@ SUPERVISOR = textwrap.dedent("""
     got = []
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, lambda n, f: got.append(n))
-    Path(sys.argv[1], "pid").write_text(str(os.getpid()))
+    Path(sys.argv[1], "pid.tmp").write_text(str(os.getpid()))
+    os.replace(Path(sys.argv[1], "pid.tmp"), Path(sys.argv[1], "pid"))  # seen whole or not at all
     while not got:
         time.sleep(0.05)
     Path(sys.argv[1], "got").write_text(signal.Signals(got[0]).name)

@@ -22,6 +22,7 @@ LAYERS: list[set[str]] = [
     {"stacks"},  # the software that runs a layout and its execution settings (stacks.toml)
     {"precision"},
     {"layout", "job"},
+    {"supports"},  # what trainplan's trainer runs as costed: read by search, launch and runtime
     {"costs"},
     {"estimate"},
     {"search"},

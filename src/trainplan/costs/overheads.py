@@ -62,17 +62,22 @@ COMPILED_LOGIT_BYTES = 2 + 2
 BF16_LOGIT_BYTES = 2 + 2 + 2 + 2
 
 
+def loss_chunks(vocab_per_rank: float, hidden: int) -> int:
+    """Chunks of the chunked loss (the trainer's runtime/loss.py uses the same count).
+    Chunk rule of Liger-Kernel's fused linear cross-entropy (ops/fused_linear_cross_entropy.py):
+    ceil(V / H) chunks, so one chunk of logits is about as large as the hidden states."""
+    return max(1, math.ceil(vocab_per_rank / hidden))
+
+
 def logits_bytes(tokens: float, vocab_per_rank: float, hidden: int, chunked: bool, compiled: bool = False,
                  bf16: bool = False) -> float:
     """Logits, cross-entropy and its gradient for one micro-batch on the last stage.
 
-    Chunked loss (fused linear + cross-entropy over token chunks) keeps one chunk of logits alive.
-    Chunk rule of Liger-Kernel's fused linear cross-entropy (ops/fused_linear_cross_entropy.py):
-    ceil(V / H) chunks, so one chunk of logits is about as large as the hidden states.
+    Chunked loss (fused linear + cross-entropy over token chunks) keeps one chunk of logits
+    alive: `loss_chunks` chunks of the micro-batch's tokens.
     """
     if chunked:
-        n_chunks = max(1, math.ceil(vocab_per_rank / hidden))
-        tokens = math.ceil(tokens / n_chunks)
+        tokens = math.ceil(tokens / loss_chunks(vocab_per_rank, hidden))
     per = COMPILED_LOGIT_BYTES if compiled else BF16_LOGIT_BYTES if bf16 else LOGIT_BYTES
     return tokens * vocab_per_rank * per
 

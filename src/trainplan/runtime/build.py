@@ -6,11 +6,12 @@ import torch
 from torch import nn
 
 from trainplan.errors import TrainplanError
-from trainplan.precision import check_runnable, recipe, registry
+from trainplan.precision import recipe
 from trainplan.runtime import context, parallel
 from trainplan.runtime.init import fill
-from trainplan.runtime.loss import lm_loss
+from trainplan.runtime.loss import chunks_for, lm_loss
 from trainplan.runtime.model import Decoder
+from trainplan.supports import check_runnable
 
 
 class HFCausalLM(nn.Module):
@@ -70,14 +71,15 @@ def build_hf_model(hf_config: dict) -> HFCausalLM:
 def build_model(plan, mesh, device: torch.device, use_hf: bool):
     """The model of `plan` on `device`, parallelised per its layout. Returns (model, fsdp applied).
     On a single process (dp = tp = 1) FSDP is not applied (as torchtitan): mixed precision then
-    comes from autocast (parallel.forward_context), and no sharding machinery costs step time.
+    comes from autocast (parallel.forward_context), and no sharding machinery costs step time;
+    likewise for sharding zero1 (DDP + ZeroRedundancyOptimizer, parallel.apply_zero1).
 
     pp > 1: the model is cut into this rank's pipeline chunks (pipeline.py), each parallelised as
     a model of its own; the returned module holds all of this rank's parameters under the whole
     model's names (for the optimizer and checkpoints) and carries the schedule as `.pipe`, which
     trainer.train_step runs instead of calling the module."""
     layout, spec = plan.layout, plan.job.model
-    check_runnable(recipe(layout.precision))  # a recipe without a converter: refused before building
+    check_runnable(layout, device.type, spec)  # the trainer's own check (trainer.train did it too)
     if use_hf:
         if not plan.hf_config:
             raise TrainplanError("--hf needs a plan with hf_config (a plan made from a config.json)")
@@ -90,17 +92,16 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
                                  "does not build; run it through its Hugging Face config (--hf)")
         with torch.device("meta"):
             model = Decoder(spec, plan.job.workload.seq_len)
-    model.loss_chunks = 8 if layout.chunked_loss else 1
+    model.loss_chunks = chunks_for(layout, spec.vocab_size, spec.hidden_size)
     context.check_context_parallel(layout, plan.job.workload.seq_len, device.type, use_hf)
     if layout.pp == 1:
         model = _parallelize(model, plan, mesh, device)
         # cp > 1: trainer.train_step runs each micro-batch inside context.sequence_shard(cp_mesh).
         model.cp_mesh = mesh["cp"] if layout.cp > 1 else None
-        return model, mesh.size() > 1
+        return model, mesh.size() > 1 and layout.sharding != "zero1"
 
     from trainplan.runtime import pipeline
 
-    pipeline.check_pipeline(layout, spec)
     parts, make = pipeline.build_pipeline(model, layout, mesh, device)
     view = pipeline.rank_view(parts)
     for part in parts:
@@ -116,12 +117,8 @@ def _parallelize(model, plan, mesh, device: torch.device):
     fp8 = r.low_precision is not None  # runnable (build_model checked): a torchao float8 converter
     if layout.tp > 1 and fp8:
         # fp8 with tp: the one exception to the order. torchao's float8 tp styles shard
-        # Float8Linear modules, so the conversion comes first (torchtitan does the same).
-        if r.low_precision.converter_recipe != "tensorwise":
-            tw = [x.name for x in registry().values()
-                  if x.low_precision and x.low_precision.converter_recipe == "tensorwise"]
-            raise TrainplanError(f"{r.name} with tensor parallel: torchao's float8 tp styles are tensorwise; "
-                                 f"use {', '.join(tw)}, or tp=1")
+        # Float8Linear modules (tensorwise only: supports.py), so the conversion comes first
+        # (torchtitan does the same).
         parallel.apply_float8(model, layout.precision, layout.fp8_allgather)
         parallel.apply_tp(model, mesh["tp"], float8=True)
     else:
@@ -134,9 +131,12 @@ def _parallelize(model, plan, mesh, device: torch.device):
         parallel.apply_compile(model)
     if r.pure:  # no master copy: the parameters themselves are in the compute dtype
         model = model.to(parallel.TORCH_DTYPES[r.compute_dtype])
-    if mesh.size() > 1:
+    zero1 = mesh.size() > 1 and layout.sharding == "zero1"
+    if mesh.size() > 1 and not zero1:
         parallel.apply_fsdp(model, parallel.fsdp_mesh(mesh), layout.precision, layout.sharding)
 
     model.to_empty(device=device)
     model.init_weights(plan.train.seed)
+    if zero1:
+        model = parallel.apply_zero1(model, mesh, find_unused=plan.job.model.moe is not None)
     return model

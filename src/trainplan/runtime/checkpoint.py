@@ -71,7 +71,9 @@ def _options():
 def _app_state(model, optimizer) -> dict:
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    model_sd, optim_sd = get_state_dict(model, optimizer, options=_options())
+    from trainplan.runtime.parallel import checkpointed
+
+    model_sd, optim_sd = get_state_dict(model, checkpointed(optimizer), options=_options())
     return {"model": model_sd, "optim": optim_sd}
 
 
@@ -133,7 +135,9 @@ def load(path: str | Path, model, optimizer, scheduler, scaler=None) -> int:
     path = Path(path)
     state = _app_state(model, optimizer)
     dcp.load(state, checkpoint_id=str(path))
-    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
+    from trainplan.runtime.parallel import checkpointed
+
+    set_state_dict(model, checkpointed(optimizer), model_state_dict=state["model"], optim_state_dict=state["optim"],
                    options=_options())
     rank = dist.get_rank()
     extras_file = path / f"extras-rank{rank}.pt"

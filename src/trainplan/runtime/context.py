@@ -24,16 +24,10 @@ from trainplan.errors import TrainplanError
 
 
 def check_context_parallel(layout, seq_len: int, device_type: str, use_hf: bool) -> None:
-    """Refuse a cp > 1 run this runtime cannot execute, with what to change."""
+    """Refuse a cp > 1 run of this model and sequence, with what to change (what any cp > 1 run
+    needs, CUDA, is runtime/supports.py's)."""
     if layout.cp == 1:
         return
-    if device_type != "cuda":
-        raise TrainplanError(
-            f"cp needs CUDA: cp={layout.cp} runs ring attention through torch's context_parallel, which "
-            "handles only the CUDA SDPA kernels (flash, memory-efficient, cuDNN); on CPU SDPA's "
-            "_scaled_dot_product_flash_attention_for_cpu has no context-parallel implementation in this "
-            "torch; run on GPUs, or choose a plan with cp = 1"
-        )
     if use_hf:
         raise TrainplanError("cp > 1 is implemented for trainplan's own model, not for --hf models; use cp=1")
     if seq_len % (2 * layout.cp):

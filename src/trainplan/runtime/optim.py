@@ -6,6 +6,8 @@ import math
 
 import torch
 
+from trainplan.runtime.parallel import adamw
+
 
 def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
     """Multiplier of the peak lr before optimizer step `step` (0-based): linear warmup from
@@ -28,7 +30,8 @@ def make_optimizer(model, train, total_steps: int):
     groups = [{"params": decay, "weight_decay": train.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
     # foreach=True: one fused kernel launch per group; works on DTensor (FSDP2) parameters.
-    opt = torch.optim.AdamW(groups, lr=train.lr, betas=tuple(train.betas), eps=1e-8, foreach=True)
+    # parallel.adamw: sharded by ZeroRedundancyOptimizer when the model runs zero1.
+    opt = adamw(model, groups, lr=train.lr, betas=tuple(train.betas), eps=1e-8, foreach=True)
     warmup = min(train.warmup_steps, total_steps)  # a warmup longer than the run ends with it
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_factor(s, warmup, total_steps, train.min_lr_ratio))

@@ -7,8 +7,9 @@
     4. apply_ac       activation checkpointing per policy (none/selective/full/partial/offload)
     5. apply_compile  torch.compile per block (optional)
     6. apply_fsdp     FSDP2 fully_shard per block, then the root; HSDP over (dp_replicate, dp_shard);
-                      with cp > 1 the shard group is dp_shard x cp (fsdp_mesh)
-    7. init weights on the real device, then the optimizer
+                      with cp > 1 the shard group is dp_shard x cp (fsdp_mesh). sharding zero1
+                      instead: nothing here, apply_zero1 after step 7
+    7. init weights on the real device, then the optimizer (adamw: sharded for zero1)
     pp > 1: the PipelineStages and schedule are built last, on the initialised chunks; cp > 1:
     each micro-batch's forward and backward run inside context.sequence_shard (trainer.train_step)
 
@@ -41,10 +42,6 @@ def build_mesh(layout, world_size: int, device_type: str):
     nodes. Dimensions of size 1 cost nothing."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    if layout.ep > 1:
-        raise TrainplanError(
-            f"the runtime does not implement ep > 1 yet (plan has ep={layout.ep}); choose a plan with ep = 1"
-        )
     shape = tuple(getattr(layout, k) for k in MESH_DIMS)
     n = 1
     for v in shape:
@@ -249,12 +246,15 @@ def apply_fsdp(model: nn.Module, dp_mesh, precision: str, sharding: str) -> None
     """fully_shard each block, then the root (embeddings, final norm, head). With a 2-D mesh
     (dp_replicate, dp_shard) this is HSDP: shard inside a group, replicate across groups.
 
-    sharding 'fsdp' frees gathered weights after each block's forward (ZeRO-3); 'zero2' and 'zero1'
-    keep them until backward (reshard_after_forward=False), which is FSDP2's closest match: weights
-    gathered once per step, gradients and optimizer states sharded. 'none' runs on a dp_shard=1
-    mesh, i.e. plain replication."""
+    sharding 'fsdp' frees gathered weights after each block's forward (ZeRO-3). 'zero2' keeps them
+    gathered from forward until the block's backward (reshard_after_forward=False, FSDP1's
+    SHARD_GRAD_OP): one all-gather per micro-batch, gradients reduce-scattered to fp32 shards,
+    optimizer states on the shards, which is ZeRO-2's P_os+g (Rajbhandari et al. 2020, section
+    5.2). 'none' runs on a dp_shard=1 mesh, i.e. plain replication; 'zero1' is apply_zero1."""
     from torch.distributed.fsdp import fully_shard
 
+    if sharding == "zero1":
+        raise AssertionError("zero1 is DDP + ZeroRedundancyOptimizer (apply_zero1), not FSDP")
     reshard = sharding == "fsdp"
     policy = mp_policy(precision)
     todo = blocks(model)
@@ -263,6 +263,53 @@ def apply_fsdp(model: nn.Module, dp_mesh, precision: str, sharding: str) -> None
         fully_shard(block, mesh=dp_mesh, mp_policy=policy,
                     reshard_after_forward=reshard and i < len(todo) - 1)
     fully_shard(model, mesh=dp_mesh, mp_policy=policy, reshard_after_forward=False)
+
+
+def apply_zero1(model: nn.Module, mesh, find_unused: bool) -> nn.Module:
+    """sharding 'zero1' (ZeRO-1, P_os: Rajbhandari et al. 2020, section 5.1): every rank keeps
+    the whole model and the whole gradient, only the optimizer states are sharded. torch's own
+    pieces: DDP all-reduces the gradients in buckets during backward (gradient_as_bucket_view:
+    the buckets are the .grad tensors, no second copy), and `adamw` below builds torch's
+    ZeroRedundancyOptimizer over the dp_shard group, which steps its shard of the parameters
+    and broadcasts them. Parameters stay in their storage dtype (fp32 for mixed precision, with
+    autocast computing in bf16/fp16, as on one process); supports.py refuses zero1 with tp, pp or
+    cp > 1. The plain tensors are the same on every rank: the init is layout-independent."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    # MoE: experts no token was routed to get no gradient in that step.
+    ddp = DistributedDataParallel(model, gradient_as_bucket_view=True, broadcast_buffers=False,
+                                  find_unused_parameters=find_unused)
+    ddp.zero1_group = mesh["dp_shard"].get_group()
+    return ddp
+
+
+def adamw(model: nn.Module, groups: list[dict], **kwargs) -> torch.optim.Optimizer:
+    """AdamW over `groups`; for a zero1 model (apply_zero1) torch's ZeroRedundancyOptimizer around
+    it, each rank holding AdamW states for its shard of the parameters only."""
+    group = getattr(model, "zero1_group", None)
+    if group is None:
+        return torch.optim.AdamW(groups, **kwargs)
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    opt = ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, process_group=group, **kwargs)
+
+    def after_load(local):
+        # A checkpoint restores the local optimizer (checkpointed below), whose step() is fed
+        # the global groups' hyperparameters: bring those (the restored lr) up to date too.
+        for src, dst in zip(local.param_groups, opt.param_groups, strict=True):
+            dst.update({k: v for k, v in src.items() if k != "params"})
+
+    opt.optim.register_load_state_dict_post_hook(after_load)
+    return opt
+
+
+def checkpointed(optimizer):
+    """The optimizer whose state a rank checkpoints: ZeroRedundancyOptimizer's local AdamW (its
+    shard's states, under the parameters' names, so DCP stores each once, by its owner);
+    ZeroRedundancyOptimizer.state_dict() itself needs a consolidation onto one rank first."""
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    return optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer) else optimizer
 
 
 def fsdp_mesh(mesh):

@@ -25,20 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainplan.errors import TrainplanError
 from trainplan.models.stages import chunk_layers, rank_chunks
-
-
-def check_pipeline(layout, spec) -> None:
-    """Refuse what this pipeline does not run, with what to change."""
-    if layout.chunked_loss:
-        raise TrainplanError("chunked_loss with pp > 1 is not implemented in the runtime (the last stage "
-                             "returns full logits to the schedule's loss); set chunked_loss false or pp=1")
-    if layout.cp > 1:
-        # Each stage would need its rank's sequence positions (rotary), which the schedule does not
-        # pass beyond the first stage; and context_parallel would have to cover the whole schedule.
-        raise TrainplanError("pp > 1 together with cp > 1 is not implemented in the runtime; "
-                             "choose a plan with pp > 1 and cp = 1, or pp = 1")
 
 
 def split_decoder(model: nn.Module, chunks: list[int], num_chunks: int) -> list[nn.Module]:

@@ -18,6 +18,7 @@ from trainplan.runtime.build import build_model
 from trainplan.runtime.data import make_batches
 from trainplan.runtime.optim import make_optimizer
 from trainplan.runtime.world import fit_to_world
+from trainplan.supports import check_runnable
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,8 @@ def make_scaler(precision: str, device: torch.device, fsdp: bool):
 def train(plan, opts: RunOptions) -> dict:
     """Run `plan` in this process (one rank of torchrun). Returns the run summary on rank 0 (also
     written to <out>/summary.json), {} on the other ranks."""
+    # Refused before any process group or allocation: the trainer runs exactly what was costed.
+    check_runnable(plan.layout, "cuda" if torch.cuda.is_available() else "cpu", plan.job.model)
     device = distributed.init()
     stop = _Stop()
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -36,6 +36,7 @@ from trainplan.models.stages import max_stage_layers
 from trainplan.precision import DEFAULT, recipe, searched
 from trainplan.search import space
 from trainplan.search.candidate import Candidate
+from trainplan.search.capability import runnable, trainer_fields
 from trainplan.search.evaluator import Counting, Evaluator
 from trainplan.search.objectives import Objective, objective
 from trainplan.search.query import Query
@@ -113,6 +114,7 @@ class _Count:
                         and mesh.sharding == "fsdp",
                         chunked_loss=self.context, stack=self.q.stack, execution=self.q.execution,
                         **mesh.layout_fields())
+        layout = layout.with_(**trainer_fields(self.q.stack, mesh.tp))
         return self.job(seq, mesh.dp * mb * ga), layout
 
     def fits(self, mesh, prec, ac, k, mb, seq, sched) -> bool:
@@ -302,10 +304,16 @@ def search_count(q: Query, node: NodeType, nodes: int, ev: Counting, obj: Object
     cands = [c for _, c in screened]
     # Ranked without recompute: the screen's checkpointing is coarse (full where partial would
     # do), and a mesh must not lose its place for recompute the expansion may remove.
-    by_tps = sorted(screened, key=lambda mc: -mc[1].tokens_per_s_without_recompute)[:KEEP]
     order = {id(c): i for i, c in enumerate(obj.rank(cands, q.tokens, q.tolerance))}
-    by_obj = sorted(screened, key=lambda mc: order.get(id(mc[1]), len(order)))[:KEEP]
-    keep = list({m: None for m, _ in by_tps + by_obj})
+
+    def best(pairs):
+        by_tps = sorted(pairs, key=lambda mc: -mc[1].tokens_per_s_without_recompute)[:KEEP]
+        by_obj = sorted(pairs, key=lambda mc: order.get(id(mc[1]), len(order)))[:KEEP]
+        return by_tps + by_obj
+
+    # The best meshes overall, and the best the stack can run (capability.py): `plan` recommends
+    # the latter and names the stack the former would need.
+    keep = list({m: None for m, _ in best(screened) + best([mc for mc in screened if runnable(mc[1])])})
     for mesh in keep:
         ref_cands = sc.expand(mesh, precs[0])
         cands += ref_cands

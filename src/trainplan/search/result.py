@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 from trainplan.errors import TrainplanError
 from trainplan.search.candidate import Candidate
+from trainplan.search.capability import refused_note, runnable, why_not
 from trainplan.search.engine import Progress, Stats, feasible, run_search
 from trainplan.search.evaluator import Evaluator, model_evaluator
 from trainplan.search.objectives import objective
@@ -64,10 +65,16 @@ def search(q: Query, evaluator: Evaluator | None = None, progress: Progress | No
     """Search the layouts of `q`, rank them by its priority, explain the winner."""
     obj = objective(q.priority)
     pool, stats, ev = run_search(q, evaluator or model_evaluator(), progress)
-    ok, over = feasible(pool, q)
+    fit, over = feasible(pool, q)
     risky = 0 if q.allow_risk else len(ev.risky)
-    if not ok:
+    if not fit:
         raise TrainplanError(_nothing(q, pool, risky, over))
+    ok = [c for c in fit if runnable(c)]
+    refused = [c for c in fit if not runnable(c)]
+    if not ok:
+        best_refused = obj.rank(refused, q.tokens, q.tolerance)[0]
+        raise TrainplanError(f"no plan that fits {q.model.name} can be run by trainplan's trainer; the best "
+                             f"({best_refused.layout.short()}) is refused: {why_not(best_refused)[0]}")
     ranked = _distinct(obj.rank(ok, q.tokens, q.tolerance), q.top + 1)
     best = ranked[0]
     front = pareto_front(ok)
@@ -76,6 +83,9 @@ def search(q: Query, evaluator: Evaluator | None = None, progress: Progress | No
         step = (len(front) - 1) / (PARETO_SHOWN - 1)
         front = [front[round(i * step)] for i in range(PARETO_SHOWN)]
     why = reasons(best, ok, q, ev, stats.no_fit_counts, risky)
+    note = refused_note(best, obj.rank(refused, q.tokens, q.tolerance)) if refused else None
+    if note:
+        why.append(note)
     full = _with_estimates(ev, [best, *ranked[1:], *front])
     return SearchResult(q, full[0], tuple(full[1:len(ranked)]), tuple(full[len(ranked):]), tuple(why),
                         stats, risky, over)

@@ -1,0 +1,148 @@
+"""What trainplan's reference trainer runs exactly as the planner costs it, and what it refuses.
+
+One torch-free check, read by every consumer: the trainer (before any process group or
+allocation), `launch` (for plans whose stack is the trainer's) and the search (`plan` recommends
+only layouts the trainer passes, and says which stack a faster refused layout needs). It sits
+below search, launch and runtime (tests/core/test_layering.py), and never imports torch.
+
+Execution settings: the trainer runs the values of its own preset (stacks.toml [trainplan], each
+with the code it comes from) plus `ALSO_RUNS`; a plan that asks for another value was costed for
+something the trainer would not do, so it is refused rather than run differently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainplan.errors import TrainplanError
+from trainplan.precision import recipe, registry
+from trainplan.stacks import DEFAULT_STACK, SETTINGS, stack
+
+TRAINER_STACK = DEFAULT_STACK
+# Values the trainer runs besides its preset's: the chunked loss (runtime/loss.py, with the
+# planner's chunk count) when the layout's chunked_loss asks for it.
+ALSO_RUNS = {"cross_entropy": ("chunked",)}
+# The stack named in refusals and in `plan`'s reasons: Megatron-Core with TransformerEngine runs
+# every parallel dimension and every value of every setting.
+OTHER_STACK = "megatron"
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    reason: str  # one line: what the trainer cannot do, and what to change
+    stack: str | None  # a stack that runs it, when another stack would
+
+
+def implemented() -> dict[str, tuple]:
+    """Setting -> the values the trainer runs."""
+    preset = stack(TRAINER_STACK).execution
+    return {k: (getattr(preset, k),) + ALSO_RUNS.get(k, ()) for k in SETTINGS}
+
+
+def refusal(layout, device: str = "cuda", model=None) -> Refusal | None:
+    """Why the trainer cannot run `layout` (a Layout) on `device` ('cuda' or 'cpu') exactly as
+    costed, or None. `model` (a ModelSpec), when given, adds the model-dependent rules."""
+    L = layout
+    if L.stack != TRAINER_STACK:
+        return Refusal(f"the plan was costed for stack {L.stack!r}; trainplan's trainer runs stack "
+                       f"{TRAINER_STACK!r} (plan again with --stack {TRAINER_STACK})", L.stack)
+    if L.ep > 1:
+        return Refusal(f"the trainer has no expert parallelism yet (plan has ep={L.ep}); "
+                       f"choose a plan with ep = 1, or --stack {OTHER_STACK}", OTHER_STACK)
+    if L.cp > 1 and device != "cuda":
+        return Refusal(
+            f"cp needs CUDA: cp={L.cp} runs ring attention through torch's context_parallel, which "
+            "handles only the CUDA SDPA kernels (flash, memory-efficient, cuDNN); on CPU SDPA's "
+            "_scaled_dot_product_flash_attention_for_cpu has no context-parallel implementation in this "
+            "torch; run on GPUs, or choose a plan with cp = 1", None)
+    if not recipe(L.precision).runnable:  # recipes.toml: no runtime converter
+        runs = [r.name for r in registry().values() if r.runnable]
+        return Refusal(f"precision {L.precision!r} has no converter in the trainer; use one of "
+                       f"{', '.join(runs)}, or --stack {OTHER_STACK}", OTHER_STACK)
+    for rule in (_tensor_parallel, _pipeline, _zero1, _settings):
+        r = rule(L, model)
+        if r is not None:
+            return r
+    return None
+
+
+def _tensor_parallel(L, model) -> Refusal | None:
+    """runtime/parallel.apply_tp: attention and MLP split Megatron-style; norms, embeddings and
+    the LM head stay whole on every tp rank, and MoE layers are not split."""
+    if L.tp == 1:
+        return None
+    if L.sequence_parallel:
+        return Refusal(f"the trainer's tensor parallel keeps norm activations whole on every tp rank "
+                       f"(tp={L.tp}): set sequence_parallel false, or --stack {OTHER_STACK}", OTHER_STACK)
+    if L.vocab_parallel_loss:
+        return Refusal(f"the trainer's tensor parallel computes the whole vocabulary's logits on every tp rank "
+                       f"(tp={L.tp}): set vocab_parallel_loss false, or --stack {OTHER_STACK}", OTHER_STACK)
+    lowp = recipe(L.precision).low_precision
+    if lowp is not None and lowp.converter_recipe != "tensorwise":
+        tw = [r.name for r in registry().values() if r.low_precision and r.low_precision.converter_recipe == "tensorwise"]
+        return Refusal(f"{L.precision} with tensor parallel: torchao's float8 tp styles are tensorwise; use "
+                       f"{', '.join(tw)}, or tp=1", OTHER_STACK)
+    if model is not None and model.moe is not None:
+        return Refusal(f"the trainer's tensor parallel does not split MoE layers; use tp=1, or "
+                       f"--stack {OTHER_STACK}", OTHER_STACK)
+    return None
+
+
+def _pipeline(L, model) -> Refusal | None:
+    """runtime/pipeline.py: the last stage returns full logits to the schedule's loss, and only the
+    first stage would know its rank's sequence positions (rotary) under context parallelism."""
+    if L.pp == 1 or not (L.cp > 1 or L.chunked_loss):
+        return None
+    what = "cp > 1" if L.cp > 1 else "the chunked loss"
+    return Refusal(f"pp > 1 together with {what} is not implemented in the trainer; choose pp = 1 "
+                   f"or drop {what}, or --stack {OTHER_STACK}", OTHER_STACK)
+
+
+def _zero1(L, model) -> Refusal | None:
+    """zero1 runs as DDP + torch's ZeroRedundancyOptimizer (runtime/parallel.apply_zero1): plain
+    tensors, so not with DTensor tp, pipeline stages or context parallelism; and the updated
+    parameters are broadcast after the optimizer step, not overlapped with compute."""
+    if L.sharding != "zero1" or L.dp == 1:
+        return None
+    if L.tp > 1 or L.pp > 1 or L.cp > 1:
+        return Refusal("sharding zero1 (DDP + ZeroRedundancyOptimizer) runs with tp = pp = cp = 1 in the "
+                       f"trainer; use zero2 or fsdp, or --stack {OTHER_STACK}", OTHER_STACK)
+    if L.execution.param_gather_overlap:
+        return Refusal("sharding zero1 broadcasts the updated parameters after the optimizer step in the "
+                       "trainer (not overlapped): --set param_gather_overlap=false, or use zero2 or fsdp",
+                       OTHER_STACK)
+    return None
+
+
+def _settings(L, model) -> Refusal | None:
+    runs = implemented()
+    s = L.execution.to_dict()
+    for key in SETTINGS:
+        if key == "param_gather_overlap" and L.sharding == "zero1":
+            continue  # _zero1: its gather is not overlapped, false is what runs
+        if s[key] not in runs[key]:
+            ok = " or ".join(_text(v) for v in runs[key])
+            return Refusal(f"the trainer does not implement {key}={_text(s[key])} (it runs {key}={ok}); "
+                           f"--set {key}={_text(runs[key][0])}, or --stack {OTHER_STACK}", OTHER_STACK)
+    kind = L.loss_kind
+    if kind not in runs["cross_entropy"]:
+        # compiled_loss: the loss compiled with its upcast fused, which the trainer does not do
+        return Refusal(f"the trainer does not implement the {kind} cross-entropy the plan was costed with "
+                       f"(compiled_loss={_text(L.compiled_loss)}); use plain or chunked_loss, "
+                       f"or --stack {OTHER_STACK}", OTHER_STACK)
+    if kind == "chunked" and not L.chunked_loss:
+        # the memory model prices the chunked loss from chunked_loss (costs/memory.py)
+        return Refusal("cross_entropy=chunked needs the layout's chunked_loss true, which the plan's memory "
+                       "was costed with; set both", None)
+    return None
+
+
+def _text(v) -> str:
+    return "null" if v is None else str(v).lower()
+
+
+def check_runnable(layout, device: str = "cuda", model=None) -> None:
+    """Raise a one-line TrainplanError when the trainer cannot run `layout` exactly as costed."""
+    r = refusal(layout, device, model)
+    if r is not None:
+        raise TrainplanError(r.reason)

@@ -8,7 +8,7 @@ CORE = ["trainplan.hardware", "trainplan.models", "trainplan.layout", "trainplan
         "trainplan.precision", "trainplan.plan", "trainplan.cli", "trainplan.costs",
         "trainplan.costs.memory", "trainplan.costs.fit", "trainplan.costs.steptime",
         "trainplan.search", "trainplan.estimate", "trainplan.validation.run",
-        "trainplan.profile", "trainplan.launch"]
+        "trainplan.profile", "trainplan.launch", "trainplan.supports"]
 
 
 def test_core_imports_with_torch_made_unimportable():

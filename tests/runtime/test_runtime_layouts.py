@@ -73,7 +73,8 @@ REFUSED = {
                   "which handles only the CUDA SDPA kernels (flash, memory-efficient, cuDNN); on CPU SDPA's "
                   "_scaled_dot_product_flash_attention_for_cpu has no context-parallel implementation in this "
                   "torch; run on GPUs, or choose a plan with cp = 1",
-    "ep2": "TrainplanError: the runtime does not implement ep > 1 yet (plan has ep=2); choose a plan with ep = 1",
+    "ep2": "TrainplanError: the trainer has no expert parallelism yet (plan has ep=2); choose a plan with ep = 1, "
+           "or --stack megatron",
 }
 # Pipelined layouts and the baseline each must match: (baseline, rel. tol. losses, grad norms).
 # A pipeline runs the same ops on the same micro-batches, its gradients are averaged by the

@@ -277,7 +277,7 @@ def apply_zero1(model: nn.Module, mesh, find_unused: bool) -> nn.Module:
     from torch.nn.parallel import DistributedDataParallel
 
     # MoE: experts no token was routed to get no gradient in that step.
-    ddp = DistributedDataParallel(model, gradient_as_bucket_view=True, broadcast_buffers=False,
+    ddp = DistributedDataParallel(model, gradient_as_bucket_view=True, forward_sync_buffers=False,
                                   find_unused_parameters=find_unused)
     ddp.zero1_group = mesh["dp_shard"].get_group()
     return ddp
@@ -292,24 +292,29 @@ def adamw(model: nn.Module, groups: list[dict], **kwargs) -> torch.optim.Optimiz
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
     opt = ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, process_group=group, **kwargs)
-
-    def after_load(local):
-        # A checkpoint restores the local optimizer (checkpointed below), whose step() is fed
-        # the global groups' hyperparameters: bring those (the restored lr) up to date too.
-        for src, dst in zip(local.param_groups, opt.param_groups, strict=True):
-            dst.update({k: v for k, v in src.items() if k != "params"})
-
-    opt.optim.register_load_state_dict_post_hook(after_load)
+    # A checkpoint restores the local optimizer (`checkpointed`), but step() feeds it the global
+    # groups' hyperparameters: bring those (the restored lr) up to date from it.
+    opt.optim.register_load_state_dict_post_hook(lambda local: _copy_hyperparameters(local, opt))
     return opt
+
+
+def _copy_hyperparameters(src, dst) -> None:
+    for a, b in zip(src.param_groups, dst.param_groups, strict=True):
+        b.update({k: v for k, v in a.items() if k != "params"})
 
 
 def checkpointed(optimizer):
     """The optimizer whose state a rank checkpoints: ZeroRedundancyOptimizer's local AdamW (its
     shard's states, under the parameters' names, so DCP stores each once, by its owner);
-    ZeroRedundancyOptimizer.state_dict() itself needs a consolidation onto one rank first."""
+    ZeroRedundancyOptimizer.state_dict() itself needs a consolidation onto one rank first. The
+    local optimizer sees the global groups' hyperparameters only inside step(): the lr the
+    scheduler set since is copied in first, so that the checkpoint holds it."""
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
-    return optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer) else optimizer
+    if not isinstance(optimizer, ZeroRedundancyOptimizer):
+        return optimizer
+    _copy_hyperparameters(optimizer, optimizer.optim)
+    return optimizer.optim
 
 
 def fsdp_mesh(mesh):

@@ -42,6 +42,7 @@ def refused_note(chosen: Candidate, refused_ranked: list[Candidate]) -> str | No
             continue
         diff = [f"{k}={getattr(c.layout, k)}" for k in ("tp", "pp", "cp", "ep", "sharding", "precision")
                 if getattr(c.layout, k) != getattr(chosen.layout, k)] or [c.layout.short()]
+        # the refusal's first clause says why (the rest says what to change, which is this note)
         return (f"{' '.join(diff)} would be {c.tokens_per_s / chosen.tokens_per_s:.2f}x faster "
-                f"({c.layout.short()}) but needs --stack {stack}: {reason}")
+                f"({c.layout.short()}) but needs --stack {stack}: {reason.split(';')[0].split(':')[0]}")
     return None

@@ -1,0 +1,129 @@
+"""trainplan/supports.py: what the reference trainer runs as costed, and the one-line refusals.
+
+The done-when of issue 11 part 4, per stack preset: a layout run by the trainer with that preset's
+settings passes exactly when every setting is one the trainer implements (its own preset's value,
+which the cost model prices for stack trainplan), and is refused naming the first other one.
+"""
+
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from trainplan.errors import TrainplanError
+from trainplan.hardware import Cluster, find_node
+from trainplan.job import Job, Workload
+from trainplan.layout import Layout
+from trainplan.models import resolve
+from trainplan.plan import Plan
+from trainplan.stacks import SETTINGS, stack, stacks
+from trainplan.supports import TRAINER_STACK, check_runnable, implemented, refusal
+
+
+def test_supports_imports_without_torch():
+    code = ("import sys; sys.modules['torch'] = None; import trainplan.supports, trainplan.search.capability; "
+            "assert 'torch' not in [m for m in sys.modules if sys.modules[m] is not None]")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 0, p.stderr
+
+
+def test_the_trainers_own_preset_is_what_it_implements():
+    # The cost model prices stack trainplan with this preset; the trainer runs each of its values.
+    preset = stack(TRAINER_STACK).execution
+    runs = implemented()
+    assert all(getattr(preset, k) == runs[k][0] for k in SETTINGS)
+    assert refusal(Layout(), "cuda") is None and refusal(Layout(), "cpu") is None
+
+
+@pytest.mark.parametrize("name", sorted(stacks()))
+def test_per_preset_the_trainer_runs_what_it_implements_and_refuses_the_rest(name):
+    settings = stack(name).execution.to_dict()
+    runs = implemented()
+    foreign = [k for k in SETTINGS if settings[k] not in runs[k]]
+    layout = Layout().with_stack(TRAINER_STACK, **settings)  # the trainer, asked for these settings
+    r = refusal(layout, "cuda")
+    if foreign:
+        k = foreign[0]
+        assert r is not None and f"does not implement {k}=" in r.reason and r.stack == "megatron", r
+    else:
+        assert r is None
+    # a plan costed for the stack itself is not the trainer's to run
+    theirs = refusal(Layout().with_stack(name), "cuda")
+    assert (theirs is None) == (name == TRAINER_STACK)
+    if theirs is not None:
+        assert f"costed for stack {name!r}" in theirs.reason
+
+
+def test_megatron_and_nemo_ask_for_settings_the_trainer_does_not_run():
+    # pins that the loop above exercises refusals, not only passes
+    assert refusal(Layout().with_stack(TRAINER_STACK, **stack("nemo").execution.to_dict()), "cuda") is not None
+    assert refusal(Layout().with_stack(TRAINER_STACK, **stack("megatron").execution.to_dict()), "cuda") is not None
+
+
+@pytest.mark.parametrize("settings, key", [
+    ({"tp_comm_overlap": True}, "tp_comm_overlap"), ({"cuda_graphs": True}, "cuda_graphs"),
+    ({"moe_dispatcher": "deepep"}, "moe_dispatcher"), ({"cp_comm": "p2p"}, "cp_comm"),
+    ({"cp_comm": "a2a"}, "cp_comm"), ({"power_limit_w": 700.0}, "power_limit_w"),
+    ({"cross_entropy": "fused"}, "cross_entropy"), ({"grad_reduce_overlap": False}, "grad_reduce_overlap"),
+])
+def test_settings_the_trainer_does_not_implement_are_refused(settings, key):
+    with pytest.raises(TrainplanError, match=f"does not implement {key}="):
+        check_runnable(Layout().with_stack(TRAINER_STACK, **settings), "cuda")
+
+
+@pytest.mark.parametrize("layout, device, words", [
+    (Layout(ep=8, dp_shard=8), "cuda", "no expert parallelism"),
+    (Layout(cp=2), "cpu", "cp needs CUDA"),
+    (Layout(precision="mxfp8"), "cuda", "no converter"),
+    (Layout(precision="nvfp4"), "cuda", "no converter"),
+    (Layout(tp=2), "cuda", "sequence_parallel false"),
+    (Layout(tp=2, sequence_parallel=False), "cuda", "vocab_parallel_loss false"),
+    (Layout(tp=2, sequence_parallel=False, vocab_parallel_loss=False, precision="fp8_rowwise"), "cuda",
+     "fp8_tensorwise"),
+    (Layout(pp=2, chunked_loss=True), "cuda", "chunked loss"),
+    (Layout(pp=2, cp=2), "cuda", "pp > 1 together with cp > 1"),
+    (Layout(sharding="zero1", dp_shard=2, tp=2, sequence_parallel=False, vocab_parallel_loss=False), "cuda",
+     "tp = pp = cp = 1"),
+    (Layout(sharding="zero1", dp_shard=2), "cuda", "param_gather_overlap=false"),
+    (Layout(compiled_loss=True), "cuda", "fused cross-entropy"),
+    (Layout().with_stack(TRAINER_STACK, cross_entropy="chunked"), "cuda", "chunked_loss true"),
+])
+def test_what_the_trainer_cannot_honour_is_one_line(layout, device, words):
+    r = refusal(layout, device)
+    assert r is not None and words in r.reason and "\n" not in r.reason
+
+
+def test_what_the_trainer_runs_passes():
+    for L in (Layout(cp=2), Layout(chunked_loss=True), Layout(pp=2), Layout(sharding="zero2", dp_shard=2),
+              Layout(sharding="zero1", dp_shard=2).with_stack(TRAINER_STACK, param_gather_overlap=False),
+              Layout(tp=2, sequence_parallel=False, vocab_parallel_loss=False, precision="fp8_tensorwise"),
+              Layout(precision="fp16"), Layout(precision="bf16_pure")):
+        assert refusal(L, "cuda") is None, L.short()
+
+
+def test_tensor_parallel_moe_needs_the_model():
+    L = Layout(tp=2, sequence_parallel=False, vocab_parallel_loss=False)
+    moe = resolve("qwen3-30b-a3b")
+    assert refusal(L, "cuda") is None
+    assert "MoE" in refusal(L, "cuda", moe).reason
+
+
+def test_launch_refuses_a_plan_the_trainer_cannot_run():
+    from trainplan.launch import render
+    from trainplan.launch.base import LaunchOptions
+
+    model = resolve("qwen3-30b-a3b")
+    node = find_node("ml.p5.48xlarge")
+    L = Layout(ep=8, dp_shard=8, micro_batch=1)
+    plan = Plan(Job(model, Cluster(node, 1), Workload(seq_len=4096, global_batch=8)), L)
+    with pytest.raises(TrainplanError, match="no expert parallelism"):
+        render("local", plan, LaunchOptions(plan_path="plan.json"))
+    # a plan for another stack is that stack's to run: launch renders it
+    other = replace(plan, layout=L.with_stack("megatron"))
+    assert render("local", other, LaunchOptions(plan_path="plan.json")).text
+    # the device decides for cp: refused on CPU, rendered for GPUs
+    cp = replace(plan, layout=Layout(cp=2, dp_shard=4, micro_batch=2))
+    with pytest.raises(TrainplanError, match="cp needs CUDA"):
+        render("local", cp, LaunchOptions(plan_path="plan.json", device="cpu"))
+    assert render("local", cp, LaunchOptions(plan_path="plan.json", device="cuda")).text

@@ -18,6 +18,9 @@ pytestmark = [pytest.mark.torch, pytest.mark.distributed, pytest.mark.slow]
 HF_LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
             "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 259,
             "max_position_embeddings": 128, "tie_word_embeddings": True}
+# The trainer's tensor parallel keeps norms and the LM head whole on every tp rank: the layout
+# says so (trainplan/supports.py refuses a tp layout costed with sequence or vocabulary parallelism).
+TP_AS_RUN = {"sequence_parallel": False, "vocab_parallel_loss": False}
 CONFIGS = {
     "fsdp": {},
     "ac_selective": {"layout": {"ac": "selective"}},
@@ -26,14 +29,14 @@ CONFIGS = {
     "ac_offload": {"layout": {"ac": "offload"}},
     "hsdp_2x1": {"layout": {"dp_replicate": 2}},
     # tp=2 leaves dp=1: a micro-batch of 4 holds the same 4 windows as fsdp's 2 ranks x 2
-    "tp2": {"layout": {"tp": 2, "micro_batch": 4}},
+    "tp2": {"layout": {"tp": 2, "micro_batch": 4, **TP_AS_RUN}},
     "grad_accum": {"layout": {"grad_accum": 2, "micro_batch": 1}},
     "chunked_loss": {"layout": {"chunked_loss": True}},
     "zero2": {"layout": {"sharding": "zero2"}},
     "fp8_tensorwise": {"layout": {"precision": "fp8_tensorwise"}},
     "fp8_rowwise": {"layout": {"precision": "fp8_rowwise"}},
     "fp8_allgather": {"layout": {"precision": "fp8_tensorwise", "fp8_allgather": True}},
-    "fp8_tp2": {"layout": {"precision": "fp8_tensorwise", "tp": 2, "micro_batch": 4}},
+    "fp8_tp2": {"layout": {"precision": "fp8_tensorwise", "tp": 2, "micro_batch": 4, **TP_AS_RUN}},
     "fp16": {"layout": {"precision": "fp16"}},
     "bf16_pure": {"layout": {"precision": "bf16_pure"}},
     "moe": {"moe": {"num_experts": 4, "experts_per_token": 2, "expert_ffn_size": 64,
@@ -161,7 +164,8 @@ FOUR_RANKS = {
     "fsdp_untied_4layers": {"model": {"tied_embeddings": False, "num_layers": 4}},
     "pp2_dp2": {"model": {"tied_embeddings": False}, "layout": {"pp": 2, "grad_accum": 2}},
     "pp2_hsdp_2x1": {"model": {"tied_embeddings": False}, "layout": {"pp": 2, "grad_accum": 2, "dp_replicate": 2}},
-    "pp2_tp2": {"model": {"tied_embeddings": False}, "layout": {"pp": 2, "grad_accum": 2, "tp": 2, "micro_batch": 4}},
+    "pp2_tp2": {"model": {"tied_embeddings": False},
+                "layout": {"pp": 2, "grad_accum": 2, "tp": 2, "micro_batch": 4, **TP_AS_RUN}},
     "pp4_gpipe": {"model": {"tied_embeddings": False, "num_layers": 4},
                   "layout": {"pp": 4, "grad_accum": 4, "pp_schedule": "gpipe"}},
 }

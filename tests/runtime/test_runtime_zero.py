@@ -11,7 +11,7 @@ import json
 import pytest
 from runtime_helpers import HERE, read_jsonl, torchrun
 
-from trainplan.costs.states import stage_params, state_bytes
+from trainplan.costs.memory import memory_breakdown
 from trainplan.runtime.demo import demo_plan
 
 pytestmark = [pytest.mark.torch, pytest.mark.distributed, pytest.mark.slow]
@@ -82,9 +82,8 @@ def test_what_each_rank_holds(results):
 def test_the_planner_prices_the_optimizer_states_that_run(results, sharding):
     from _worker import TINY
 
-    sp = stage_params(TINY, 1, 1, 1)[0]
-    priced = state_bytes(sp, sharding=sharding, pure=False, dp_shard=2, cp=1, ep=1, pp=1, optimizer_offload=False,
-                         fp8_allgather=False, fp8_elem_bytes=1.0).optimizer_states
+    plan = demo_plan(2, seq_len=64, micro_batch=2, model=TINY, sharding=sharding)
+    priced = memory_breakdown(plan.job, plan.layout).optimizer_states
     measured = _bytes(results, sharding, "optimizer_bytes")
     assert sum(measured) / 2 == pytest.approx(priced, rel=1e-9)
 

@@ -112,6 +112,7 @@ def test_tensor_parallel_moe_needs_the_model():
 def test_launch_refuses_a_plan_the_trainer_cannot_run():
     from trainplan.launch import render
     from trainplan.launch.base import LaunchOptions
+    from trainplan.launch.local import LocalOptions
 
     model = resolve("qwen3-30b-a3b")
     node = find_node("ml.p5.48xlarge")
@@ -125,5 +126,5 @@ def test_launch_refuses_a_plan_the_trainer_cannot_run():
     # the device decides for cp: refused on CPU, rendered for GPUs
     cp = replace(plan, layout=Layout(cp=2, dp_shard=4, micro_batch=2))
     with pytest.raises(TrainplanError, match="cp needs CUDA"):
-        render("local", cp, LaunchOptions(plan_path="plan.json", device="cpu"))
-    assert render("local", cp, LaunchOptions(plan_path="plan.json", device="cuda")).text
+        render("local", cp, LocalOptions(plan_path="plan.json", device="cpu"))
+    assert render("local", cp, LocalOptions(plan_path="plan.json", device="cuda")).text

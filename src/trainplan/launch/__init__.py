@@ -33,7 +33,7 @@ def render(target: str, plan, options: LaunchOptions | None = None) -> Rendered:
     t = find_target(target)
     options = _widen(options or LaunchOptions(), t)
     if plan.layout.stack == TRAINER_STACK:  # a plan its runtime cannot run is refused here
-        check_runnable(plan.layout, options.device, plan.job.model)
+        check_runnable(plan.layout, getattr(options, "device", "cuda"), plan.job.model)  # remote targets: GPUs
     for f in fields(options):
         for v in _texts(getattr(options, f.name)):
             if any(ord(c) < 0x20 or ord(c) == 0x7F for c in v):

@@ -90,3 +90,28 @@ def test_two_traced_layers_extrapolate_to_a_full_trace(ac):
         assert two[key] == six[key], key
     ratio = two["peak_bytes"] / six["peak_bytes"]
     assert (0.99 <= ratio <= 1.01) if ac == "none" else (1.0 <= ratio <= 1.15), ratio
+
+
+def test_text_compares_activations_with_what_the_planner_uses_and_says_so(cli):
+    """The activations `trace` prints next to the traced ones are the planner's (the memory model
+    that `plan` and `estimate` run for this layout), not the HF-eager calibration, which is shown
+    apart as not used."""
+    from trainplan.commands.trace import render
+    from trainplan.estimate import estimate
+    from trainplan.hardware import cluster
+    from trainplan.job import Job, Workload
+    from trainplan.layout import Layout
+    from trainplan.models import resolve
+
+    d = _trace(cli, "--ac", "none", "--fsdp", "2")
+    spec = resolve(LLAMA)
+    job = Job(spec, cluster("ml.p6-b200.48xlarge", 1), Workload(S, 2))
+    mem = estimate(job, Layout(ac="none", micro_batch=1, grad_accum=1, dp_shard=2)).memory
+    per_layer = mem.activations / mem.microbatches_in_flight / spec.num_layers
+    assert d["analytic"]["activation_bytes_per_layer_planner"] == round(per_layer)
+    assert d["analytic"]["activation_bytes_per_layer_calibrated"] != round(per_layer)  # none: calibrated
+    lines = render("llama", d).splitlines()
+    act = next(i for i, line in enumerate(lines) if line.startswith("  activations / layer"))
+    assert f"planner {per_layer / 2**30:.3f} GiB" in lines[act]
+    assert "the memory model plan and estimate use" in lines[act + 1]
+    assert "calibrated to HF eager code, not used by the planner" in lines[act + 2]

@@ -59,7 +59,6 @@ def run(args) -> int:
     from trainplan.models import resolve
     from trainplan.models.checks import check_context
     from trainplan.trace.settings import TraceSettings
-    from trainplan.units import GiB
 
     s = TraceSettings.make(seq_len=args.seq_len, micro_batch=args.micro_batch, precision=args.precision,
                            ac=args.ac, ac_layers=args.ac_layers, layers=args.layers, fsdp=args.fsdp)
@@ -68,20 +67,39 @@ def run(args) -> int:
     if args.json:
         print_json(d)
         return 0
+    print(render(args.model, d))
+    return 0
+
+
+def render(model: str, d: dict) -> str:
+    """The trace next to the planner's own numbers. Activations are compared with what `plan`
+    and `estimate` use (the memory model for this layout, no trace calibration), and the text says
+    so; the formulas calibrated to HF eager code are shown apart, marked as not used."""
+    from trainplan.units import GiB
+
     t, a, r = d["traced"], d["analytic"], d["relative_difference"]
 
     def pct(x):
         return "n/a" if x is None else f"{100 * x:+.2f}%"
 
-    print(f"{args.model}: {d['note']}")
-    print(f"  params               {t['params']:>16,}   analytic {a['params']:,} ({pct(r['params'])})")
-    print(f"  activations / layer  {t['activation_bytes_per_layer'] / GiB:>13.3f} GiB   analytic "
-          f"{a['activation_bytes_per_layer'] / GiB:.3f} GiB ({pct(r['activation_bytes_per_layer'])})")
-    print(f"  activations outside  {t['activation_bytes_outside_layers'] / GiB:>13.3f} GiB   (embedding, final norm, logits, loss)")
-    print(f"  peak                 {t['peak_bytes'] / GiB:>13.3f} GiB   in {t['peak_phase']} (extrapolated)")
-    print(f"  FLOPs / step         {t['flops_per_step']:>16.4e}   analytic {a['flops_per_step']:.4e} ({pct(r['flops_per_step'])})")
-    print(f"  matmul FLOPs / step  {t['flops_by_class']['matmul']:>16.4e}   analytic {a['flops_matmul']:.4e} ({pct(r['flops_matmul'])})")
-    print(f"  traced in {d['trace_seconds']} s")
-    for n in d["notes"]:
-        print(f"  note: {n}")
-    return 0
+    def gib(x):
+        return f"{x / GiB:.3f} GiB"
+
+    return "\n".join([
+        f"{model}: {d['note']}",
+        f"  params               {t['params']:>16,}   analytic {a['params']:,} ({pct(r['params'])})",
+        (f"  activations / layer  {t['activation_bytes_per_layer'] / GiB:>13.3f} GiB   planner "
+         f"{gib(a['activation_bytes_per_layer_planner'])} ({pct(r['activation_bytes_per_layer_planner'])})"),
+        "                       planner: the memory model plan and estimate use, for this layout",
+        (f"                       (calibrated to HF eager code, not used by the planner: "
+         f"{gib(a['activation_bytes_per_layer_calibrated'])}, {pct(r['activation_bytes_per_layer_calibrated'])})"),
+        (f"  activations outside  {t['activation_bytes_outside_layers'] / GiB:>13.3f} GiB   "
+         "(embedding, final norm, logits, loss)"),
+        f"  peak                 {t['peak_bytes'] / GiB:>13.3f} GiB   in {t['peak_phase']} (extrapolated)",
+        (f"  FLOPs / step         {t['flops_per_step']:>16.4e}   analytic {a['flops_per_step']:.4e} "
+         f"({pct(r['flops_per_step'])})"),
+        (f"  matmul FLOPs / step  {t['flops_by_class']['matmul']:>16.4e}   analytic {a['flops_matmul']:.4e} "
+         f"({pct(r['flops_matmul'])})"),
+        f"  traced in {d['trace_seconds']} s",
+        *(f"  note: {n}" for n in d["notes"]),
+    ])

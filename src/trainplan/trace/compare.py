@@ -23,6 +23,26 @@ def rel(traced: float, analytic: float) -> float | None:
     return None if not traced else (analytic - traced) / traced
 
 
+def planner_activations_per_layer(spec, s) -> float:
+    """Bytes kept for backward per decoder layer, averaged over the model's layers, as the planner
+    itself counts them: costs/memory.py (the memory model of `plan` and `estimate`) for the trace's
+    layout (one micro-batch of the traced size, FSDP2 over the traced world, no tp/pp/cp), which
+    applies no trace calibration. FSDP2 even for a world of one: the planner then counts PyTorch's
+    conventions (torchtitan's), the code the tracer runs. The cluster only has to hold the world:
+    activations do not depend on the GPU."""
+    from trainplan.costs.memory import memory_breakdown
+    from trainplan.hardware import cluster
+    from trainplan.job import Job, Workload
+    from trainplan.layout import Layout
+
+    node = "ml.p6-b200.48xlarge"  # 8 GPUs per node
+    layout = Layout(precision=s.precision, ac=s.ac, ac_layers=s.ac_layers if s.ac == "partial" else 0,
+                    micro_batch=s.micro_batch, grad_accum=1, dp_shard=s.fsdp, sharding="fsdp")
+    job = Job(spec, cluster(node, -(-s.fsdp // 8)), Workload(s.seq_len, s.micro_batch * s.fsdp))
+    b = memory_breakdown(job, layout)
+    return b.activations / b.microbatches_in_flight / spec.num_layers
+
+
 def analytic(spec, r: TraceResult) -> dict:
     from trainplan.costs.activations import ActivationContext, layer_activations
     from trainplan.costs.flops import model_flops, recompute_per_token
@@ -55,7 +75,10 @@ def analytic(spec, r: TraceResult) -> dict:
     return {
         "params": count_params(spec).total,
         "activation_bytes_per_layer": round(sum(act) / len(act)),
+        # what `plan` and `estimate` use: the memory model for this layout, uncalibrated
+        "activation_bytes_per_layer_planner": round(planner_activations_per_layer(spec, s)),
         # + calibration/activations/hf_eager.json: what the formulas miss against HF eager code
+        # (fitted data for the tracer's own checks; the planner does not add it)
         "activation_bytes_per_layer_calibrated": round(sum(calibrated) / len(calibrated)),
         "activation_groups_per_layer": {k: round(v) for k, v in groups.items() if v},
         "flops_matmul": round(matmul),
@@ -73,6 +96,8 @@ def comparison(spec, r: TraceResult) -> dict:
         "relative_difference": {
             "params": rel(t["params"], a["params"]),
             "activation_bytes_per_layer": rel(t["activation_bytes_per_layer"], a["activation_bytes_per_layer"]),
+            "activation_bytes_per_layer_planner": rel(t["activation_bytes_per_layer"],
+                                                      a["activation_bytes_per_layer_planner"]),
             "activation_bytes_per_layer_calibrated": rel(t["activation_bytes_per_layer"],
                                                          a["activation_bytes_per_layer_calibrated"]),
             "flops_matmul": rel(t["model_flops_matmul"], a["flops_matmul"]),

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from trainplan.errors import TrainplanError
-from trainplan.models.stages import max_stage_layers
+from trainplan.models.stages import Uneven, check_split, max_stage_layers
 from trainplan.precision import DEFAULT as DEFAULT_PRECISION
 from trainplan.stacks import DEFAULT_STACK, Execution, cp_heads_split, execution_from_dict
 from trainplan.stacks import stack as stack_preset
@@ -35,7 +35,8 @@ AC_MODES = ("none", "selective", "full", "partial", "offload")
 PP_SCHEDULES = ("1f1b", "interleaved", "gpipe")
 
 
-_OPTIONAL = ("grad_reduce_fp32", "compiled_loss", "vocab_parallel_loss", "bf16_loss", "fsdp_sync_last_microbatch")
+_OPTIONAL = ("grad_reduce_fp32", "compiled_loss", "vocab_parallel_loss", "bf16_loss", "fsdp_sync_last_microbatch",
+             "pp_first_stage_layers", "pp_last_stage_layers", "pp_embedding_in_split", "pp_loss_in_split")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,12 @@ class Layout:
     pp: int = 1
     pp_schedule: str = "1f1b"
     vp: int = 1  # virtual pipeline stages per pp rank (interleaved schedule)
+    # Uneven pipeline split (models/stages.py; Megatron's options of the same meaning): layers on the
+    # first / last pipeline rank (0: the even split), or the embedding / loss counted as a layer each.
+    pp_first_stage_layers: int = 0  # --decoder-first-pipeline-num-layers
+    pp_last_stage_layers: int = 0  # --decoder-last-pipeline-num-layers
+    pp_embedding_in_split: bool = False  # --account-for-embedding-in-pipeline-split
+    pp_loss_in_split: bool = False  # --account-for-loss-in-pipeline-split
     cp: int = 1
     ep: int = 1
     fp8_allgather: bool = False  # FSDP all-gathers fp8 weights (fp8 recipes only)
@@ -83,6 +90,12 @@ class Layout:
     @property
     def num_gpus(self) -> int:
         return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def uneven(self) -> Uneven:
+        """The pipeline split rule of models/stages.py these fields name."""
+        return Uneven(self.pp_first_stage_layers, self.pp_last_stage_layers, self.pp_embedding_in_split,
+                      self.pp_loss_in_split)
 
     def with_(self, **changes) -> Layout:
         return replace(self, **changes)
@@ -267,16 +280,13 @@ def check_layout(job, layout: Layout) -> None:
         raise TrainplanError(
             f"tp={L.tp} and the {m.num_kv_heads} key/value heads of {m.name} do not divide one another"
         )
-    if m.num_layers < L.pp * L.vp:
-        raise TrainplanError(
-            f"pp*vp = {L.pp * L.vp} pipeline chunks but {m.name} has only {m.num_layers} layers"
-        )
+    check_split(m.num_layers, L.pp, L.vp, L.uneven)
     if L.vp > 1 and L.pp_schedule != "interleaved":
         raise TrainplanError(f"vp={L.vp} needs pp_schedule 'interleaved'")
-    if L.ac == "partial" and not 0 < L.ac_layers <= max_stage_layers(m.num_layers, L.pp):
+    per_stage = max_stage_layers(m.num_layers, L.pp, L.vp, L.uneven)
+    if L.ac == "partial" and not 0 < L.ac_layers <= per_stage:
         raise TrainplanError(
-            f"ac 'partial' needs 1 <= ac_layers <= layers per pipeline stage "
-            f"({max_stage_layers(m.num_layers, L.pp)}), got {L.ac_layers}"
+            f"ac 'partial' needs 1 <= ac_layers <= layers per pipeline stage ({per_stage}), got {L.ac_layers}"
         )
     if w.seq_len % L.cp:
         raise TrainplanError(f"cp={L.cp} does not divide the sequence length {w.seq_len}")

@@ -5,7 +5,8 @@ from dataclasses import replace
 import torch
 import torch.nn.functional as F
 
-from trainplan.models.stages import rank_chunks
+from trainplan.costs.states import stage_params
+from trainplan.models.stages import Uneven, rank_chunks
 from trainplan.runtime.demo import DEMO_MODEL
 from trainplan.runtime.model import Decoder
 from trainplan.runtime.pipeline import rank_view, split_decoder
@@ -16,16 +17,38 @@ SPEC = replace(DEMO_MODEL, num_layers=5, hidden_size=64, num_heads=4, num_kv_hea
 
 def test_each_rank_builds_the_layers_the_memory_model_prices():
     # One split (models/stages.py) for the trainer and the memory model, interleaved included.
-    from trainplan.costs.states import stage_params
-
     spec = replace(SPEC, num_layers=7)
     with torch.device("meta"):
         meta = Decoder(spec, 32)
     pp, vp = 2, 2
     for r, priced in enumerate(stage_params(spec, 1, 1, pp, vp)):
-        built = [int(k) for part in split_decoder(meta, rank_chunks(r, pp, vp), pp * vp) for k in part.layers]
+        built = [int(k) for part in split_decoder(meta, rank_chunks(r, pp, vp), pp, vp) for k in part.layers]
         assert tuple(built) == priced.layers
     assert [len(s.layers) for s in stage_params(spec, 1, 1, pp, vp)] == [4, 3]
+
+
+def test_embedding_and_loss_in_the_split_leave_end_chunks_without_layers():
+    # Megatron's account_for_embedding/loss_in_pipeline_split (models/stages.py): 6 layers + 2 on
+    # 2 ranks x 2 chunks = 2 per chunk; chunk 0 builds only the embedding + 1 layer, chunk 3 one
+    # layer + the head. The chunks chained still compute the whole model.
+    torch.manual_seed(0)
+    spec = replace(SPEC, num_layers=6)
+    whole = Decoder(spec, 32)
+    whole.init_weights(seed=0)
+    with torch.device("meta"):
+        meta = Decoder(spec, 32)
+    ends = Uneven(embedding=True, loss=True)
+    parts = split_decoder(meta, [0, 1, 2, 3], 2, 2, ends)
+    assert [list(p.layers) for p in parts] == [["0"], ["1", "2"], ["3", "4"], ["5"]]
+    for r, priced in enumerate(stage_params(spec, 1, 1, 2, 2, ends)):
+        assert tuple(int(k) for c in rank_chunks(r, 2, 2) for k in parts[c].layers) == priced.layers
+    h = x = torch.randint(0, spec.vocab_size, (2, 32))
+    for p in parts:
+        p.to_empty(device="cpu")
+        p.init_weights(seed=0)
+        h = p(h)
+    y = torch.roll(x, -1, dims=1)
+    assert torch.allclose(F.cross_entropy(h.float().flatten(0, -2), y.flatten()), whole(x, y), rtol=1e-6)
 
 
 def test_chunks_chained_equal_the_whole_model_and_keep_its_names():
@@ -34,7 +57,7 @@ def test_chunks_chained_equal_the_whole_model_and_keep_its_names():
     whole.init_weights(seed=0)
     with torch.device("meta"):
         meta = Decoder(SPEC, 32)
-    parts = split_decoder(meta, [0, 1, 2], 3)
+    parts = split_decoder(meta, [0, 1, 2], 3)  # pp=3
     for p in parts:
         p.to_empty(device="cpu")
         p.init_weights(seed=0)  # seeded by name: the same values as the whole model's

@@ -49,7 +49,10 @@ def test_cp_opens_up_with_long_sequences_and_ep_only_for_moe():
 
 def test_vp_gives_chunks_of_one_two_or_four_layers():
     assert space.vp_options(96, 8) == [2, 3, 6, 12]  # Nemotron-4 340B: NVIDIA runs vp=12
-    assert space.vp_options(126, 8) == [2]  # uneven stages: only the shallow interleave
+    # 126 layers do not divide over 8 ranks; 126 + embedding + loss = 128 do (models/stages.py)
+    assert space.vp_options(126, 8) == [2, 4, 8, 16]
+    assert space.vp_options(126, 16) == [2, 4, 8]  # Llama 3 405B: 16 stages x vp 8 (Llama 3 paper)
+    assert space.vp_options(125, 8) == [2]  # neither divides: only the shallow interleave
     assert space.vp_options(4, 4) == []
 
 

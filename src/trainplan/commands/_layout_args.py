@@ -56,6 +56,14 @@ def add_layout_arguments(p) -> None:
     p.add_argument("--pp-schedule", default=None, choices=PP_SCHEDULES,
                    help="default: interleaved when --vp > 1, else 1f1b")
     p.add_argument("--vp", type=positive_int, default=1)
+    p.add_argument("--pp-first-stage-layers", type=int, default=0,
+                   help="layers on the first pipeline stage (Megatron --decoder-first-pipeline-num-layers)")
+    p.add_argument("--pp-last-stage-layers", type=int, default=0,
+                   help="layers on the last pipeline stage (Megatron --decoder-last-pipeline-num-layers)")
+    p.add_argument("--pp-embedding-in-split", action="store_true",
+                   help="the embedding counts as a layer in the pipeline split (Megatron --account-for-embedding-...)")
+    p.add_argument("--pp-loss-in-split", action="store_true",
+                   help="the output layer and loss count as a layer in the pipeline split")
     p.add_argument("--cp", type=positive_int, default=1)
     p.add_argument("--ep", type=positive_int, default=1)
     p.add_argument("--chunked-loss", action="store_true", help="cross-entropy over vocabulary chunks")
@@ -108,6 +116,8 @@ def job_and_layout(args, *, tokens: int = 0, price: float | None = None):
         grad_accum=gb // (args.micro_batch * dp), dp_replicate=rep, dp_shard=shard, sharding=args.sharding,
         tp=args.tp, sequence_parallel=not args.no_sequence_parallel, pp=args.pp,
         pp_schedule=args.pp_schedule or ("interleaved" if args.vp > 1 else "1f1b"), vp=args.vp,
+        pp_first_stage_layers=args.pp_first_stage_layers, pp_last_stage_layers=args.pp_last_stage_layers,
+        pp_embedding_in_split=args.pp_embedding_in_split, pp_loss_in_split=args.pp_loss_in_split,
         cp=args.cp, ep=args.ep, fp8_allgather=args.fp8_allgather, chunked_loss=args.chunked_loss,
         optimizer_offload=args.optimizer_offload, flash_attention=not args.no_flash_attention,
         torch_compile=args.torch_compile, compiled_loss=args.compiled_loss,

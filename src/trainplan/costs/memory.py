@@ -28,6 +28,7 @@ from trainplan.costs.activations import (
 from trainplan.costs.states import StageParams, stage_params, state_bytes
 from trainplan.layout import Layout
 from trainplan.models.layers import moe_flags
+from trainplan.models.stages import EVEN, Uneven
 from trainplan.precision import recipe
 from trainplan.units import GiB
 
@@ -107,9 +108,9 @@ def memory_breakdown(job, layout: Layout) -> MemoryBreakdown:
     """
     L = layout
     m = job.model
-    stages = stage_params(m, L.tp, L.ep, L.pp, L.vp)
+    stages = stage_params(m, L.tp, L.ep, L.pp, L.vp, L.uneven)
     best, best_total = None, 0.0
-    for i in _candidate_stages(m, L.tp, L.ep, L.pp, L.vp):
+    for i in _candidate_stages(m, L.tp, L.ep, L.pp, L.vp, L.uneven):
         t, parts = _stage_terms(job, L, i, stages[i])
         if best is None or t > best_total:
             best, best_total = parts, t
@@ -117,13 +118,13 @@ def memory_breakdown(job, layout: Layout) -> MemoryBreakdown:
 
 
 @functools.lru_cache(maxsize=1024)
-def _candidate_stages(m, tp: int, ep: int, pp: int, vp: int) -> tuple[int, ...]:
+def _candidate_stages(m, tp: int, ep: int, pp: int, vp: int, uneven: Uneven = EVEN) -> tuple[int, ...]:
     """The stages that can be the worst: the first of each group of stages holding the same
     parameters and layer kinds. Within a group only the micro-batches in flight differ, and they
     never grow with the stage index (1F1B, interleaved, GPipe), so the group's first stage has the
     largest total (and the first of equal totals, as a scan of every stage would pick)."""
     kinds = moe_flags(m)
-    stages = stage_params(m, tp, ep, pp, vp)
+    stages = stage_params(m, tp, ep, pp, vp, uneven)
     seen, out = set(), []
     for i, sp in enumerate(stages):
         key = (i == 0, i == pp - 1, sp.num_layers, sp.moe_layers, sp.dense, sp.experts, sp.fp8_linear,

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from trainplan.models.layers import moe_flags
 from trainplan.models.params import count_params
 from trainplan.models.spec import ModelSpec
-from trainplan.models.stages import stage_layers
+from trainplan.models.stages import EVEN, Uneven, stage_layers
 from trainplan.precision import Recipe
 
 FP32 = 4  # a gradient reduced in fp32 (Layout.grad_reduce_fp32)
@@ -58,7 +58,7 @@ class StageParams:
 
 
 @functools.lru_cache(maxsize=4096)
-def stage_params(m: ModelSpec, tp: int, ep: int, pp: int, vp: int = 1) -> tuple[StageParams, ...]:
+def stage_params(m: ModelSpec, tp: int, ep: int, pp: int, vp: int = 1, uneven: Uneven = EVEN) -> tuple[StageParams, ...]:
     """Per-stage parameters held by one GPU of each pipeline rank (its layers: models/stages.py);
     cached because the search calls it for every layout."""
     pc = _counts(m)
@@ -84,13 +84,13 @@ def stage_params(m: ModelSpec, tp: int, ep: int, pp: int, vp: int = 1) -> tuple[
     emb = pc.embedding / tp
     head = (pc.lm_head or (pc.embedding if pp > 1 else 0)) / tp  # tied + pp: the last stage keeps a copy
     out = []
-    for i, held in enumerate(stage_layers(m.num_layers, pp, vp)):
+    for i, held in enumerate(stage_layers(m.num_layers, pp, vp, uneven)):
         n = len(held)
         layers = [per_layer[j] for j in held]
         dense = sum(x[0] for x in layers)
         experts = sum(x[1] for x in layers)
         units = [x[0] + x[1] for x in layers]
-        biggest = max(range(n), key=lambda j: units[j])
+        biggest = max(range(n), key=lambda j: units[j]) if n else None
         if i == 0:
             dense += emb
             units.append(emb)
@@ -100,7 +100,7 @@ def stage_params(m: ModelSpec, tp: int, ep: int, pp: int, vp: int = 1) -> tuple[
         out.append(StageParams(
             layers=held, moe_layers=sum(moe[j] for j in held),
             dense=dense, experts=experts, fp8_linear=sum(x[2] for x in layers),
-            largest_unit=max(units), largest_unit_linear=layers[biggest][2],
+            largest_unit=max(units, default=0.0), largest_unit_linear=layers[biggest][2] if n else 0.0,
         ))
     return tuple(out)
 

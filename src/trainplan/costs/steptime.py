@@ -44,7 +44,7 @@ from trainplan.job import Job
 from trainplan.layout import Layout
 from trainplan.models.params import count_params
 from trainplan.models.spec import ModelSpec
-from trainplan.models.stages import max_stage_layers
+from trainplan.models.stages import stage_layers
 from trainplan.precision import recipe
 from trainplan.profile import Profile
 from trainplan.stacks import stack as stack_preset
@@ -105,6 +105,45 @@ def _param_split(m: ModelSpec) -> tuple[float, float, float]:
         float(max(p.embedding, p.lm_head))
 
 
+def shard_calls(L: Layout) -> tuple[int, int]:
+    """(parameter all-gathers, gradient reduce-scatters) per step over the sharding group, as each
+    framework runs its sharding (the memory model, costs/states.py, keeps the same tensors alive):
+
+      zero1 (Megatron distributed optimizer): gradients reduce-scattered once per step after the
+        last micro-batch, the updated bf16 weights all-gathered once (overlapped with the next
+        step's forward when param_gather_overlap); Megatron-LM docs dist_optimizer.md.
+      zero2: the weights stay whole, so they are all-gathered once per step after the optimizer;
+        gradients are sharded, so each micro-batch's gradients are reduce-scattered into the shard
+        (ZeRO, Rajbhandari et al. 2020 sec. 5.2; DeepSpeed stage 2 reduces every micro-step).
+      fsdp without pp (FSDP2, reshard_after_forward=True): every micro-batch gathers each unit in
+        forward and again in backward and reduce-scatters its gradients (once per step when
+        gradient sync waits for the last micro-batch, fsdp_sync_last_microbatch).
+      fsdp with pp (torch.distributed.pipelining with torchtitan's reshard_after_forward=False for
+        pp): the schedule turns resharding after backward and gradient sync off until its
+        REDUCE_GRAD action after the last micro-batch (pipelining/stage.py
+        backward_maybe_with_nosync, perform_reduce_grad): one all-gather and one reduce-scatter
+        per step, the unsharded stage kept in between (states.py).
+    """
+    n_mb = L.grad_accum
+    if L.sharding == "zero1":
+        return 1, 1
+    if L.sharding == "zero2":
+        return 1, n_mb
+    if L.sharding == "fsdp":
+        if L.pp > 1:
+            return 1, 1
+        return 2 * n_mb, 1 if L.fsdp_sync_last_microbatch else n_mb
+    return 0, 0
+
+
+def _stage_counts(num_layers: int, L: Layout) -> tuple[int, int]:
+    """(layers on the fullest stage but the last, layers on the last stage); pp = 1: (all, all)."""
+    stages = stage_layers(num_layers, L.pp, L.vp, L.uneven)
+    if L.pp == 1:
+        return num_layers, num_layers
+    return max(len(x) for x in stages[:-1]), len(stages[-1])
+
+
 def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     m, c, w = job.model, job.cluster, job.workload
     node, gpu = c.node, c.gpu
@@ -112,16 +151,26 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     mf = model_flops(m)
     s = w.seq_len
     tokens = L.micro_batch * s / L.cp  # tokens of one micro-batch on one GPU
-    layers_stage = max_stage_layers(m.num_layers, L.pp)
-    r = recompute_fraction(L.ac, L.ac_layers, layers_stage)
     st, ex = stack_preset(L.stack), L.execution
-    mb = microbatch_compute(
-        m, mf, gpu, prof, recipe=rec, tokens=tokens, seq_len=s, tp=L.tp, ep=L.ep,
-        layers_on_stage=layers_stage, head_on_stage=True, recompute_frac=r,
-        selective=L.ac == "selective", flash=L.flash_attention,
-        fused=L.torch_compile or st.fused_kernels, compiled_loss=L.loss_kind == "fused",
-        te_attention=st.fused_kernels, family=st.recompute_family,
-    )
+
+    def stage_compute(layers: int, head: bool) -> tuple[MicrobatchCompute, float]:
+        r = recompute_fraction(L.ac, L.ac_layers, layers) if layers else 0.0
+        return microbatch_compute(
+            m, mf, gpu, prof, recipe=rec, tokens=tokens, seq_len=s, tp=L.tp, ep=L.ep,
+            layers_on_stage=layers, head_on_stage=head, recompute_frac=r,
+            selective=L.ac == "selective", flash=L.flash_attention,
+            fused=L.torch_compile or st.fused_kernels, compiled_loss=L.loss_kind == "fused",
+            te_attention=st.fused_kernels, family=st.recompute_family,
+        ), r
+
+    # The slowest pipeline stage sets the pace (and the bubble): the fullest stage without the head,
+    # or the last stage with its layers and the head (models/stages.py decides the counts).
+    layers_stage, head_only = _stage_counts(m.num_layers, L)
+    (mb, r) = stage_compute(layers_stage, L.pp == 1)
+    if L.pp > 1:
+        last, rl = stage_compute(head_only, True)
+        if last.total > mb.total:
+            mb, r, layers_stage = last, rl, head_only
     n_mb = L.grad_accum
     fwd, bwd = mb.forward, mb.total - mb.forward
     # What the stack overlaps (module doc): an overlap that is off hides nothing.
@@ -214,16 +263,15 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     if p_exp:
         groups.append((p_exp, span(max(1, shard // L.ep), L.tp * L.ep, node), max(1, shard // L.ep)))
     sp_rep = span(L.dp_replicate, L.tp * L.cp * L.dp_shard, node)
+    ag_calls, rs_calls = shard_calls(L)
+    # a collective issued once per step hides behind one micro-batch's pass, one per micro-batch
+    # behind all of them
+    ag_window = fwd if ag_calls == 1 else (fwd + bwd) * n_mb
+    rs_window = bwd if rs_calls == 1 else bwd * n_mb
     for params, sp_sh, n_sh in groups:
-        if L.sharding in ("fsdp", "zero2"):
-            ag_calls = n_mb * (2 if L.sharding == "fsdp" else 1)
-            dp_exp += add("all_gather", "fsdp", params * pbytes, sp_sh, ag_calls,
-                          fwd * n_mb + (bwd * n_mb if L.sharding == "fsdp" else 0), gather_overlap)
-            dp_exp += add("reduce_scatter", "fsdp", params * gbytes, sp_sh, n_mb, bwd * n_mb, reduce_overlap)
-            dp_exp += add("all_reduce", "dp", params * gbytes / n_sh, sp_rep, 1, bwd, reduce_overlap)
-        elif L.sharding == "zero1":
-            dp_exp += add("reduce_scatter", "fsdp", params * gbytes, sp_sh, 1, bwd, reduce_overlap)
-            dp_exp += add("all_gather", "fsdp", params * pbytes, sp_sh, 1, fwd, gather_overlap)
+        if L.sharding != "none":
+            dp_exp += add("all_gather", "fsdp", params * pbytes, sp_sh, ag_calls, ag_window, gather_overlap)
+            dp_exp += add("reduce_scatter", "fsdp", params * gbytes, sp_sh, rs_calls, rs_window, reduce_overlap)
             dp_exp += add("all_reduce", "dp", params * gbytes / n_sh, sp_rep, 1, bwd, reduce_overlap)
         else:  # plain data parallel: one all-reduce over every replica (and cp rank)
             full = span(L.dp_replicate * L.cp, L.tp, node)

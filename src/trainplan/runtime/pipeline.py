@@ -1,7 +1,7 @@
 """Pipeline parallelism with torch.distributed.pipelining, for trainplan's own Decoder.
 
 The model is cut into pp * vp chunks of consecutive layers by the planner's own split
-(models/stages.py, which the memory model calls too): chunk 0 also holds the embeddings, the last
+(models/stages.py, which the memory model calls too; the layout's uneven options included): chunk 0 also holds the embeddings, the last
 chunk the final norm and the LM head; rank r of the pipeline holds chunks r, r + pp, r + 2 pp, ...
 Each chunk is a Decoder with the parts it does not hold set to None (model.Decoder.forward
 documents how a stage runs), so parameter names are those of the whole model: checkpoints keep
@@ -25,12 +25,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainplan.models.stages import chunk_layers, rank_chunks
+from trainplan.models.stages import EVEN, Uneven, pipeline_chunks, rank_chunks
 
 
-def split_decoder(model: nn.Module, chunks: list[int], num_chunks: int) -> list[nn.Module]:
-    """The given chunks of a meta-device Decoder, each a pruned deep copy (cheap on meta)."""
-    ranges = chunk_layers(len(model.layers), num_chunks)
+def split_decoder(model: nn.Module, chunks: list[int], pp: int, vp: int = 1,
+                  uneven: Uneven = EVEN) -> list[nn.Module]:
+    """The given chunks of a meta-device Decoder, each a pruned deep copy (cheap on meta). A chunk
+    may hold no layer when the embedding or the loss counts as one in the split (models/stages.py)."""
+    ranges = pipeline_chunks(len(model.layers), pp, vp, uneven)
+    num_chunks = pp * vp
     parts = []
     for c in chunks:
         part = copy.deepcopy(model)
@@ -159,7 +162,7 @@ def build_pipeline(model: nn.Module, layout, mesh, device: torch.device):
     pp_rank = pp_mesh.get_local_rank()
     tied_pg = tied_group(mesh, pp) if model.spec.tied_embeddings else None
     chunks = rank_chunks(pp_rank, pp, vp)
-    parts = split_decoder(model, chunks, pp * vp)
+    parts = split_decoder(model, chunks, pp, vp, layout.uneven)
     scaler_ref: list = [None]  # the fp16 grad scaler, set by the trainer (Pipeline.scaler_ref)
 
     def loss_fn(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -32,7 +32,7 @@ from trainplan.hardware.types import Cluster, NodeType
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
 from trainplan.models.checks import context_limit
-from trainplan.models.stages import max_stage_layers
+from trainplan.models.stages import balanced_split, max_stage_layers
 from trainplan.precision import DEFAULT, recipe, searched
 from trainplan.search import space
 from trainplan.search.candidate import Candidate
@@ -108,8 +108,10 @@ class _Count:
         if ga is None or (sched[0] == "interleaved" and ga % mesh.pp):
             return None
         r = recipe(prec)
+        split = balanced_split(self.q.model.num_layers, mesh.pp, sched[1])
         layout = Layout(precision=prec, ac=ac, ac_layers=k, micro_batch=mb, grad_accum=ga,
                         pp_schedule=sched[0], vp=sched[1],
+                        pp_embedding_in_split=split.embedding, pp_loss_in_split=split.loss,
                         fp8_allgather=r.low_precision is not None and r.low_precision.fsdp_allgather
                         and mesh.sharding == "fsdp",
                         chunked_loss=self.context, stack=self.q.stack, execution=self.q.execution,

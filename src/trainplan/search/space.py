@@ -127,11 +127,15 @@ def meshes(m: ModelSpec, node: NodeType, nodes: int, seq_len: int | None) -> Ite
 def vp_options(num_layers: int, pp: int) -> list[int]:
     """Virtual stages per pipeline rank for the interleaved schedule: 2, and the depths that give
     each chunk 1, 2 or 4 layers (NVIDIA's recipes go as deep as one layer per chunk, e.g. vp=12
-    for Nemotron-4 340B on pp=8), when the layers divide evenly."""
+    for Nemotron-4 340B on pp=8), when the layers divide evenly, with or without the embedding and
+    loss counted in the split."""
     out = {2} if num_layers >= 2 * pp else set()
-    if num_layers % pp == 0:
-        per_stage = num_layers // pp
-        out |= {per_stage // c for c in (1, 2, 4) if per_stage % c == 0 and per_stage // c >= 2}
+    # layers that divide over the ranks, or do once the embedding and the loss count as a layer
+    # each (models/stages.balanced_split: 126 + 2 layers of Llama 3 405B on 16 ranks x vp 8)
+    for n in (num_layers, num_layers + 2):
+        if n % pp == 0:
+            per_stage = n // pp
+            out |= {per_stage // c for c in (1, 2, 4) if per_stage % c == 0 and per_stage // c >= 2}
     return sorted(out)
 
 

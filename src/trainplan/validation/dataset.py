@@ -51,7 +51,7 @@ from trainplan.job import Job, Workload
 from trainplan.layout import Layout, check_layout
 from trainplan.models.checks import check_spec
 from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
-from trainplan.models.stages import max_stage_layers
+from trainplan.models.stages import balanced_split, max_stage_layers
 from trainplan.parsing import read_json
 from trainplan.precision import DEFAULT as DEFAULT_PRECISION
 from trainplan.precision import matching, recipe
@@ -214,6 +214,10 @@ def _layout(t: dict, m: ModelSpec, assumed: list[str]) -> Layout:
     if gb % (mb * dp):
         raise TrainplanError(f"global batch {gb} is not a multiple of micro_batch*dp = {mb}*{dp}")
     vp = t.get("vp") or 1
+    split = balanced_split(m.num_layers, pp, vp)
+    if split.counts_ends:
+        assumed.append(f"pipeline split: {m.num_layers} layers + embedding + loss over pp*vp = {pp * vp} chunks "
+                       "(Megatron account_for_embedding/loss_in_pipeline_split; the layers alone do not divide)")
     named = t.get("precision")
     r = recipe(named or DEFAULT_PRECISION)
     if named != r.name:
@@ -226,6 +230,7 @@ def _layout(t: dict, m: ModelSpec, assumed: list[str]) -> Layout:
         precision=r.name, ac=mode, ac_layers=ac_layers, micro_batch=mb, grad_accum=gb // (mb * dp),
         tp=t["tp"], pp=pp, cp=t["cp"], ep=t.get("ep") or 1, vp=vp,
         pp_schedule="interleaved" if vp > 1 else "1f1b",
+        pp_embedding_in_split=split.embedding, pp_loss_in_split=split.loss,
         sequence_parallel=bool(t.get("sequence_parallel")) and t["tp"] > 1,
         fp8_allgather=lowp_gather,
         torch_compile=bool(t.get("torch_compile")), optimizer_offload=bool(t.get("cpu_offload")),

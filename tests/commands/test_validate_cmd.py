@@ -42,7 +42,8 @@ def test_text_report_has_the_summary(cli):
     code, out, _ = cli("validate", "--dataset", str(DEV))
     assert code == 0
     assert "cross-validated (leave one source out)" in out
-    assert "skipped: GPU not identified" in out
+    assert "skipped M096: GPU not identified" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
     assert "tokens_per_s_per_gpu  quality=full" in out
 
 

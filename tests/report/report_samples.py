@@ -73,8 +73,27 @@ def compare_result() -> dict:
     ]}
 
 
+@functools.cache
+def _validate_result() -> dict:
+    from trainplan.profile import default_profile
+    from trainplan.validation.dataset import DEV_DATASET, load_dataset
+    from trainplan.validation.run import run
+
+    _, cases = load_dataset(DEV_DATASET)
+    ids = ("M001", "M009", "M020", "M091", "M099", "M171")  # A100, a skipped one, H100, B200, H200, GB200
+    return run([c for c in cases if c.id in ids], default_profile())
+
+
 def validate_result() -> dict:
-    """`trainplan validate --json`-shaped; M004 is skipped, M005 has no `measured` (error only)."""
+    """What `trainplan validate --json` prints for six records of the packaged dev dataset."""
+    import copy
+
+    return copy.deepcopy(_validate_result())
+
+
+def validate_points_sample() -> dict:
+    """Hand-built records for report.records.validate_points; M004 is skipped, M005 has no
+    `measured` (error only)."""
     def rec(rid, gpu, pred, meas):
         return {"id": rid, "gpu": gpu, "source_key": "src-" + gpu, "predicted": pred, "measured": meas,
                 "error": {k: pred[k] / meas[k] - 1 for k in pred if meas.get(k)}, "skipped_reason": None}

@@ -65,8 +65,8 @@ def test_compare_and_validate_pages():
     assert "<title>trainplan compare: llama-3.1-70b</title>" in c
     assert '<td class="n">$3,421</td><td class="n">625.6</td>' in c  # per billion tokens and days, converted to print
     v = validate_html(S.validate_result())
-    assert "4 records compared with their measurements, 1 not (listed below)" in v
-    assert "<td>M004</td><td>precision nvfp4 on a GPU without fp4 tensor cores</td>" in v
+    assert "5 records compared with their measurements, 1 not (listed below)" in v
+    assert "<td>M009</td><td>global batch not published</td>" in v
 
 
 def test_writers_write_complete_readable_files(tmp_path):

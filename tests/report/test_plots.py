@@ -176,7 +176,7 @@ def test_compare_bars_say_no_plan_where_there_is_none():
 
 
 def test_validate_panels_one_per_metric_with_bands_and_gpu_colours():
-    pts, _ = validate_points(S.validate_result())
+    pts, _ = validate_points(S.validate_points_sample())
     (p,) = validate_plots(pts)
     titles = [a.text for a in p.figure.layout.annotations]
     assert titles[0].startswith("tokens/s per GPU: n=4, median |err| ")

@@ -10,7 +10,7 @@ import pytest
 
 from trainplan.report.pages import compare_html, plan_html, validate_html
 from trainplan.report.records import compare_rows, validate_points
-from trainplan.report.summary import compare_table, plan_lines, validate_table
+from trainplan.report.summary import compare_table, plan_lines, validate_text
 from trainplan.report.views import as_plan, plan_view
 
 # the shared tree sits next to the checkout, not inside it (tests/conftest.py checks it in CI)
@@ -61,5 +61,5 @@ def test_validate_output(cli):
     for p in pts:  # the error drawn is the one the command reports
         err = next(r for r in result["records"] if r["id"] == p.record)["error"][p.metric]
         assert p.error == pytest.approx(err, rel=1e-6, abs=1e-9)
-    assert max(len(line) for line in validate_table(result).splitlines()) <= 80
+    assert max(len(line) for line in validate_text(result).splitlines()) <= 80
     assert validate_html(result).count('class="plot-box"') == 1

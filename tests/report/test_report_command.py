@@ -55,8 +55,17 @@ def test_compare_and_validate_summaries(cli, files):
     assert code == 0 and "p4d.24xlarge: does not fit in 4 nodes" in out
     assert out.splitlines()[3].split()[-2:] == ["3,421", "625.6"]  # $/B tokens and days
     code, out, _ = cli("report", files["validate.json"])
-    assert code == 0 and out.splitlines()[0].startswith("metric")
-    assert "1 records not compared" in out
+    assert code == 0 and out.splitlines()[0].startswith("id  ")
+    assert "skipped M009: global batch not published" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_validate_command_and_report_print_one_rendering(cli, tmp_path):
+    code, out, err = cli("validate", "--json")
+    assert code == 0, err
+    f = tmp_path / "validate.json"
+    f.write_text(out)
+    assert cli("report", str(f))[1] == cli("validate")[1]
 
 
 @pytest.mark.parametrize("name", ["plan.json", "plan_out.json", "compare.json", "validate.json"])

@@ -114,7 +114,7 @@ def test_compare_rows_keep_cost_units_of_costs_cost():
 
 
 def test_validate_points_error_is_recomputed_and_missing_measured_comes_from_error():
-    pts, skipped = validate_points(S.validate_result())
+    pts, skipped = validate_points(S.validate_points_sample())
     assert skipped == [["M004", "precision nvfp4 on a GPU without fp4 tensor cores"]]
     m2 = next(p for p in pts if p.record == "M002" and p.metric == "step_time_s")
     assert m2.error == pytest.approx(2.9 / 3.1 - 1)

@@ -49,7 +49,10 @@ def run(args) -> int:
     if args.json:
         print_json(result)
     else:
-        print(render(result))
+        from trainplan.report.summary import validate_text
+        from trainplan.report.terminal import use_color
+
+        print(validate_text(result, color=use_color()))
     if args.html:
         write_html(args, "validate", result, dataset=_raw(args.dataset))
     return 0
@@ -60,37 +63,3 @@ def _raw(path: str) -> dict | None:
     from trainplan.parsing import read_json
 
     return read_json(path, "dataset")
-
-
-def _pct(v):
-    return "     -" if v is None else f"{v * 100:+6.1f}"
-
-
-def render(result: dict) -> str:
-    s = result["summary"]
-    out = [(f"{'id':<6}{'quality':<8}{'gpu':<15}{'prec':<16}{'tok/s/GPU pred':>15}{'meas':>9}{'err%':>7}"
-            f"{'step err%':>10}{'mem err%':>9}{'mfu err%':>9}  layout / skipped reason")]
-    for r in result["records"]:
-        head = f"{r['id']:<6}{r['quality']:<8}{r['gpu']!s:<15}{r['precision']!s:<16}"
-        if r["skipped_reason"]:
-            out.append(head + f"{'':>50}  skipped: {r['skipped_reason']}")
-            continue
-        p, m, e = r["predicted"], r["measured"], r["error"]
-        meas = "-" if m["tokens_per_s_per_gpu"] is None else f"{m['tokens_per_s_per_gpu']:,.0f}"
-        out.append(head + f"{p['tokens_per_s_per_gpu']:>15,.0f}{meas:>9}{_pct(e['tokens_per_s_per_gpu']):>7}"
-                   f"{_pct(e['step_time_s']):>10}{_pct(e['peak_mem_gib']):>9}{_pct(e['mfu']):>9}  {r['layout']}"
-                   + "".join(f"  [flag: {f}]" for f in r.get("flags") or ()))
-    cv = "cross-validated (leave one source out)" if s["cross_validated"] else "in-sample"
-    out += ["", (f"{s['predicted']} of {s['records']} records predicted ({s['skipped']} skipped, "
-                 f"{s['with_assumptions']} with assumed values), profile {s['profile']}, errors {cv}:"),
-            f"  {'metric':<22}{'group':<28}{'n':>4}{'median':>9}{'p90':>9}{'max':>9}{'mean±':>9}"]
-    for metric in ("tokens_per_s_per_gpu", "step_time_s", "peak_mem_gib", "mfu"):
-        entry = s[metric]
-        lines = [("all", entry["all"])]
-        for g in ("by_quality", "by_gpu", "by_precision", "by_framework"):
-            lines += [(f"{g[3:]}={k}", v) for k, v in entry[g].items()]
-        for name, st in lines:
-            if st["count"]:
-                out.append(f"  {metric:<22}{name:<28}{st['count']:>4}{st['median_abs']:>9.1%}{st['p90_abs']:>9.1%}"
-                           f"{st['max_abs']:>9.1%}{st['mean_signed']:>+9.1%}")
-    return "\n".join(out)

@@ -119,20 +119,42 @@ def compare_table(result: dict, color: bool = False) -> str:
     return "\n".join(lines)
 
 
-def validate_table(result: dict, dataset: dict | None = None, color: bool = False) -> str:
-    from trainplan.report.records import METRICS, quantile, validate_points
+def validate_text(result: dict, color: bool = False) -> str:
+    """The one terminal rendering of `trainplan validate` output (the command prints it, and
+    `trainplan report validate.json`): each record's errors, the skipped ones with their reason,
+    then the summary per metric and group as the command computed it."""
+    def pct(v):
+        return "-" if v is None else f"{v * 100:+.1f}%"
 
-    pts, skipped = validate_points(result, dataset)
-    rows = []
-    for m in METRICS:
-        errs = [abs(p.error) for p in pts if p.metric == m.key]
-        signed = [p.error for p in pts if p.metric == m.key]
-        if errs:
-            rows.append([m.label, len(errs), fmt_pct(quantile(errs, .5)), fmt_pct(quantile(errs, .9)),
-                         fmt_pct(max(errs)), fmt_pct(sum(signed) / len(signed), signed=True)])
-    table = format_table(["metric", "n", "median |err|", "p90 |err|", "max |err|", "mean err"],
-                         rows, color=color)
-    return table + f"\n{len(skipped)} records not compared (the HTML report lists them with reasons)"
+    rows, skipped = [], []
+    for r in result["records"]:
+        if r.get("skipped_reason"):
+            skipped.append(f"{r['id']}: {r['skipped_reason']}")
+            continue
+        p, m, e = r["predicted"], r.get("measured") or {}, r["error"]
+        rows.append([r["id"], r.get("gpu"), r.get("precision"), fmt_count(p["tokens_per_s_per_gpu"]),
+                     fmt_count(m.get("tokens_per_s_per_gpu")), pct(e["tokens_per_s_per_gpu"]),
+                     pct(e["step_time_s"]), pct(e["peak_mem_gib"])])
+    # no MFU column: per record its error is the tokens/s error (the records' own convention)
+    out = [format_table(["id", "gpu", "precision", "tok/s/GPU", "meas", "tok err", "step err", "mem err"],
+                        rows, color=color)]
+    for line in skipped:
+        out += textwrap.wrap(f"skipped {line}", WIDTH, subsequent_indent="    ")
+    s = result["summary"]
+    cv = "cross-validated (leave one source out)" if s["cross_validated"] else "in-sample"
+    out += [""] + textwrap.wrap(
+        f"{s['predicted']} of {s['records']} records predicted ({s['skipped']} skipped, "
+        f"{s['with_assumptions']} with assumed values), profile {s['profile']}, errors {cv}:", WIDTH)
+    stats = []
+    for metric in ("tokens_per_s_per_gpu", "step_time_s", "peak_mem_gib", "mfu"):
+        entry = s[metric]
+        groups = [("all", entry["all"])]
+        for g in ("by_quality", "by_gpu", "by_precision", "by_framework"):
+            groups += [(f"{g[3:]}={k}", v) for k, v in entry[g].items()]
+        stats += [[metric, name, st["count"], f"{st['median_abs']:.1%}", f"{st['p90_abs']:.1%}",
+                   f"{st['max_abs']:.1%}", f"{st['mean_signed']:+.1%}"] for name, st in groups if st["count"]]
+    out.append(format_table(["metric", "group", "n", "median", "p90", "max", "mean"], stats, color=color))
+    return "\n".join(out)
 
 
 def print_summary(kind: str, data: dict, dataset: dict | None = None, stream=None) -> None:
@@ -143,7 +165,7 @@ def print_summary(kind: str, data: dict, dataset: dict | None = None, stream=Non
     elif kind == "compare":
         text = compare_table(data, color)
     else:
-        text = validate_table(data, dataset, color)
+        text = validate_text(data, color)
     print(text, file=stream)
 
 

@@ -1,6 +1,6 @@
 """Screenshots of HTML reports for docs/ (not a test; run by hand after changing a report).
 
-    .venv/bin/python tests/report/screenshots.py docs/report-plan.png plan.html [...PNG HTML]
+    .venv/bin/python tests/report/screenshots.py docs/report/plan.png plan.html [...PNG HTML]
 
 Each page is rendered in headless Chromium at 1280 px wide and as tall as the page says it is
 (`data-page-height`). Fails if a plot did not draw or the console has a message.

@@ -161,3 +161,24 @@ def test_every_train_setting_has_a_range():
 
     numbers = {f.name for f in fields(TrainSettings) if f.type in ("int", "float")}
     assert numbers == set(TRAIN_RANGES)
+
+
+def test_estimates_runners_up_and_pareto_read_back_exactly(tmp_path):
+    """plan.json keeps every estimate the planner made, as typed objects: a field added to the
+    Estimate (or its breakdowns) must be written and read back, or this fails."""
+    from dataclasses import replace
+
+    from trainplan.estimate import estimate
+    from trainplan.plan import Alternative
+
+    p = make_plan(ep=8, ac="full")
+    other = p.layout.with_(ac="selective")
+    p = replace(p, estimate=estimate(p.job, p.layout),
+                runners_up=(Alternative(p.job, other, estimate(p.job, other)),),
+                pareto=(Alternative(p.job, p.layout, estimate(p.job, p.layout)),))
+    assert any(e.network_bytes > 0 for e in p.estimate.comm)  # 4 nodes: something crosses EFA
+    f = tmp_path / "plan.json"
+    f.write_text(p.to_json())
+    q = load_plan(f)
+    assert q.estimate == p.estimate
+    assert q.runners_up == p.runners_up and q.pareto == p.pareto

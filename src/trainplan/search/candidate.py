@@ -103,7 +103,7 @@ class Candidate:
 
     def to_dict(self, tokens: int = 0) -> dict:
         m = self.metrics
-        d = {
+        return {
             "instance": self.instance,
             "nodes": self.nodes,
             "gpus": self.gpus,
@@ -126,4 +126,3 @@ class Candidate:
             "binding": m.binding,
             **self.cost(tokens).to_dict(),
         }
-        return d

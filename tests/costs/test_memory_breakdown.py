@@ -86,7 +86,7 @@ def test_fp8_extras():
 
 def test_megatron_fp8_caches_weights_for_all_local_layers():
     j = job()
-    L = Layout(precision="fp8_tensorwise", sharding="zero1", dp_shard=8, ac="selective")
+    L = Layout(precision="fp8_tensorwise", sharding="zero1", dp_shard=8, ac="selective", stack="megatron")
     b = memory_breakdown(j, L)
     assert b.convention == "megatron"
     # fp8 weight + transpose of every block matmul (TE caches them across micro-batches)
@@ -140,8 +140,8 @@ def test_every_catalog_model_gives_a_positive_breakdown():
 def test_state_convention_picks_the_selective_policy():
     j = job()
     torchtitan = memory_breakdown(j, Layout(dp_shard=8, ac="selective"))
-    megatron = memory_breakdown(j, Layout(sharding="zero1", dp_shard=8, ac="selective"))
-    none = memory_breakdown(j, Layout(sharding="zero1", dp_shard=8, ac="none"))
+    megatron = memory_breakdown(j, Layout(sharding="zero1", dp_shard=8, ac="selective", stack="megatron"))
+    none = memory_breakdown(j, Layout(sharding="zero1", dp_shard=8, ac="none", stack="megatron"))
     assert megatron.activations < none.activations
     assert megatron.activations > 0.99 * none.activations  # only the log-sum-exp is dropped
     assert torchtitan.activations < 0.5 * megatron.activations

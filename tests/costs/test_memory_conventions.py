@@ -73,7 +73,7 @@ def test_bf16_gradient_buffer_and_fp8_params_under_megatron():
 
 def test_megatron_fp8_params_keep_only_the_transpose_as_an_extra_copy():
     j = Job(resolve("llama-3.1-8b"), Cluster(find_node("ml.p5.48xlarge"), 1), Workload(8192, 8))
-    L = Layout(precision="fp8_tensorwise", sharding="zero1", dp_shard=8, ac="selective")
+    L = Layout(precision="fp8_tensorwise", sharding="zero1", dp_shard=8, ac="selective", stack="megatron")
     check_layout(j, L)
     a, b = memory_breakdown(j, L), memory_breakdown(j, L.with_(fp8_allgather=True))
     assert b.fp8_weights == pytest.approx(a.fp8_weights / 2)

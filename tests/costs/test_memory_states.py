@@ -40,7 +40,7 @@ def test_megatron_mixed_precision_is_18_bytes_per_param(precision):
 # Same table, distributed optimizer: 6 + 12/DP bytes per parameter (d = data-parallel size).
 @pytest.mark.parametrize("nodes,d", [(1, 8), (2, 16), (8, 64)])
 def test_megatron_distributed_optimizer_is_6_plus_12_over_dp(nodes, d):
-    L = Layout(sharding="zero1", dp_shard=d)
+    L = Layout(sharding="zero1", dp_shard=d, stack="megatron")  # the distributed optimizer
     j = job(nodes=nodes, layout=L)
     check_layout(j, L)
     per_param, _ = states_per_param(j, L)
@@ -80,7 +80,7 @@ def test_hsdp_shards_over_dp_shard_only():
 
 
 def test_optimizer_offload_keeps_only_weights_and_grads():
-    L = Layout(sharding="zero1", dp_shard=8, optimizer_offload=True)
+    L = Layout(sharding="zero1", dp_shard=8, optimizer_offload=True, stack="megatron")
     per_param, b = states_per_param(job(layout=L), L)
     assert b.master_params == b.optimizer_states == 0
     assert per_param == pytest.approx(6)
@@ -143,3 +143,21 @@ def test_experts_sharded_over_ep_then_dp():
     # dense part sharded 8-way by FSDP; experts split 8-way by EP, then FSDP over 8/8 = 1
     expect = 4 * (st.dense / 8 + st.experts / 1)
     assert b.params == pytest.approx(expect)
+
+
+# trainplan's trainer runs zero1 as DDP + torch's ZeroRedundancyOptimizer (runtime/parallel.py):
+# fp32 parameters (the master copy) and fp32 gradient buckets whole on every rank, AdamW states on
+# the rank's shard: 4 + 4 + 8/d, plus autocast's bf16 copies in flight. Pure bf16: 2 + 2 + 4/d.
+# (tests/runtime/test_runtime_zero.py counts these bytes on a running trainer.)
+@pytest.mark.parametrize("d", [2, 8])
+def test_trainplan_zero1_is_ddp_with_a_sharded_optimizer(d):
+    L = Layout(sharding="zero1", dp_shard=d)
+    j = job(layout=L)
+    per_param, b = states_per_param(j, L)
+    n = count_params(j.model).total
+    assert L.stack == "trainplan" and b.convention == "ddp"
+    assert per_param == pytest.approx(8 + 8 / d)
+    assert b.master_params == 0 and b.unsharded_params == pytest.approx(2 * n)
+    pure = Layout(sharding="zero1", dp_shard=d, precision="bf16_pure")
+    per_param, b = states_per_param(job(layout=pure), pure)
+    assert per_param == pytest.approx(4 + 4 / d) and b.unsharded_params == 0

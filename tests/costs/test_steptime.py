@@ -159,3 +159,18 @@ def test_materialised_attention_is_slower_than_flash():
     flash = step_time(j, Layout(dp_shard=8), PRIOR).time
     eager = step_time(j, Layout(dp_shard=8, flash_attention=False), PRIOR).time
     assert eager.nongemm > flash.nongemm and eager.total > flash.total
+
+
+def test_trainplan_zero1_all_reduces_every_microbatch_and_broadcasts_after_the_step():
+    # DDP all-reduces fp32 gradients on each micro-batch; ZeroRedundancyOptimizer broadcasts the
+    # updated fp32 shards once (an all-gather's volume, exposed); Megatron's distributed optimizer
+    # reduce-scatters once per step instead.
+    j = job(gb=32)
+    L = Layout(dp_shard=8, grad_accum=4, micro_batch=1, sharding="zero1")
+    torch_z1 = {c.collective: c for c in step_time(j, L, PRIOR).comm if c.dimension in ("dp", "fsdp")}
+    assert torch_z1["all_reduce"].count == 4 and torch_z1["all_gather"].count == 1
+    assert torch_z1["all_gather"].exposed_seconds == pytest.approx(torch_z1["all_gather"].seconds)
+    mg = step_time(j, L.with_stack("megatron"), PRIOR).comm
+    assert {c.collective: c.count for c in mg if c.dimension == "fsdp"} == {"reduce_scatter": 1, "all_gather": 1}
+    # the fp32 parameters are broadcast (4 bytes), Megatron all-gathers bf16 ones (2 bytes)
+    assert torch_z1["all_gather"].bytes == pytest.approx(2 * next(c.bytes for c in mg if c.collective == "all_gather"))

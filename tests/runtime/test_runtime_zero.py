@@ -79,13 +79,17 @@ def test_what_each_rank_holds(results):
 
 
 @pytest.mark.parametrize("sharding", ["zero1", "zero2"])
-def test_the_planner_prices_the_optimizer_states_that_run(results, sharding):
+def test_the_planner_prices_the_states_that_run(results, sharding):
     from _worker import TINY
 
     plan = demo_plan(2, seq_len=64, micro_batch=2, model=TINY, sharding=sharding)
-    priced = memory_breakdown(plan.job, plan.layout).optimizer_states
-    measured = _bytes(results, sharding, "optimizer_bytes")
-    assert sum(measured) / 2 == pytest.approx(priced, rel=1e-9)
+    priced = memory_breakdown(plan.job, plan.layout)
+    mean = lambda what: sum(_bytes(results, sharding, what)) / 2
+    assert mean("optimizer_bytes") == pytest.approx(priced.optimizer_states, rel=1e-9)
+    assert mean("grad_bytes") == pytest.approx(priced.grads, rel=1e-9)
+    if sharding == "zero1":  # the fp32 parameters are the master copy, whole on every rank
+        assert mean("param_bytes") == pytest.approx(priced.params + priced.master_params, rel=1e-9)
+        assert priced.master_params == 0
 
 
 def _run(out, plan, *extra):

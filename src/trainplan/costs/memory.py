@@ -30,6 +30,7 @@ from trainplan.layout import Layout
 from trainplan.models.layers import moe_flags
 from trainplan.models.stages import EVEN, Uneven
 from trainplan.precision import recipe
+from trainplan.supports import TRAINER_STACK
 from trainplan.units import GiB
 
 # Terms that are tensors (torch.cuda.memory_allocated counts them).
@@ -63,7 +64,7 @@ class MemoryBreakdown:
     cuda_context: float  # CUDA context (outside torch's allocator)
     cp_buffers: float = 0.0  # context-parallel exchange buffers of one layer's attention (cp_comm)
     worst_stage: int = 0
-    convention: str = "fsdp2"  # "fsdp2" | "megatron", see costs/states.py
+    convention: str = "fsdp2"  # "fsdp2" | "megatron" | "ddp", see costs/states.py
     microbatches_in_flight: float = 1.0
     activation_groups: dict = field(default_factory=dict)  # activations by tensor group, bytes
 
@@ -167,10 +168,12 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[
     st = state_bytes(sp, sharding=L.sharding, recipe=r, dp_shard=L.dp_shard, cp=L.cp, ep=L.ep, pp=L.pp,
                      optimizer_offload=L.optimizer_offload, fp8_allgather=L.fp8_allgather,
                      grad_fp32=L.grad_reduce_fp32,
-                     sync_last_microbatch=L.fsdp_sync_last_microbatch and L.grad_accum > 1)
+                     sync_last_microbatch=L.fsdp_sync_last_microbatch and L.grad_accum > 1,
+                     zero1_replicated=L.stack == TRAINER_STACK)
     tokens = L.micro_batch * w.seq_len / L.cp  # tokens of one micro-batch on this GPU
+    # trainplan's trainer runs its own (torchtitan-style) model under every sharding
     ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile,
-                   L.sharding == "fsdp", None if lp is None else lp.weight_bytes)
+                   L.sharding == "fsdp" or L.stack == TRAINER_STACK, None if lp is None else lp.weight_bytes)
     per_mb, working, grads, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, sp.layers)
     in_flight = microbatches_in_flight(L.pp, i, L.grad_accum, L.pp_schedule, L.vp)
     activations = per_mb * tokens * in_flight

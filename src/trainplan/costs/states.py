@@ -1,6 +1,6 @@
 """Model states per GPU: parameters, gradients, master weights and optimizer states.
 
-Two conventions exist, and `layout.sharding` picks one:
+Three conventions exist; `layout.sharding` (and for zero1 the stack) picks one:
 
 * Megatron (sharding none / zero1 / zero2): bf16 weights (2 bytes/param) + fp32 main gradients (4)
   + fp32 master weights (4) + AdamW m and v (8) = 18 bytes/param. The distributed optimizer (zero1)
@@ -13,6 +13,13 @@ Two conventions exist, and `layout.sharding` picks one:
   (torchtitan, MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)). On top: the unsharded
   bf16 parameters of the units in flight (the current block and the prefetched next one) and,
   in backward, the unsharded gradients of the current block with their fp32 reduce-scatter input.
+* torch ZeRO-1 (sharding zero1 as trainplan's trainer runs it, runtime/parallel.apply_zero1: DDP +
+  torch.distributed.optim.ZeroRedundancyOptimizer): the parameters keep their storage dtype and are
+  the master copy, whole on every rank (fp32: 4); DDP's gradient buckets are the .grad tensors,
+  whole on every rank, in the parameters' dtype (4); AdamW states for the rank's shard only (8/DP):
+  8 + 8/DP bytes/param. autocast casts each weight to bf16 per use and keeps the copies it saved
+  for backward: 2 more at the backward peak. Other stacks run zero1 as Megatron's distributed
+  optimizer (6 + 12/DP above).
 
 Pure bf16 keeps weights, gradients and AdamW states in bf16 (2 + 2 + 4 = 8 bytes/param) under
 either convention. The bytes per element of each state are the recipe's (recipes.toml: param_bytes,
@@ -132,13 +139,14 @@ class StateBytes:
     optimizer_states: float  # AdamW m and v
     unsharded_params: float  # FSDP: all-gathered weights of the units in flight
     unsharded_grads: float  # FSDP: unsharded gradients + reduce-scatter input; zero2: one bucket
-    convention: str  # "megatron" | "fsdp2"
+    convention: str  # "megatron" | "fsdp2" | "ddp" (torch ZeRO-1)
     bytes_per_param: float  # persistent bytes/param of the dense part (the golden-table number)
 
 
 def state_bytes(sp: StageParams, *, sharding: str, recipe: Recipe, dp_shard: int, cp: int, ep: int, pp: int,
                 optimizer_offload: bool, fp8_allgather: bool,
-                grad_fp32: bool = True, sync_last_microbatch: bool = False) -> StateBytes:
+                grad_fp32: bool = True, sync_last_microbatch: bool = False,
+                zero1_replicated: bool = False) -> StateBytes:
     """Model-state bytes for one GPU of a stage; see the module docstring for the conventions.
 
     grad_fp32=False: gradients are accumulated and reduced in bf16 (Megatron-core's
@@ -158,6 +166,7 @@ def state_bytes(sp: StageParams, *, sharding: str, recipe: Recipe, dp_shard: int
     stored as fp8 tensors (their transposes are counted with the fp8 copies), not in bf16.
     grad_fp32=False or a recipe whose gradients are in the compute dtype (pure) reduce in the
     compute dtype: no extra fp32 copy of a gradient.
+    zero1_replicated: sharding zero1 is torch's ZeRO-1 (module docstring), not Megatron's.
     """
     r = recipe
     cpy = r.param_bytes  # the compute copy of a weight (bf16)
@@ -194,6 +203,15 @@ def state_bytes(sp: StageParams, *, sharding: str, recipe: Recipe, dp_shard: int
                 grads = 0.0
         bpp = (w + r.grad_bytes + opt) / d
         conv = "fsdp2"
+    elif sharding == "zero1" and zero1_replicated:
+        w = r.master_bytes or cpy  # the parameters as stored: the master copy when there is one
+        params, grads = per_gpu(w, False), per_gpu(w, False)  # DDP reduces in the parameters' dtype
+        master, states = 0.0, per_gpu(opt, True)
+        # autocast's compute copies saved for backward (an upper bound: under full checkpointing
+        # only the recomputed block's are); none when the parameters are in the compute dtype
+        u_params, u_grads = (0.0 if w == cpy else per_gpu(cpy, False)), 0.0
+        bpp = 2 * w + opt / d
+        conv = "ddp"
     else:
         shard_grads = sharding == "zero2"
         shard_opt = sharding in ("zero1", "zero2")

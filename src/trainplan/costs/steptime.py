@@ -48,6 +48,7 @@ from trainplan.models.stages import stage_layers
 from trainplan.precision import recipe
 from trainplan.profile import Profile
 from trainplan.stacks import stack as stack_preset
+from trainplan.supports import TRAINER_STACK
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,11 @@ def shard_calls(L: Layout) -> tuple[int, int]:
       zero2: the weights stay whole, so they are all-gathered once per step after the optimizer;
         gradients are sharded, so each micro-batch's gradients are reduce-scattered into the shard
         (ZeRO, Rajbhandari et al. 2020 sec. 5.2; DeepSpeed stage 2 reduces every micro-step).
+        trainplan's trainer runs zero2 as FSDP2 with reshard_after_forward=False (runtime/parallel.py
+        apply_fsdp): the weights are freed after each backward, so every micro-batch gathers them
+        once, in forward.
+      zero1 as trainplan's trainer runs it (DDP + ZeroRedundancyOptimizer) is not priced here: see
+        the all-reduce and broadcast in step_time.
       fsdp without pp (FSDP2, reshard_after_forward=True): every micro-batch gathers each unit in
         forward and again in backward and reduce-scatters its gradients (once per step when
         gradient sync waits for the last micro-batch, fsdp_sync_last_microbatch).
@@ -128,7 +134,7 @@ def shard_calls(L: Layout) -> tuple[int, int]:
     if L.sharding == "zero1":
         return 1, 1
     if L.sharding == "zero2":
-        return 1, n_mb
+        return (n_mb if L.stack == TRAINER_STACK else 1), n_mb
     if L.sharding == "fsdp":
         if L.pp > 1:
             return 1, 1
@@ -269,7 +275,16 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     ag_window = fwd if ag_calls == 1 else (fwd + bwd) * n_mb
     rs_window = bwd if rs_calls == 1 else bwd * n_mb
     for params, sp_sh, n_sh in groups:
-        if L.sharding != "none":
+        if L.sharding == "zero1" and L.stack == TRAINER_STACK:
+            # torch ZeRO-1 (runtime/parallel.apply_zero1): DDP all-reduces the gradients, in the
+            # parameters' dtype, on every micro-batch over all data-parallel ranks; after the step
+            # ZeroRedundancyOptimizer broadcasts each rank's updated shard (an all-gather's volume),
+            # never overlapped (supports.py requires param_gather_overlap=false for it)
+            wbytes = rec.master_bytes or rec.param_bytes
+            dp_all = span(L.dp_replicate * L.dp_shard, L.tp * L.cp, node)
+            dp_exp += add("all_reduce", "dp", params * wbytes, dp_all, n_mb, bwd * n_mb, reduce_overlap)
+            dp_exp += add("all_gather", "fsdp", params * wbytes, sp_sh, 1, 0.0, 0.0)
+        elif L.sharding != "none":
             dp_exp += add("all_gather", "fsdp", params * pbytes, sp_sh, ag_calls, ag_window, gather_overlap)
             dp_exp += add("reduce_scatter", "fsdp", params * gbytes, sp_sh, rs_calls, rs_window, reduce_overlap)
             dp_exp += add("all_reduce", "dp", params * gbytes / n_sh, sp_rep, 1, bwd, reduce_overlap)

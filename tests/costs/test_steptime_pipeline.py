@@ -19,7 +19,7 @@ def _calls(r, collective, dim="fsdp"):
 
 def test_each_sharding_gathers_and_reduces_as_its_framework_does():
     j = Job(resolve("llama-3.1-70b"), Cluster(find_node("ml.p5.48xlarge"), 4), Workload(4096, 64))
-    base = Layout(tp=8, pp=2, dp_shard=2, grad_accum=32, micro_batch=1)
+    base = Layout(tp=8, pp=2, dp_shard=2, grad_accum=32, micro_batch=1, stack="megatron")
     counts = {}
     for sharding in ("zero1", "zero2", "fsdp"):
         lay = base.with_(sharding=sharding)
@@ -34,6 +34,12 @@ def test_each_sharding_gathers_and_reduces_as_its_framework_does():
     flat = Job(j.model, Cluster(find_node("ml.p5.48xlarge"), 4), Workload(4096, 64))
     r = step_time(flat, Layout(tp=8, dp_shard=4, grad_accum=16, micro_batch=1), PRIOR)
     assert (_calls(r, "all_gather"), _calls(r, "reduce_scatter")) == (32, 16)
+    # trainplan's trainer runs zero2 as FSDP2 without resharding after forward: one gather and one
+    # reduce-scatter per micro-batch; under pipelining as its fsdp, once each per step
+    tz = step_time(flat, Layout(tp=8, dp_shard=4, grad_accum=16, micro_batch=1, sharding="zero2"), PRIOR)
+    assert (_calls(tz, "all_gather"), _calls(tz, "reduce_scatter")) == (16, 16)
+    tzp = step_time(j, base.with_stack("trainplan").with_(sharding="zero2"), PRIOR)
+    assert (_calls(tzp, "all_gather"), _calls(tzp, "reduce_scatter")) == (1, 1)
     synced = step_time(flat, Layout(tp=8, dp_shard=4, grad_accum=16, micro_batch=1, fsdp_sync_last_microbatch=True),
                        PRIOR)
     assert _calls(synced, "reduce_scatter") == 1 and synced.time.dp < r.time.dp

@@ -118,7 +118,7 @@ def shard_calls(L: Layout) -> tuple[int, int]:
         (ZeRO, Rajbhandari et al. 2020 sec. 5.2; DeepSpeed stage 2 reduces every micro-step).
         trainplan's trainer runs zero2 as FSDP2 with reshard_after_forward=False (runtime/parallel.py
         apply_fsdp): the weights are freed after each backward, so every micro-batch gathers them
-        once, in forward.
+        once, in forward, and reduce-scatters; under pipelining as fsdp with pp below.
       zero1 as trainplan's trainer runs it (DDP + ZeroRedundancyOptimizer) is not priced here: see
         the all-reduce and broadcast in step_time.
       fsdp without pp (FSDP2, reshard_after_forward=True): every micro-batch gathers each unit in
@@ -134,7 +134,9 @@ def shard_calls(L: Layout) -> tuple[int, int]:
     if L.sharding == "zero1":
         return 1, 1
     if L.sharding == "zero2":
-        return (n_mb if L.stack == TRAINER_STACK else 1), n_mb
+        if L.stack == TRAINER_STACK:
+            return (1, 1) if L.pp > 1 else (n_mb, n_mb)
+        return 1, n_mb
     if L.sharding == "fsdp":
         if L.pp > 1:
             return 1, 1

@@ -133,7 +133,7 @@ def _parallelize(model, plan, mesh, device: torch.device):
         model = model.to(parallel.TORCH_DTYPES[r.compute_dtype])
     zero1 = mesh.size() > 1 and layout.sharding == "zero1"
     if mesh.size() > 1 and not zero1:
-        parallel.apply_fsdp(model, parallel.fsdp_mesh(mesh), layout.precision, layout.sharding)
+        parallel.apply_fsdp(model, parallel.fsdp_mesh(mesh), layout.precision, layout.sharding, layout.pp > 1)
 
     model.to_empty(device=device)
     model.init_weights(plan.train.seed)

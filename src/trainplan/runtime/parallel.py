@@ -242,7 +242,7 @@ def mp_policy(precision: str):
     return MixedPrecisionPolicy(param_dtype=TORCH_DTYPES[r.compute_dtype], reduce_dtype=reduce)
 
 
-def apply_fsdp(model: nn.Module, dp_mesh, precision: str, sharding: str) -> None:
+def apply_fsdp(model: nn.Module, dp_mesh, precision: str, sharding: str, pipelined: bool = False) -> None:
     """fully_shard each block, then the root (embeddings, final norm, head). With a 2-D mesh
     (dp_replicate, dp_shard) this is HSDP: shard inside a group, replicate across groups.
 
@@ -250,12 +250,15 @@ def apply_fsdp(model: nn.Module, dp_mesh, precision: str, sharding: str) -> None
     gathered from forward until the block's backward (reshard_after_forward=False, FSDP1's
     SHARD_GRAD_OP): one all-gather per micro-batch, gradients reduce-scattered to fp32 shards,
     optimizer states on the shards, which is ZeRO-2's P_os+g (Rajbhandari et al. 2020, section
-    5.2). 'none' runs on a dp_shard=1 mesh, i.e. plain replication; 'zero1' is apply_zero1."""
+    5.2). 'none' runs on a dp_shard=1 mesh, i.e. plain replication; 'zero1' is apply_zero1.
+    pipelined (a pipeline chunk): never reshard after forward, as torchtitan does with pp: the
+    schedule defers resharding and gradient sync to the last micro-batch, so a stage is gathered
+    once per step and reduce-scattered once (what costs/states.py and steptime.shard_calls price)."""
     from torch.distributed.fsdp import fully_shard
 
     if sharding == "zero1":
         raise AssertionError("zero1 is DDP + ZeroRedundancyOptimizer (apply_zero1), not FSDP")
-    reshard = sharding == "fsdp"
+    reshard = sharding == "fsdp" and not pipelined
     policy = mp_policy(precision)
     todo = blocks(model)
     for i, (_, block) in enumerate(todo):

@@ -18,7 +18,10 @@ from dataclasses import dataclass
 from trainplan.costs.comm import CommEntry
 from trainplan.costs.cost import Cost, cost
 from trainplan.costs.flops import model_flops
+from trainplan.costs.goodput import Goodput, goodput
+from trainplan.costs.states import checkpoint_bytes_per_param, total_params
 from trainplan.costs.steptime import StepTime, step_time
+from trainplan.hardware.reliability import Reliability, reliability
 from trainplan.job import Job
 from trainplan.layout import Layout
 from trainplan.precision import recipe
@@ -42,6 +45,7 @@ class Estimate:
     binding: str  # memory | compute | communication | bubble
     band: tuple[float, float]  # tokens/s per GPU, low and high, from the cross-validated error
     profile: str
+    goodput: Goodput | None = None  # failures and checkpoint saves (costs/goodput.py)
 
     @property
     def step_time_s(self) -> float:
@@ -90,11 +94,12 @@ class Estimate:
             "memory": None if self.memory is None else self.memory.to_dict(),
             **self.cost.to_dict(),
             "profile": self.profile,
+            "goodput": None if self.goodput is None else self.goodput.to_dict(),
         }
 
 
 # Estimate.to_dict() keys that are not fields: derived totals, and the Cost fields it flattens.
-_DERIVED = {"peak_mem_gib", "step_time_s", "time_s", "comm", "memory", "band"}
+_DERIVED = {"peak_mem_gib", "step_time_s", "time_s", "comm", "memory", "band", "goodput"}
 _COST_KEYS = set(Cost.__slots__)
 _SCALARS = ("flops_per_step", "hardware_flops_per_step", "tokens_per_s", "tokens_per_s_per_gpu", "mfu",
             "mfu_noncausal", "hfu", "binding", "profile")
@@ -113,7 +118,8 @@ def estimate_from_dict(d: dict, where: str = "estimate") -> Estimate:
     if not isinstance(d, dict):
         raise TrainplanError(f"{where}: expected an object, got {type(d).__name__}")
     keys = set(_SCALARS) | _DERIVED | _COST_KEYS
-    check_keys(d, keys, where, required=keys - {"peak_mem_gib", "step_time_s"})
+    # goodput came later: a plan written before it reads back without one
+    check_keys(d, keys, where, required=keys - {"peak_mem_gib", "step_time_s", "goodput"})
     try:
         time = StepTime(**_fields(d["time_s"], StepTime, f"{where}.time_s"))
         # network_bytes is required although CommEntry defaults it: a ledger without it would draw
@@ -131,9 +137,12 @@ def estimate_from_dict(d: dict, where: str = "estimate") -> Estimate:
                                   **{k: m[k] for k in _MEMORY_META})
         cost_ = Cost(**{k: d[k] for k in _COST_KEYS})
         band = tuple(float(x) for x in d["band"])
+        gp = d.get("goodput")
+        if gp is not None:
+            gp = Goodput(**{**_fields(gp, Goodput, f"{where}.goodput"), "sources": tuple(gp["sources"])})
     except (TypeError, ValueError, AttributeError) as e:
         raise TrainplanError(f"{where}: malformed ({e})") from None
-    return Estimate(memory=mem, time=time, comm=comm, cost=cost_, band=band,
+    return Estimate(memory=mem, time=time, comm=comm, cost=cost_, band=band, goodput=gp,
                     **{k: d[k] for k in _SCALARS})
 
 
@@ -161,10 +170,13 @@ def _binding(t: StepTime, fits: bool) -> str:
     return max(parts, key=parts.get)
 
 
-def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_memory: bool = True) -> Estimate:
+def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_memory: bool = True,
+             rel: Reliability | None = None) -> Estimate:
     """Predict one layout of one job. Assumes check_layout(job, layout) passed.
 
     `with_memory=False` skips the memory model (calibration fits time only); `memory` is then None.
+    `rel`: failure rate, restart time and checkpoint storage for the goodput (default: the
+    catalog's defaults, hardware/reliability.toml).
     """
     from trainplan.costs.fit import capacity, within
     from trainplan.costs.memory import memory_breakdown
@@ -187,4 +199,6 @@ def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_m
         mfu=r.model_flops / t / peak, mfu_noncausal=noncausal / t / peak, hfu=r.hardware_flops / t / peak,
         cost=cost(c, tps, w.tokens), binding=_binding(r.time, fits),
         band=(per_gpu / (1 + err), per_gpu * (1 + err)), profile=prof.name,
+        goodput=goodput(t, c.num_gpus, total_params(job.model) * checkpoint_bytes_per_param(
+            recipe(layout.precision), layout.sharding), rel or reliability()),
     )

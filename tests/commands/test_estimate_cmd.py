@@ -79,3 +79,21 @@ def test_layout_text_replaces_the_layout_flags_and_refuses_to_mix_with_them(cli)
     code, _, err = cli("estimate", "--model", "llama-3.1-8b", "--instance", "ml.p5.48xlarge", "--layout", text,
                        "--ac", "selective")
     assert code == 2 and "leave out --ac" in err
+
+
+def test_llama3_405b_on_16k_gpus_as_megatron_splits_it_reports_goodput(cli):
+    # Meta's layout (Llama 3 paper sec. 3.3.2): tp 8, pp 16 interleaved, 126 layers with the
+    # embedding and the loss counted in the split (16 x 8 chunks of 1 layer, the two ends without).
+    argv = ("estimate", "--model", "llama-3.1-405b", "--instance", "dgx-h100", "--nodes", "2048", "--seq-len", "8192",
+            "--global-batch", "2048", "--tp", "8", "--pp", "16", "--vp", "8", "--pp-embedding-in-split",
+            "--pp-loss-in-split", "--sharding", "zero2", "--ac", "selective", "--stack", "megatron")
+    code, out, err = cli(*argv)
+    assert code == 0, err
+    assert "goodput" in out and "checkpoint every" in out
+    code, out, _ = cli(*argv, "--json", "--storage-tib", "400")
+    g = json.loads(out)["estimate"]["goodput"]
+    assert 0 < g["goodput"] < 1 and g["checkpoint_interval_steps"] >= 1
+    assert g["storage_bytes_per_s"] == pytest.approx(400e9)  # 1000 MB/s per TiB x 400 TiB
+    # without the split the 128 chunks cannot hold 126 layers
+    code, _, err = cli(*[a for a in argv if a not in ("--pp-embedding-in-split", "--pp-loss-in-split")])
+    assert code == 2 and "pp_embedding_in_split" in err

@@ -135,3 +135,15 @@ def test_the_printed_chosen_layout_is_whole_and_parses_to_the_plan(cli):
     assert code == 0
     text = next(line for line in out.splitlines() if line.startswith("chosen: "))[len("chosen: "):]
     assert parse_layout(text) == layout_from_dict(_chosen(cli, *argv)["layout"])
+
+
+def test_plan_checkpoints_at_the_goodput_interval(cli, tmp_path):
+    # the trainer reads train.checkpoint_every from plan.json: the interval that maximises goodput
+    out_file = tmp_path / "plan.json"
+    code, _, err = cli("plan", "--model", "llama-3.1-8b", "--out", str(out_file))
+    assert code == 0, err
+    plan = load_plan(out_file)
+    g = plan.estimate.goodput
+    assert g is not None and plan.train.checkpoint_every == g.checkpoint_interval_steps
+    assert any(r.startswith(f"checkpoint every {g.checkpoint_interval_steps} steps") for r in plan.reasons)
+    assert plan.to_dict()["estimate"]["goodput"]["checkpoint_interval_steps"] == g.checkpoint_interval_steps

@@ -16,6 +16,8 @@ def add_arguments(p) -> None:
     p.add_argument("--tokens", type=tokens, default=0, help="token budget, e.g. 15T, 300B")
     p.add_argument("--price", type=positive_number, default=None, help="USD per node-hour (overrides the catalog)")
     p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")
+    p.add_argument("--storage", default=None, help="checkpoint storage (hardware/reliability.toml; default fsx-lustre-1000)")
+    p.add_argument("--storage-tib", type=positive_number, default=None, help="the storage's capacity in TiB")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -30,8 +32,10 @@ def run(args) -> int:
     from trainplan.profile import load_profile
 
     job, layout = build(args)
+    from trainplan.hardware.reliability import reliability
+
     prof = load_profile(args.profile) if args.profile else None
-    e = estimate(job, layout, prof)
+    e = estimate(job, layout, prof, rel=reliability(args.storage, args.storage_tib))
     why = setting_reasons(job, layout, prof)
     if args.json:
         print_json({"model": job.model.name, "instance": job.cluster.node.name, "nodes": job.cluster.nodes,
@@ -62,6 +66,18 @@ def _settings(ex) -> str:
 
 def _fmt(v, unit="", digits=2):
     return "n/a" if v is None else f"{v:,.{digits}f}{unit}"
+
+
+def goodput_lines(g) -> list[str]:
+    if g is None:
+        return []
+    return [(f"goodput {g.goodput:.1%}: a failure every {g.mtbf_s / 3600:.2f} h "
+             f"({g.failures_per_gpu_hour:.2e} per GPU-hour), {g.checkpoint_bytes / 1e12:.2f} TB checkpoint "
+             f"saved in {g.save_s:.0f} s to {g.storage} ({g.storage_bytes_per_s / 1e9:.0f} GB/s), restart "
+             f"{g.restart_s:.0f} s"),
+            (f"checkpoint every {g.checkpoint_interval_steps} steps ({g.checkpoint_interval_s / 60:.1f} min, "
+             f"Young's sqrt(2 x save x MTBF)): {g.lost_to_saves:.1%} lost to saves, "
+             f"{g.lost_to_failures:.1%} to failures")]
 
 
 def render(job, layout, e) -> str:
@@ -95,6 +111,7 @@ def render(job, layout, e) -> str:
     if job.workload.tokens:
         out.append(f"to {job.workload.tokens:,} tokens: {_fmt(e.hours_to_tokens, ' h', 1)}, "
                    f"{_fmt(e.usd_to_tokens, ' USD', 0)}")
+    out += goodput_lines(e.goodput)
     m = e.memory
     out += ["", f"memory per GPU (worst stage {m.worst_stage}): {m.total / GiB:.1f} GiB of "
             f"{c.gpu.memory_bytes / GiB:.0f} GiB" + ("" if e.fits else "  DOES NOT FIT")]

@@ -194,7 +194,7 @@ def to_plan(result):
     from dataclasses import replace
 
     from trainplan.models.checks import beyond_context
-    from trainplan.plan import Alternative, Plan
+    from trainplan.plan import Alternative, Plan, TrainSettings
 
     def marked(job):
         if beyond_context(job.model, job.workload.seq_len):  # allowed by --allow-long-context: say so
@@ -211,7 +211,14 @@ def to_plan(result):
         m = job.model
         reasons += ((f"long context: sequence {job.workload.seq_len} is past {m.name}'s max_position_embeddings "
                      f"({m.max_position_embeddings}), asked for with --allow-long-context (RoPE extrapolation)"),)
-    return Plan(job=job, layout=c.layout, estimate=c.estimate, reasons=reasons,
+    # the trainer saves at the interval that maximises goodput (costs/goodput.py)
+    gp = c.estimate.goodput if c.estimate is not None else None
+    train = TrainSettings(checkpoint_every=gp.checkpoint_interval_steps) if gp is not None else TrainSettings()
+    if gp is not None:
+        reasons += ((f"checkpoint every {gp.checkpoint_interval_steps} steps ({gp.checkpoint_interval_s / 60:.0f} min):"
+                     f" goodput {gp.goodput:.1%} with a failure every {gp.mtbf_s / 3600:.1f} h and "
+                     f"{gp.save_s:.0f} s saves (Young's interval)"),)
+    return Plan(job=job, layout=c.layout, estimate=c.estimate, reasons=reasons, train=train,
                 hf_config=result.query.hf_config, runners_up=tuple(alt(x) for x in result.runners_up),
                 pareto=tuple(alt(x) for x in result.pareto))
 

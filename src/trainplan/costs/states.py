@@ -232,3 +232,18 @@ def state_bytes(sp: StageParams, *, sharding: str, recipe: Recipe, dp_shard: int
         if sharding == "fsdp":
             params = 0.0
     return StateBytes(params, grads, master, states, u_params, u_grads, conv, bpp)
+
+
+def total_params(m: ModelSpec) -> int:
+    return _counts(m).total
+
+
+def checkpoint_bytes_per_param(recipe: Recipe, sharding: str) -> float:
+    """Bytes per parameter a full training checkpoint holds (the persistent states above less the
+    gradients, which are rebuilt every step): FSDP2 saves its sharded parameters (the master copy
+    when the recipe has one) and AdamW's m and v; the Megatron convention saves the compute-dtype
+    weights, the fp32 master weights and m, v (bf16 mixed: 4 + 8 = 12 and 2 + 4 + 8 = 14)."""
+    opt = ADAM_MOMENTS * recipe.optimizer_bytes
+    if sharding == "fsdp":
+        return (recipe.master_bytes or recipe.param_bytes) + opt
+    return recipe.param_bytes + recipe.master_bytes + opt

@@ -26,7 +26,8 @@ def test_json_shape_and_every_record_listed(cli):
     full = s["tokens_per_s_per_gpu"]["by_quality"]["full"]
     assert full["count"] >= 50
     assert {"count", "median_abs", "p90_abs", "max_abs", "mean_signed"} == set(full)
-    assert set(s["tokens_per_s_per_gpu"]) == {"all", "by_quality", "by_gpu", "by_precision", "by_framework"}
+    assert set(s["tokens_per_s_per_gpu"]) == {"all", "by_quality", "by_gpu", "by_precision", "by_framework",
+                                              "by_scale"}
 
 
 @needs_dev
@@ -62,3 +63,18 @@ def test_missing_and_wrong_files(cli, tmp_path):
     p.write_text("[]")
     code, _, err = cli("validate", "--dataset", str(p))
     assert code == 2 and "not a trainplan-validation/1 file" in err
+
+
+@needs_dev
+def test_large_runs_are_reported_on_their_own(cli):
+    # records on >= 256 GPUs form their own group, counted from the records' own GPU counts
+    code, out, _ = cli("validate", "--dataset", str(DEV), "--json")
+    d = json.loads(out)
+    ds = json.loads(DEV.read_text())
+    gpus = {r["id"]: r["hardware"]["num_gpus"] for r in ds["records"]}
+    large = [r for r in d["records"] if r["error"] and r["error"]["tokens_per_s_per_gpu"] is not None
+             and gpus[r["id"]] >= 256]
+    group = d["summary"]["tokens_per_s_per_gpu"]["by_scale"]["gpus>=256"]
+    assert group["count"] == len(large) > 0
+    code, text, _ = cli("validate", "--dataset", str(DEV))
+    assert any(line.split()[1:2] == ["gpus>=256"] for line in text.splitlines() if line.strip())

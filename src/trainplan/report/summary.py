@@ -149,8 +149,9 @@ def validate_text(result: dict, color: bool = False) -> str:
     for metric in ("tokens_per_s_per_gpu", "step_time_s", "peak_mem_gib", "mfu"):
         entry = s[metric]
         groups = [("all", entry["all"])]
-        for g in ("by_quality", "by_gpu", "by_precision", "by_framework"):
-            groups += [(f"{g[3:]}={k}", v) for k, v in entry[g].items()]
+        # large runs first, under their own name ('gpus>=256'), then the other groupings
+        for g in ("by_scale", "by_quality", "by_gpu", "by_precision", "by_framework"):
+            groups += [(k if g == "by_scale" else f"{g[3:]}={k}", v) for k, v in entry.get(g, {}).items()]
         stats += [[metric, name, st["count"], f"{st['median_abs']:.1%}", f"{st['p90_abs']:.1%}",
                    f"{st['max_abs']:.1%}", f"{st['mean_signed']:+.1%}"] for name, st in groups if st["count"]]
     out.append(format_table(["metric", "group", "n", "median", "p90", "max", "mean"], stats, color=color))

@@ -36,7 +36,19 @@ def stats(errors: list[float]) -> dict:
     }
 
 
-def summarize(rows: list[dict], groupings: tuple[str, ...] = ("quality", "gpu", "precision", "framework")) -> dict:
+# Runs this large are few and where a wrong plan costs most: their errors are reported on their own.
+LARGE_SCALE_GPUS = 256
+
+
+def scale_group(num_gpus: int | None) -> str:
+    """The scale group of a record: 'gpus>=256' or 'gpus<256' (None: GPU count not published)."""
+    if num_gpus is None:
+        return "gpus=?"
+    return f"gpus>={LARGE_SCALE_GPUS}" if num_gpus >= LARGE_SCALE_GPUS else f"gpus<{LARGE_SCALE_GPUS}"
+
+
+def summarize(rows: list[dict],
+              groupings: tuple[str, ...] = ("quality", "gpu", "precision", "framework", "scale")) -> dict:
     """rows: {"error": {metric: e|None}, "quality":..., "gpu":..., ...}. Returns per-metric stats,
     overall and per value of each grouping key."""
     out: dict = {}

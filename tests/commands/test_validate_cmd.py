@@ -77,4 +77,5 @@ def test_large_runs_are_reported_on_their_own(cli):
     group = d["summary"]["tokens_per_s_per_gpu"]["by_scale"]["gpus>=256"]
     assert group["count"] == len(large) > 0
     code, text, _ = cli("validate", "--dataset", str(DEV))
+    assert code == 0
     assert any(line.split()[1:2] == ["gpus>=256"] for line in text.splitlines() if line.strip())

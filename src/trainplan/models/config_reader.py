@@ -87,7 +87,8 @@ class ConfigReader:
             return None
         v = self.data["layer_types"]
         allowed = {"full_attention", "sliding_attention"}
-        if not isinstance(v, list) or len(v) != num_layers or not set(v) <= allowed:
+        ok = isinstance(v, list) and len(v) == num_layers and all(isinstance(x, str) and x in allowed for x in v)
+        if not ok:
             raise self._bad(
                 "layer_types",
                 f"a list of {num_layers} entries, each 'full_attention' or 'sliding_attention'",
@@ -98,7 +99,7 @@ class ConfigReader:
     def choice(self, keys: Keys, table: dict[str, str], default: Any = _MISSING) -> str:
         """A string that must be a key of `table`; returns the mapped value."""
         key, v = self._get(keys, default)
-        if v not in table:
+        if not isinstance(v, str) or v not in table:
             raise TrainplanError(
                 f"{self.where}: {key} {v!r} is not supported for model_type {self.model_type!r}; "
                 f"supported: {', '.join(sorted(table))}"

@@ -312,12 +312,25 @@ def _with_stack(r: dict, layout: Layout, assumed: list[str]) -> Layout:
     return layout.with_(stack=preset.name, execution=execution)
 
 
+def _positive_ints(d: dict, keys: tuple[str, ...], where: str) -> None:
+    """The record's counts that the layout multiplies: positive integers when present."""
+    for k in keys:
+        v = d.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+            raise TrainplanError(f"{where}.{k} must be a positive integer, got {v!r}")
+
+
 def to_case(r: dict) -> Case:
-    rid = r.get("id", "?")
-    fw = (r.get("train") or {}).get("framework") or "unknown"
+    if not isinstance(r, dict):
+        return Case("?", {}, None, None, "unknown", (), f"a record must be an object, got {type(r).__name__}")
+    rid = str(r.get("id", "?"))
+    t = r.get("train")
+    fw = str((t if isinstance(t, dict) else {}).get("framework") or "unknown")
     assumed: list[str] = []
     try:
         hw, t = r["hardware"], r["train"]
+        _positive_ints(hw, ("num_gpus", "gpus_per_node"), "hardware")
+        _positive_ints(t, ("seq_len", "global_batch", "dp", "tp", "pp", "cp"), "train")
         if not hw.get("gpu"):
             raise TrainplanError("GPU not identified")
         if hw["num_gpus"] % min(hw["gpus_per_node"], hw["num_gpus"]):
@@ -330,6 +343,8 @@ def to_case(r: dict) -> Case:
         check_layout(job, layout)
     except TrainplanError as e:
         return Case(rid, r, None, None, fw, tuple(assumed), str(e))
-    except (KeyError, TypeError) as e:
-        return Case(rid, r, None, None, fw, tuple(assumed), f"missing or malformed field {e}")
+    except (KeyError, TypeError, AttributeError, ValueError, ArithmeticError) as e:
+        # A field of the wrong shape (a number where an object belongs, text where a number does):
+        # the record is skipped with what was found, like every record trainplan cannot represent.
+        return Case(rid, r, None, None, fw, tuple(assumed), f"missing or malformed field ({type(e).__name__}: {e})")
     return Case(rid, r, job, layout, fw, tuple(assumed), None)

@@ -113,13 +113,15 @@ def estimate_from_dict(d: dict, where: str = "estimate") -> Estimate:
     from trainplan.costs.comm import CommEntry
     from trainplan.costs.memory import MemoryBreakdown
     from trainplan.errors import TrainplanError
-    from trainplan.parsing import check_keys
+    from trainplan.parsing import check_keys, check_types
 
     if not isinstance(d, dict):
         raise TrainplanError(f"{where}: expected an object, got {type(d).__name__}")
     keys = set(_SCALARS) | _DERIVED | _COST_KEYS
     # goodput came later: a plan written before it reads back without one
     check_keys(d, keys, where, required=keys - {"peak_mem_gib", "step_time_s", "goodput"})
+    check_types(Estimate, {k: d[k] for k in _SCALARS}, where)
+    check_types(Cost, {k: d[k] for k in _COST_KEYS}, where)
     try:
         time = StepTime(**_fields(d["time_s"], StepTime, f"{where}.time_s"))
         # network_bytes is required although CommEntry defaults it: a ledger without it would draw
@@ -131,11 +133,17 @@ def estimate_from_dict(d: dict, where: str = "estimate") -> Estimate:
             m = d["memory"]
             check_keys(m, {"bytes", "gib", "activation_groups", "activation_groups_gib"} | _MEMORY_META,
                        f"{where}.memory", required={"bytes", "activation_groups"} | _MEMORY_META)
+            check_types(MemoryBreakdown, {k: m[k] for k in _MEMORY_META}, f"{where}.memory")
+            groups = m["activation_groups"]
+            if not isinstance(groups, dict) or not all(_number(v) for v in groups.values()):
+                raise TrainplanError(f"{where}.memory.activation_groups must map names to numbers")
             terms = {k: v for k, v in m["bytes"].items() if not k.startswith("total")}
             mem = MemoryBreakdown(**_fields(terms, MemoryBreakdown, f"{where}.memory.bytes"),
                                   activation_groups=dict(m["activation_groups"]),
                                   **{k: m[k] for k in _MEMORY_META})
         cost_ = Cost(**{k: d[k] for k in _COST_KEYS})
+        if not isinstance(d["band"], list) or len(d["band"]) != 2 or not all(_number(x) for x in d["band"]):
+            raise TrainplanError(f"{where}: band must be a list of two numbers, got {d['band']!r}")
         band = tuple(float(x) for x in d["band"])
         gp = d.get("goodput")
         if gp is not None:
@@ -152,14 +160,21 @@ def _fields(d: dict, cls, where: str, also_required: set[str] = frozenset()) -> 
     from dataclasses import MISSING, fields
 
     from trainplan.errors import TrainplanError
-    from trainplan.parsing import check_keys
+    from trainplan.parsing import check_keys, check_types
 
     if not isinstance(d, dict):
         raise TrainplanError(f"{where}: expected an object, got {type(d).__name__}")
     fs = [f for f in fields(cls) if f.init]
     required = {f.name for f in fs if f.default is MISSING and f.default_factory is MISSING} | also_required
     check_keys(d, {f.name for f in fs}, where, required=required)
+    check_types(cls, d, where)
     return d
+
+
+def _number(v) -> bool:
+    import math
+
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _binding(t: StepTime, fits: bool) -> str:

@@ -5,7 +5,9 @@ dp_shard * cp, as in torchtitan (Megatron carves it out of dp; for cp = 1 the tw
 `sharding` applies over the dp_shard group: "fsdp" shards parameters, gradients and optimizer
 states (FSDP2 / ZeRO-3; with dp_replicate > 1 this is HSDP); "zero2" shards gradients and optimizer
 states; "zero1" shards optimizer states and fp32 master weights (Megatron's distributed optimizer);
-"none" is plain data parallel (dp_shard must be 1).
+"none" is plain data parallel (dp_shard must be 1). The stack says how each runs (costs/states.py):
+trainplan's trainer runs zero2 as FSDP2 without resharding after forward and zero1 as DDP + torch's
+ZeroRedundancyOptimizer (runtime/parallel.py).
 
 `stack` names the software that runs the layout and `execution` its settings (stacks.py): what it
 overlaps (TP, DP, PP communication), its MoE dispatcher, context-parallel exchange, cross-entropy

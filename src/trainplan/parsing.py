@@ -18,6 +18,8 @@ from trainplan.errors import TrainplanError
 
 def check_keys(data: dict, allowed: set[str], where: str, required: set[str] = frozenset()) -> None:
     """Reject unknown keys (naming the key and the allowed ones) and missing required keys."""
+    if not isinstance(data, dict):
+        raise TrainplanError(f"{where}: expected an object, got {type(data).__name__}")
     extra = sorted(set(data) - allowed)
     if extra:
         raise TrainplanError(

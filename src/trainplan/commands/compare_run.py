@@ -42,7 +42,15 @@ def compare(run_dir: str | Path) -> dict:
 
     run = Path(run_dir)
     summary = read_json(run / "summary.json", "run summary")
-    plan = plan_from_run(read_json(run / "plan.json", "run plan"), summary["world_size"])
+    world = summary.get("world_size") if isinstance(summary, dict) else None
+    if isinstance(world, bool) or not isinstance(world, int) or world <= 0:
+        raise TrainplanError(f"{run / 'summary.json'}: world_size must be a positive integer, got {world!r}; "
+                             "give the --out of `trainplan train`")
+    try:
+        plan = plan_from_run(read_json(run / "plan.json", "run plan"), world)
+    except (KeyError, TypeError, AttributeError) as e:  # the runtime wrote it; a hand edit broke it
+        raise TrainplanError(f"{run / 'plan.json'}: malformed ({type(e).__name__}: {e}); "
+                             "use the plan.json `trainplan train` wrote") from None
     predicted = predict(plan) or {}
     rows = []
     for key, label, _ in FIELDS:

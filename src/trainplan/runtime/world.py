@@ -15,7 +15,7 @@ from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
 from trainplan.layout import layout_from_dict
 from trainplan.models.spec import spec_from_dict
-from trainplan.plan import Plan, TrainSettings, read_estimate
+from trainplan.plan import Plan, read_estimate, train_from_dict, workload_from_dict
 
 
 def node_for_world(node, world: int):
@@ -44,13 +44,10 @@ def plan_from_run(d: dict, world: int) -> Plan:
     """The plan a run executed, from its plan.json and world size, without the cluster's GPU-count
     check (a fitted or demo run used part of a node)."""
     cluster = Cluster(node_for_world(find_node(d["cluster"]["instance"]), world), 1)
-    td = dict(d.get("train") or {})
-    if "betas" in td:
-        td["betas"] = tuple(td["betas"])
     wd = {k: v for k, v in d["workload"].items() if k in {f.name for f in fields(Workload)}}
     return Plan(
-        job=Job(spec_from_dict(d["model"]), cluster, Workload(**wd)),
-        layout=layout_from_dict(d["layout"]), train=TrainSettings(**td),
+        job=Job(spec_from_dict(d["model"]), cluster, workload_from_dict(wd, "run plan: workload")),
+        layout=layout_from_dict(d["layout"]), train=train_from_dict(d.get("train") or {}, "run plan: train"),
         estimate=read_estimate(d.get("estimate"), "run plan: estimate", d.get("created_by", "unknown")),
         reasons=tuple(d.get("reasons") or ()), hf_config=d.get("hf_config"),
     )

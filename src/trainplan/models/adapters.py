@@ -175,6 +175,7 @@ def mixtral(c: ConfigReader) -> dict:
         num_experts=c.integer(("num_local_experts", "num_experts")),
         experts_per_token=c.integer("num_experts_per_tok"),
         expert_ffn_size=d["ffn_size"],
+        aux_loss_coef=c.number("router_aux_loss_coef", 0.0),
     )
     d["ffn_size"] = 0  # every layer is MoE; intermediate_size is the expert size
     return d
@@ -188,6 +189,7 @@ def _qwen_moe(c: ConfigReader, d: dict, **extra) -> dict:
         expert_ffn_size=c.integer("moe_intermediate_size"),
         moe_layer_freq=c.integer("decoder_sparse_step", 1),
         dense_layers=c.int_list("mlp_only_layers", []),
+        aux_loss_coef=c.number("router_aux_loss_coef", 0.0),
         **extra,
     )
     dense = ffn_kinds(moe, d["num_layers"]).count(DENSE)
@@ -245,6 +247,10 @@ def deepseek_v3(c: ConfigReader) -> dict:
         router_score_correction_bias=False,
         num_groups=c.integer("n_group", 8),
         topk_groups=c.integer("topk_group", 4),
+        router_score=c.choice("scoring_func", {"sigmoid": "sigmoid", "softmax": "softmax"}, "sigmoid"),
+        # noaux_tc: the auxiliary-loss-free balancing of the V3 report (section 2.1.2)
+        load_balance=c.choice("topk_method", {"noaux_tc": "aux_free", "greedy": "aux_loss",
+                                              "group_limited_greedy": "aux_loss"}, "noaux_tc"),
     )
     return dict(
         b, head_dim=mla.qk_nope_head_dim + mla.qk_rope_head_dim,  # q/k head; v uses v_head_dim
@@ -273,6 +279,7 @@ def gpt_oss(c: ConfigReader) -> dict:
         experts_per_token=c.integer(("num_experts_per_tok", "experts_per_token"), 4),
         expert_ffn_size=c.integer("intermediate_size"),
         router_bias=True, expert_bias=True,
+        aux_loss_coef=c.number("router_aux_loss_coef", 0.0),
     )
     return d
 

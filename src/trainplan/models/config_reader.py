@@ -63,6 +63,13 @@ class ConfigReader:
             raise self._bad(key, "a positive integer or null", v)
         return v
 
+    def number(self, key: str, default: Any = _MISSING) -> float:
+        """A finite number >= 0 (a coefficient such as router_aux_loss_coef)."""
+        key, v = self._get(key, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+            raise self._bad(key, "a number >= 0", v)
+        return float(v)
+
     def flag(self, key: str, default: Any = _MISSING) -> bool:
         key, v = self._get(key, default)
         if not isinstance(v, bool):

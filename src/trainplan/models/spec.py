@@ -36,6 +36,11 @@ class MoESpec:
     dense_layers: tuple[int, ...] = ()  # explicit dense-FFN layer indices (Qwen mlp_only_layers)
     num_groups: int = 1  # DeepSeek n_group: experts are split into groups (one per node in EP) ...
     topk_groups: int = 1  # ... and a token is routed to experts of at most topk_group groups
+    router_score: str = "softmax"  # "softmax" (Mixtral, Qwen) | "sigmoid" (DeepSeek-V3 scoring_func)
+    # "aux_loss": Switch-style auxiliary loss of weight aux_loss_coef (HF router_aux_loss_coef; 0 = none);
+    # "aux_free": DeepSeek-V3's per-expert selection bias, nudged after each step (topk_method noaux_tc)
+    load_balance: str = "aux_loss"
+    aux_loss_coef: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,9 +46,6 @@ def refusal(layout, device: str = "cuda", model=None) -> Refusal | None:
     if L.stack != TRAINER_STACK:
         return Refusal(f"the plan was costed for stack {L.stack!r}; trainplan's trainer runs stack "
                        f"{TRAINER_STACK!r} (plan again with --stack {TRAINER_STACK})", L.stack)
-    if L.ep > 1:
-        return Refusal(f"the trainer has no expert parallelism yet (plan has ep={L.ep}); "
-                       f"choose a plan with ep = 1, or --stack {OTHER_STACK}", OTHER_STACK)
     if L.cp > 1 and device != "cuda":
         return Refusal(
             f"cp needs CUDA: cp={L.cp} runs ring attention through torch's context_parallel, which "
@@ -59,11 +56,21 @@ def refusal(layout, device: str = "cuda", model=None) -> Refusal | None:
         runs = [r.name for r in registry().values() if r.runnable]
         return Refusal(f"precision {L.precision!r} has no converter in the trainer; use one of "
                        f"{', '.join(runs)}, or --stack {OTHER_STACK}", OTHER_STACK)
-    for rule in (_tensor_parallel, _pipeline, _zero1, _settings):
+    for rule in (_expert_parallel, _tensor_parallel, _pipeline, _zero1, _settings):
         r = rule(L, model)
         if r is not None:
             return r
     return None
+
+
+def _expert_parallel(L, model) -> Refusal | None:
+    """runtime/moe.py: ep splits the experts of trainplan's own decoder; a model that only runs
+    through its Hugging Face code (multi-head latent attention) has no expert parallelism there."""
+    if L.ep == 1 or model is None or model.mla is None:
+        return None
+    return Refusal(f"{model.name}'s multi-head latent attention runs in the trainer only through its Hugging "
+                   f"Face model (--hf), which has no expert parallelism (plan has ep={L.ep}); choose a plan "
+                   f"with ep = 1, or --stack {OTHER_STACK}", OTHER_STACK)
 
 
 def _tensor_parallel(L, model) -> Refusal | None:
@@ -100,12 +107,12 @@ def _pipeline(L, model) -> Refusal | None:
 
 def _zero1(L, model) -> Refusal | None:
     """zero1 runs as DDP + torch's ZeroRedundancyOptimizer (runtime/parallel.apply_zero1): plain
-    tensors, so not with DTensor tp, pipeline stages or context parallelism; and the updated
+    tensors, so not with DTensor tp or ep, pipeline stages or context parallelism; and the updated
     parameters are broadcast after the optimizer step, not overlapped with compute."""
     if L.sharding != "zero1" or L.dp == 1:
         return None
-    if L.tp > 1 or L.pp > 1 or L.cp > 1:
-        return Refusal("sharding zero1 (DDP + ZeroRedundancyOptimizer) runs with tp = pp = cp = 1 in the "
+    if L.tp > 1 or L.pp > 1 or L.cp > 1 or L.ep > 1:
+        return Refusal("sharding zero1 (DDP + ZeroRedundancyOptimizer) runs with tp = pp = cp = ep = 1 in the "
                        f"trainer; use zero2 or fsdp, or --stack {OTHER_STACK}", OTHER_STACK)
     if L.execution.param_gather_overlap:
         return Refusal("sharding zero1 broadcasts the updated parameters after the optimizer step in the "

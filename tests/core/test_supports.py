@@ -73,7 +73,6 @@ def test_settings_the_trainer_does_not_implement_are_refused(settings, key):
 
 
 @pytest.mark.parametrize("layout, device, words", [
-    (Layout(ep=8, dp_shard=8), "cuda", "no expert parallelism"),
     (Layout(cp=2), "cpu", "cp needs CUDA"),
     (Layout(precision="mxfp8"), "cuda", "no converter"),
     (Layout(precision="nvfp4"), "cuda", "no converter"),
@@ -84,7 +83,8 @@ def test_settings_the_trainer_does_not_implement_are_refused(settings, key):
     (Layout(pp=2, chunked_loss=True), "cuda", "chunked loss"),
     (Layout(pp=2, cp=2), "cuda", "pp > 1 together with cp > 1"),
     (Layout(sharding="zero1", dp_shard=2, tp=2, sequence_parallel=False, vocab_parallel_loss=False), "cuda",
-     "tp = pp = cp = 1"),
+     "tp = pp = cp = ep = 1"),
+    (Layout(sharding="zero1", dp_shard=2, ep=2), "cuda", "tp = pp = cp = ep = 1"),
     (Layout(sharding="zero1", dp_shard=2), "cuda", "param_gather_overlap=false"),
     (Layout(compiled_loss=True), "cuda", "fused cross-entropy"),
     (Layout().with_stack(TRAINER_STACK, cross_entropy="chunked"), "cuda", "chunked_loss true"),
@@ -102,6 +102,14 @@ def test_what_the_trainer_runs_passes():
         assert refusal(L, "cuda") is None, L.short()
 
 
+def test_expert_parallel_runs_on_the_trainers_own_model_only():
+    L = Layout(ep=8, dp_shard=8)
+    assert refusal(L, "cuda") is None and refusal(L, "cpu", resolve("qwen3-30b-a3b")) is None
+    r = refusal(L, "cuda", resolve("deepseek-v3"))  # MLA: only the HF model, which has no ep
+    assert "multi-head latent attention" in r.reason and r.stack == "megatron"
+    assert refusal(Layout(), "cuda", resolve("deepseek-v3")) is None
+
+
 def test_tensor_parallel_moe_needs_the_model():
     L = Layout(tp=2, sequence_parallel=False, vocab_parallel_loss=False)
     moe = resolve("qwen3-30b-a3b")
@@ -114,7 +122,7 @@ def test_launch_refuses_a_plan_the_trainer_cannot_run():
     from trainplan.launch.base import LaunchOptions
     from trainplan.launch.local import LocalOptions
 
-    model = resolve("qwen3-30b-a3b")
+    model = resolve("deepseek-v3")
     node = find_node("ml.p5.48xlarge")
     L = Layout(ep=8, dp_shard=8, micro_batch=1)
     plan = Plan(Job(model, Cluster(node, 1), Workload(seq_len=4096, global_batch=8)), L)

@@ -68,7 +68,6 @@ CONFIGS = {
     "cp_shard": {"probe": "cp_shard"},  # not a layout: context parallel's sequence sharding alone
     # Refused with a one-line reason (REFUSED below).
     "cp2_on_cpu": {"layout": {"cp": 2}},
-    "ep2": {"moe": {"num_experts": 4, "experts_per_token": 2, "expert_ffn_size": 64}, "layout": {"ep": 2}},
 }
 REFUSED = {
     # torch 2.13: the context-parallel dispatcher rewrites only the CUDA SDPA kernels.
@@ -76,8 +75,6 @@ REFUSED = {
                   "which handles only the CUDA SDPA kernels (flash, memory-efficient, cuDNN); on CPU SDPA's "
                   "_scaled_dot_product_flash_attention_for_cpu has no context-parallel implementation in this "
                   "torch; run on GPUs, or choose a plan with cp = 1",
-    "ep2": "TrainplanError: the trainer has no expert parallelism yet (plan has ep=2); choose a plan with ep = 1, "
-           "or --stack megatron",
 }
 # Pipelined layouts and the baseline each must match: (baseline, rel. tol. losses, grad norms).
 # A pipeline runs the same ops on the same micro-batches, its gradients are averaged by the

@@ -1,6 +1,7 @@
 """`plan` recommends only layouts the chosen stack can run (issue 11 part 4), on trainplan's own
-cost model: the reference trainer has no expert parallelism, so for --stack trainplan no ep > 1,
-and the reasons name the stack a faster refused layout would need."""
+cost model: the reference trainer's expert parallelism splits the experts of its own decoder, which
+has no multi-head latent attention, so for DeepSeek-V3 on --stack trainplan no ep > 1, and the
+reasons name the stack a faster refused layout would need."""
 
 from trainplan.hardware import find_node
 from trainplan.models import resolve

@@ -47,6 +47,8 @@ def _runtime_args(args, out: Path) -> list[str]:
 def _nproc(args) -> int:
     if not args.plan:
         return args.nproc or 1
+    if args.model or args.ep:
+        raise TrainplanError("--model and --ep choose the demo; a plan carries its own model and layout")
     from trainplan.plan import load_plan
 
     plan = load_plan(args.plan)  # a bad plan is refused here, in one line, before any process starts

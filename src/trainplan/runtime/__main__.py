@@ -36,11 +36,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.plan and not args.demo:
             from trainplan.plan import load_plan
 
+            if args.model or args.ep:
+                raise TrainplanError("--model and --ep choose the demo; a plan carries its own model and layout")
             plan = load_plan(args.plan)
         else:
-            from trainplan.runtime.demo import demo_plan
+            from trainplan.runtime.demo import demo_model, demo_plan
 
-            plan = demo_plan(world, steps=args.steps or 30)
+            plan = demo_plan(world, steps=args.steps or 30, model=demo_model(args.model), ep=args.ep or 1)
         out = Path(args.out or sm.get("out") or f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}")
         ckpt = args.checkpoint_dir or sm.get("checkpoint_dir")
         opts = RunOptions(

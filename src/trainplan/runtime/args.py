@@ -15,6 +15,8 @@ PASSED = (
     ("--hf", False, {"help": "build the Hugging Face model from the plan's hf_config"}),
     ("--fit-world", False, {"help": "rescale dp_shard (and the global batch) to the processes started"}),
     ("--no-progress", False, {"help": "no per-step progress on stderr"}),
+    ("--model", True, {"help": "demo only (no --plan): tiny-moe or demo-llama-tiny (the default)"}),
+    ("--ep", True, {"type": int, "help": "demo only (no --plan): expert parallel degree (divides the processes)"}),
 )
 
 

@@ -7,7 +7,7 @@ from torch import nn
 
 from trainplan.errors import TrainplanError
 from trainplan.precision import recipe
-from trainplan.runtime import context, parallel
+from trainplan.runtime import context, moe, parallel
 from trainplan.runtime.init import fill
 from trainplan.runtime.loss import chunks_for, lm_loss
 from trainplan.runtime.model import Decoder
@@ -85,6 +85,8 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
             raise TrainplanError("--hf needs a plan with hf_config (a plan made from a config.json)")
         if layout.pp > 1:
             raise TrainplanError("pp > 1 is implemented for trainplan's own model, not for --hf models; use pp=1")
+        if layout.ep > 1:
+            raise TrainplanError("ep > 1 is implemented for trainplan's own model, not for --hf models; use ep=1")
         model = build_hf_model(plan.hf_config)
     else:
         if spec.mla is not None:
@@ -94,8 +96,9 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
             model = Decoder(spec, plan.job.workload.seq_len)
     model.loss_chunks = chunks_for(layout, spec.vocab_size, spec.hidden_size)
     context.check_context_parallel(layout, plan.job.workload.seq_len, device.type, use_hf)
+    emesh = moe.expert_mesh(layout, device.type) if layout.ep > 1 else None
     if layout.pp == 1:
-        model = _parallelize(model, plan, mesh, device)
+        model = _parallelize(model, plan, mesh, device, emesh)
         # cp > 1: trainer.train_step runs each micro-batch inside context.sequence_shard(cp_mesh).
         model.cp_mesh = mesh["cp"] if layout.cp > 1 else None
         return model, mesh.size() > 1 and layout.sharding != "zero1"
@@ -105,13 +108,14 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
     parts, make = pipeline.build_pipeline(model, layout, mesh, device)
     view = pipeline.rank_view(parts)
     for part in parts:
-        _parallelize(part, plan, mesh, device)
+        _parallelize(part, plan, mesh, device, emesh)
     view.pipe = make()
     return view, True
 
 
-def _parallelize(model, plan, mesh, device: torch.device):
-    """Steps 2-7 of parallel.py on one model (or one pipeline chunk)."""
+def _parallelize(model, plan, mesh, device: torch.device, emesh=None):
+    """Steps 2-7 of parallel.py on one model (or one pipeline chunk); `emesh`: the experts' mesh
+    when ep > 1 (moe.expert_mesh): experts split over ep after tp, sharded over edp before FSDP."""
     layout = plan.layout
     r = recipe(layout.precision)
     fp8 = r.low_precision is not None  # runnable (build_model checked): a torchao float8 converter
@@ -126,13 +130,19 @@ def _parallelize(model, plan, mesh, device: torch.device):
             parallel.apply_tp(model, mesh["tp"])
         if fp8:
             parallel.apply_float8(model, layout.precision, layout.fp8_allgather)
+    if emesh is not None:
+        moe.apply_ep(model, emesh["ep"])
     parallel.apply_ac(model, layout.ac, layout.ac_layers)
     if layout.torch_compile:
         parallel.apply_compile(model)
+    moe.set_balance_group(model, mesh, 1 / layout.grad_accum)
     if r.pure:  # no master copy: the parameters themselves are in the compute dtype
         model = model.to(parallel.TORCH_DTYPES[r.compute_dtype])
     zero1 = mesh.size() > 1 and layout.sharding == "zero1"
     if mesh.size() > 1 and not zero1:
+        if emesh is not None:
+            moe.apply_expert_fsdp(model, emesh, parallel.mp_policy(layout.precision),
+                                  layout.sharding == "fsdp" and layout.pp == 1)
         parallel.apply_fsdp(model, parallel.fsdp_mesh(mesh), layout.precision, layout.sharding, layout.pp > 1)
 
     model.to_empty(device=device)

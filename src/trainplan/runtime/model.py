@@ -78,6 +78,17 @@ class Attention(nn.Module):
         return self.wo(o.transpose(1, 2).reshape(b, s, -1))
 
 
+def activation(kind: str, a: torch.Tensor) -> torch.Tensor:
+    """The MLP non-linearity of ModelSpec.mlp (dense MLPs and routed experts alike)."""
+    if kind == "swiglu":
+        return F.silu(a)
+    if kind == "geglu":
+        return F.gelu(a, approximate="tanh")
+    if kind == "relu2":
+        return F.relu(a).square()
+    return F.gelu(a)
+
+
 class FeedForward(nn.Module):
     """Gated (SwiGLU/GeGLU: w2(act(w1 x) * w3 x)) or plain (GELU/ReLU^2: w2(act(w1 x))) MLP."""
 
@@ -89,56 +100,10 @@ class FeedForward(nn.Module):
         self.w3 = nn.Linear(hidden, ffn, bias=bias) if spec.gated_mlp else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        a = self.w1(x)
-        if self.kind == "swiglu":
-            a = F.silu(a)
-        elif self.kind == "geglu":
-            a = F.gelu(a, approximate="tanh")
-        elif self.kind == "relu2":
-            a = F.relu(a).square()
-        else:
-            a = F.gelu(a)
+        a = activation(self.kind, self.w1(x))
         if self.w3 is not None:
             a = a * self.w3(x)
         return self.w2(a)
-
-
-class MoE(nn.Module):
-    """Top-k routed experts (softmax router, renormalised top-k weights) plus optional shared experts.
-
-    Tokens are dispatched with a loop over experts (index_select / index_add): exact, simple, and
-    fine for the tests and single-GPU checks; expert parallelism (ep > 1) is not implemented here.
-    """
-
-    def __init__(self, spec: ModelSpec):
-        super().__init__()
-        m = spec.moe
-        self.top_k = m.experts_per_token
-        self.router = nn.Linear(spec.hidden_size, m.num_experts, bias=m.router_bias)
-        self.experts = nn.ModuleList(
-            FeedForward(spec, spec.hidden_size, m.expert_ffn_size, m.expert_bias) for _ in range(m.num_experts)
-        )
-        self.shared = (FeedForward(spec, spec.hidden_size, m.shared_expert_ffn_size, False)
-                       if m.num_shared_experts else None)
-        self.shared_gate = nn.Linear(spec.hidden_size, 1, bias=False) if m.shared_expert_gate else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        shape = x.shape
-        x = x.reshape(-1, shape[-1])
-        probs = self.router(x).float().softmax(dim=-1)
-        weights, chosen = probs.topk(self.top_k, dim=-1)
-        weights = (weights / weights.sum(dim=-1, keepdim=True)).type_as(x)
-        out = torch.zeros_like(x)
-        for e, expert in enumerate(self.experts):
-            token, slot = (chosen == e).nonzero(as_tuple=True)
-            # Every expert runs, even on zero tokens, so that all of its parameters get a gradient
-            # (FSDP reduce-scatters every parameter; a missing grad would differ across ranks).
-            y = expert(x[token]) * weights[token, slot, None]
-            out = out.index_add(0, token, y)
-        if self.shared is not None:
-            s = self.shared(x)
-            out = out + (torch.sigmoid(self.shared_gate(x)) * s if self.shared_gate is not None else s)
-        return out.view(shape)
 
 
 class Block(nn.Module):
@@ -149,6 +114,9 @@ class Block(nn.Module):
         self.attention_norm = _norm(spec, spec.hidden_size)
         self.attention = Attention(spec)
         self.ffn_norm = _norm(spec, spec.hidden_size)
+        if is_moe:
+            from trainplan.runtime.moe import MoE  # moe.py builds on this module's FeedForward
+
         self.feed_forward = MoE(spec) if is_moe else FeedForward(spec, spec.hidden_size, spec.ffn_size, spec.mlp_bias)
 
     def forward(self, x: torch.Tensor, rope) -> torch.Tensor:
@@ -220,7 +188,11 @@ class Decoder(nn.Module):
                     name = "tok_embeddings.weight"
                 if isinstance(mod, (nn.RMSNorm, nn.LayerNorm)):
                     fill(p, name, seed, "ones" if pname == "weight" else "zeros")
-                elif pname == "bias":
+                elif pname in ("bias", "b1", "b2", "b3"):  # b1..b3: the routed experts' biases (moe.py)
                     fill(p, name, seed, "zeros")
                 else:
-                    fill(p, name, seed, "normal", out_std if mname.endswith(("wo", "w2")) else std)
+                    out = mname.endswith(("wo", "w2")) or pname == "w2"  # pname w2: stacked experts
+                    fill(p, name, seed, "normal", out_std if out else std)
+            for bname, buf in mod.named_buffers(recurse=False):
+                if bname == "expert_bias":  # the aux-free routing bias starts at zero
+                    buf.zero_()

@@ -96,11 +96,11 @@ def apply_tp(model: nn.Module, tp_mesh, float8: bool = False) -> None:
             "attention.wv": col(),
             "attention.wo": row(),
         }
-        if hasattr(block.feed_forward, "experts"):
-            raise TrainplanError("tensor parallel MoE layers are not implemented in the runtime; use tp=1")
-        plan |= {"feed_forward.w1": col(), "feed_forward.w2": row()}
-        if block.feed_forward.w3 is not None:
-            plan["feed_forward.w3"] = col()
+        if not hasattr(block.feed_forward, "experts"):
+            # An MoE layer stays whole on each tp rank (its experts split over ep instead).
+            plan |= {"feed_forward.w1": col(), "feed_forward.w2": row()}
+            if block.feed_forward.w3 is not None:
+                plan["feed_forward.w3"] = col()
         parallelize_module(block, tp_mesh, plan)
 
 

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from trainplan.errors import TrainplanError
-from trainplan.runtime import checkpoint, context, distributed, metrics, parallel
+from trainplan.runtime import checkpoint, context, distributed, metrics, moe, parallel
 from trainplan.runtime.build import build_model
 from trainplan.runtime.data import make_batches
 from trainplan.runtime.optim import make_optimizer
@@ -97,6 +97,7 @@ def train_step(model, optimizer, scheduler, scaler, data, step: int, grad_accum:
         scaler.update()
     else:
         optimizer.step()
+    moe.update_expert_bias(model)  # aux-free MoE balancing: after the step, from its loads
     lr = scheduler.get_last_lr()[0]
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)

@@ -1,0 +1,335 @@
+"""The mixture-of-experts FFN of the reference trainer, with expert parallelism (ep).
+
+One MoE layer, per rank holding T tokens (GShard, Lepikhin et al. 2020, section 2.2; the dispatch
+as torchtitan's and Megatron's all-to-all token dispatcher):
+
+    router     scores = softmax or sigmoid(x W_r); top-k experts per token, chosen on scores
+               (+ the aux-free selection bias); weights = the chosen scores, renormalised
+    permute    the T*k (token, expert) pairs sorted by expert (stable: token order kept)
+    dispatch   ep > 1: all_to_all_single (torch's functional collective, with autograd) sends
+               each pair to the rank holding its expert (experts split evenly, rank r holds
+               experts [r*E/ep, (r+1)*E/ep)); received pairs regrouped by local expert
+    experts    grouped GEMM over the local experts: torch._grouped_mm on CUDA (bf16), a loop of
+               matmuls elsewhere
+    combine    the reverse all-to-all, unpermute, sum of the k outputs times their weights
+    shared     shared experts (always active) added, optionally through a sigmoid gate
+
+ep = 1 runs the same code without the two exchanges, so ep only moves rows between ranks: every
+token meets the same expert weights and the losses agree to float rounding (tests/runtime).
+Capacity: dropless by default; with a capacity factor c each rank keeps at most
+ceil(c * T * k / E) pairs per expert (GShard's per-group capacity), the later ones dropped.
+
+Load balancing, as the model's spec says (MoESpec.load_balance):
+- "aux_loss": Switch Transformer's loss (Fedus et al. 2021, eq. 4), aux_loss_coef * E * sum_e f_e P_e
+  over this rank's tokens, its gradient injected in backward (no change to the returned loss);
+- "aux_free": DeepSeek-V3's selection bias (arXiv 2412.19437, section 2.1.2): after each optimizer
+  step, bias_e += rate * sign(mean load - load_e), loads summed over every data-parallel rank.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from trainplan.models.spec import ModelSpec
+from trainplan.runtime.model import FeedForward, activation
+
+# DeepSeek-V3 report, section 4.2: bias update speed gamma = 0.001 for the first 14.3T tokens.
+BIAS_UPDATE_RATE = 1e-3
+
+
+def _local(p: torch.Tensor) -> torch.Tensor:
+    """The rank's own experts: under ep the stacked weights are DTensors sharded on the expert dim."""
+    return p.to_local() if hasattr(p, "to_local") else p
+
+
+class GroupedExperts(nn.Module):
+    """All routed experts of a layer as stacked weights (experts first), so that one grouped GEMM
+    runs them all and ep shards them on dim 0. w1/w3: (E, ffn, hidden), w2: (E, hidden, ffn), the
+    nn.Linear convention per expert; the parameter count equals E separate FeedForward modules."""
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        m, h = spec.moe, spec.hidden_size
+        e, f = m.num_experts, m.expert_ffn_size
+        self.kind = spec.mlp
+        self.w1 = nn.Parameter(torch.empty(e, f, h))
+        self.w2 = nn.Parameter(torch.empty(e, h, f))
+        self.w3 = nn.Parameter(torch.empty(e, f, h)) if spec.gated_mlp else None
+        self.b1 = nn.Parameter(torch.empty(e, f)) if m.expert_bias else None
+        self.b2 = nn.Parameter(torch.empty(e, h)) if m.expert_bias else None
+        self.b3 = nn.Parameter(torch.empty(e, f)) if m.expert_bias and spec.gated_mlp else None
+        self.grad_scale = 1.0  # 1/ep under expert parallelism (apply_ep)
+
+    def forward(self, x: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        """x: rows grouped by local expert, counts[e] rows for local expert e."""
+        def local(p):
+            if p is None:
+                return None
+            p = _local(p)
+            return _ScaleGrad.apply(p, self.grad_scale) if self.grad_scale != 1.0 else p
+
+        w1, w2, w3 = local(self.w1), local(self.w2), local(self.w3)
+        b = [local(t) for t in (self.b1, self.b2, self.b3)]
+        if x.is_cuda and x.dtype == torch.bfloat16 and hasattr(torch, "_grouped_mm"):
+            offs = counts.cumsum(0).to(torch.int32)
+
+            def mm(a, w, bias):
+                y = torch._grouped_mm(a, w.transpose(-2, -1), offs=offs)
+                return y if bias is None else y + bias.repeat_interleave(counts, dim=0, output_size=a.shape[0])
+
+            a = activation(self.kind, mm(x, w1, b[0]))
+            if w3 is not None:
+                a = a * mm(x, w3, b[2])
+            return mm(a, w2, b[1])
+        outs = []
+        start = 0
+        # Every expert's matmul runs, even on zero rows, so every slice is in the graph.
+        for e, n in enumerate(counts.tolist()):
+            xe = x[start:start + n]
+            start += n
+            a = xe @ w1[e].T + (b[0][e] if b[0] is not None else 0)
+            a = activation(self.kind, a)
+            if w3 is not None:
+                a = a * (xe @ w3[e].T + (b[2][e] if b[2] is not None else 0))
+            outs.append(a @ w2[e].T + (b[1][e] if b[1] is not None else 0))
+        return torch.cat(outs)
+
+
+class _ScaleGrad(torch.autograd.Function):
+    """Identity forward, gradient times `scale` (see apply_ep: the experts' gradient average)."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.scale = scale
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.scale, None
+
+
+class _InjectAuxGrad(torch.autograd.Function):
+    """Identity on the layer output; in backward, d(aux)/d(aux) = scale, so the auxiliary loss
+    trains the router without being added to the returned loss (Megatron's MoEAuxLossAutoScaler).
+    Works the same under pipeline stages and activation checkpointing."""
+
+    @staticmethod
+    def forward(ctx, out, aux, scale):
+        ctx.scale = scale
+        ctx.save_for_backward(aux)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (aux,) = ctx.saved_tensors
+        return grad, torch.full_like(aux, ctx.scale), None
+
+
+class MoE(nn.Module):
+    """Router + routed experts (+ shared experts). `ep_group` (set by `apply_ep`) is the process
+    group over which the experts are split; None: every expert is local."""
+
+    def __init__(self, spec: ModelSpec, capacity_factor: float | None = None):
+        super().__init__()
+        m = spec.moe
+        self.num_experts, self.top_k = m.num_experts, m.experts_per_token
+        self.score_fn, self.load_balance, self.aux_coef = m.router_score, m.load_balance, m.aux_loss_coef
+        self.num_groups, self.topk_groups = m.num_groups, m.topk_groups
+        self.capacity_factor = capacity_factor
+        self.router = nn.Linear(spec.hidden_size, m.num_experts, bias=m.router_bias)
+        self.experts = GroupedExperts(spec)
+        self.shared = (FeedForward(spec, spec.hidden_size, m.shared_expert_ffn_size, False)
+                       if m.num_shared_experts else None)
+        self.shared_gate = nn.Linear(spec.hidden_size, 1, bias=False) if m.shared_expert_gate else None
+        if m.load_balance == "aux_free":
+            # A buffer (HF keeps e_score_correction_bias as one): checkpointed, not trained, not counted.
+            self.register_buffer("expert_bias", torch.empty(m.num_experts, dtype=torch.float32))
+        else:
+            self.expert_bias = None
+        self.ep_group = None
+        self.balance_group = None  # set by set_balance_group (None: this process alone)
+        self.aux_scale = 1.0  # 1 / grad_accum (build.py): the aux loss is averaged like the LM loss
+        self.load = None  # pairs routed to each expert since the last bias update (aux_free)
+
+    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(weights (T, k), chosen experts (T, k), scores (T, E) in float32)."""
+        logits = self.router(x).float()
+        scores = logits.sigmoid() if self.score_fn == "sigmoid" else logits.softmax(dim=-1)
+        select = scores if self.expert_bias is None else scores + self.expert_bias
+        if self.num_groups > 1:
+            # DeepSeek-V3 node-limited routing: rank groups by the sum of their top-2 scores and
+            # keep topk_groups of them (the report's section 2.1.2, M nodes per token).
+            g = select.view(len(x), self.num_groups, -1)
+            group_score = g.topk(min(2, g.shape[-1]), dim=-1).values.sum(-1)
+            keep = torch.zeros_like(group_score, dtype=torch.bool)
+            keep.scatter_(1, group_score.topk(self.topk_groups, dim=-1).indices, True)
+            select = g.masked_fill(~keep[..., None], float("-inf")).view(len(x), -1)
+        chosen = select.topk(self.top_k, dim=-1).indices
+        weights = scores.gather(1, chosen)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        return weights, chosen, scores
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])
+        weights, chosen, scores = self.route(x)
+        flat = chosen.reshape(-1)
+        counts = torch.bincount(flat, minlength=self.num_experts)
+        if self.expert_bias is not None and torch.is_grad_enabled() and not _recomputing():
+            self.load = counts.float() if self.load is None else self.load + counts.float()
+        order = flat.argsort(stable=True)  # pairs sorted by expert, token order kept within one
+        if self.capacity_factor is not None:
+            order, counts = self._drop(order, counts, len(x))
+        xs = x[order // self.top_k]
+        ys = self._experts(xs, counts)
+        y = ys.new_zeros(flat.numel(), shape[-1]).index_copy(0, order, ys)
+        out = (y.view(len(x), self.top_k, -1) * weights.type_as(y)[..., None]).sum(dim=1)
+        if self.shared is not None:
+            s = self.shared(x)
+            out = out + (torch.sigmoid(self.shared_gate(x)) * s if self.shared_gate is not None else s)
+        if self.load_balance == "aux_loss" and self.aux_coef > 0 and torch.is_grad_enabled():
+            out = _InjectAuxGrad.apply(out, self.aux_loss(scores, counts), self.aux_coef * self.aux_scale)
+        return out.view(shape)
+
+    def aux_loss(self, scores: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        """Switch Transformer eq. 4 with top-k: E * sum_e f_e P_e, f_e = share of the T*k pairs
+        routed to e, P_e = mean router probability of e (both over this rank's tokens)."""
+        f = counts.float() / counts.sum()
+        p = scores.mean(dim=0)
+        return self.num_experts * (f.detach() * p).sum()
+
+    def _drop(self, order, counts, tokens: int):
+        """Keep the first ceil(c * T * k / E) pairs of each expert (in token order)."""
+        cap = math.ceil(self.capacity_factor * tokens * self.top_k / self.num_experts)
+        starts = counts.cumsum(0) - counts
+        expert_of = torch.repeat_interleave(torch.arange(self.num_experts, device=counts.device), counts)
+        pos = torch.arange(len(order), device=order.device) - starts[expert_of]
+        return order[pos < cap], counts.clamp(max=cap)
+
+    def _experts(self, xs: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        if self.ep_group is None:
+            return self.experts(xs, counts)
+        return _ep_exchange(self.experts, xs, counts, self.ep_group)
+
+
+def _ep_exchange(experts: GroupedExperts, xs: torch.Tensor, counts: torch.Tensor, group) -> torch.Tensor:
+    """Dispatch rows (sorted by global expert) to the ranks holding their experts, run the local
+    experts, send the results back in the same order (all_to_all_single both ways)."""
+    from torch.distributed._functional_collectives import all_to_all_single_autograd
+
+    ep = dist.get_world_size(group)
+    local = counts.numel() // ep
+    # recv[s, e]: rows source rank s sends to this rank's local expert e
+    recv = torch.empty_like(counts)
+    dist.all_to_all_single(recv, counts, group=group)
+    recv = recv.view(ep, local)
+    send_splits = counts.view(ep, local).sum(1).tolist()
+    recv_splits = recv.sum(1).tolist()
+    xr = all_to_all_single_autograd(xs, recv_splits, send_splits, group)
+    # Received rows come grouped (source rank, local expert); the experts want (local expert, source).
+    idx = _regroup(recv)
+    yr = experts(xr[idx], recv.sum(0))
+    yr = torch.empty_like(yr).index_copy(0, idx, yr)
+    return all_to_all_single_autograd(yr, send_splits, recv_splits, group)
+
+
+def _regroup(counts: torch.Tensor) -> torch.Tensor:
+    """Row indices that reorder blocks laid out (s, e) row-major, counts[s, e] rows each, into
+    (e, s) order."""
+    n = int(counts.sum())
+    starts = (counts.flatten().cumsum(0) - counts.flatten()).view_as(counts)
+    seg_start, seg_len = starts.T.flatten(), counts.T.flatten()
+    seg_first = seg_len.cumsum(0) - seg_len
+    offset = torch.arange(n, device=counts.device) - torch.repeat_interleave(seg_first, seg_len, output_size=n)
+    return torch.repeat_interleave(seg_start, seg_len, output_size=n) + offset
+
+
+def _recomputing() -> bool:
+    """Whether this forward is activation checkpointing's recompute (its routing was counted
+    already): a recompute runs inside the backward pass, where autograd has a current graph task."""
+    return torch._C._current_graph_task_id() != -1
+
+
+# ---- expert parallelism and the data-parallel wiring of the experts -----------------------------
+# The mesh (layout.py): ep is carved out of dp_shard * cp, as in torchtitan. The dense parts keep
+# the (pp, dp_replicate, dp_shard, cp, tp) mesh; the experts see the same ranks as
+# (pp, dp_replicate, edp, ep, tp) with edp * ep = dp_shard * cp, ep innermost: an expert's
+# weights are split over ep and sharded (FSDP) over edp, and its gradients are summed over both.
+
+def moe_layers(model: nn.Module) -> list[MoE]:
+    return [m for m in model.modules() if isinstance(m, MoE)]
+
+
+def expert_mesh(layout, device_type: str):
+    """The experts' view of the ranks: (pp, dp_replicate, edp, ep, tp), same rank order as the
+    dense mesh (dp_shard and cp flattened, then split into edp x ep)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    edp = layout.dp_shard * layout.cp // layout.ep
+    shape = (layout.pp, layout.dp_replicate, edp, layout.ep, layout.tp)
+    return init_device_mesh(device_type, shape, mesh_dim_names=("pp", "dp_replicate", "edp", "ep", "tp"))
+
+
+def apply_ep(model: nn.Module, ep_mesh) -> None:
+    """Split each MoE layer's stacked expert weights over the 1-D `ep_mesh` (DTensor Shard(0):
+    rank r holds experts [r*E/ep, (r+1)*E/ep)) and route its tokens through all-to-all.
+
+    Gradient average: each rank's loss is the mean over its own tokens, and an expert's gradient
+    arrives summed over the tokens of all ep ranks; FSDP then averages over the edp ranks only.
+    Scaling the experts' gradient by 1/ep makes it the mean over every data-parallel rank, as the
+    dense weights' (FSDP's own divide factor would need PREMUL_SUM, which gloo lacks)."""
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    for m in moe_layers(model):
+        m.ep_group = ep_mesh.get_group()
+        m.experts.grad_scale = 1.0 / ep_mesh.size()
+        for name, p in list(m.experts.named_parameters(recurse=False)):
+            setattr(m.experts, name, nn.Parameter(distribute_tensor(p.data, ep_mesh, [Shard(0)])))
+
+
+def apply_expert_fsdp(model: nn.Module, emesh, mp_policy, reshard: bool) -> None:
+    """fully_shard each layer's experts over the expert-data-parallel ranks (edp, with dp_replicate:
+    HSDP), before the blocks are sharded over the dense mesh (whose fully_shard then leaves them
+    out). FSDP shards them on dim 1 (dim 0 is already split over ep, and E/ep may be smaller than
+    edp)."""
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import Shard
+
+    dims = ("dp_replicate", "edp") if emesh["dp_replicate"].size() > 1 else ("edp",)
+    dp_mesh = emesh[dims] if len(dims) > 1 else emesh[dims[0]]
+    for m in moe_layers(model):
+        fully_shard(m.experts, mesh=dp_mesh, mp_policy=mp_policy, reshard_after_forward=reshard,
+                    shard_placement_fn=lambda p: Shard(1))
+
+
+def set_balance_group(model: nn.Module, mesh, aux_scale: float) -> None:
+    """The ranks whose expert loads are summed before the aux-free bias update (every rank of this
+    pipeline stage: tp ranks count the same tokens tp times, which the update's sign ignores), and
+    the aux loss's share of a step (1 / grad_accum, as the LM loss)."""
+    layers = moe_layers(model)
+    group = None
+    if layers and mesh.size() > mesh["pp"].size():
+        group = mesh["dp_replicate", "dp_shard", "cp", "tp"]._flatten("moe_balance").get_group()
+    for m in layers:
+        m.balance_group = group
+        m.aux_scale = aux_scale
+
+
+@torch.no_grad()
+def update_expert_bias(model: nn.Module) -> None:
+    """After an optimizer step: DeepSeek-V3's bias update on every aux-free MoE layer, from the
+    loads of the whole step summed over the data-parallel ranks (one all-reduce for all layers)."""
+    layers = [m for m in moe_layers(model) if m.expert_bias is not None and m.load is not None]
+    if not layers:
+        return
+    loads = torch.stack([m.load for m in layers])
+    group = getattr(layers[0], "balance_group", None)
+    if group is not None:
+        dist.all_reduce(loads, group=group)
+    for m, load in zip(layers, loads):
+        m.expert_bias += BIAS_UPDATE_RATE * torch.sign(load.mean() - load)
+        m.load = None

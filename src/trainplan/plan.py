@@ -14,7 +14,8 @@ Schema `trainplan-plan/1` (documented field by field in docs/plan-schema.md):
       "estimate": {...} | null,                    # the prediction: Estimate.to_dict()
       "reasons": ["..."],
       "runners_up": [{"cluster", "workload", "layout", "estimate"}],   # next best, in rank order
-      "pareto": [{"cluster", "workload", "layout", "estimate"}]        # the Pareto set shown
+      "pareto": [{"cluster", "workload", "layout", "estimate"}],       # the Pareto set shown
+      "scaling": [{"cluster", "workload", "layout", "estimate"}]       # the chosen family by node count
     }
 
 Estimates are read back into `trainplan.estimate.Estimate` objects (estimate_from_dict): what a
@@ -95,6 +96,7 @@ class Plan:
     created_by: str = f"trainplan {__version__}"
     runners_up: tuple[Alternative, ...] = ()  # in rank order
     pareto: tuple[Alternative, ...] = ()
+    scaling: tuple[Alternative, ...] = ()  # the chosen layout's family at other node counts (search/scaling.py)
 
     def to_dict(self) -> dict:
         return {
@@ -111,6 +113,7 @@ class Plan:
             # written only when the search gave them, so that a plan made by hand reads as before
             **({"runners_up": [a.to_dict() for a in self.runners_up]} if self.runners_up else {}),
             **({"pareto": [a.to_dict() for a in self.pareto]} if self.pareto else {}),
+            **({"scaling": [a.to_dict() for a in self.scaling]} if self.scaling else {}),
         }
 
     def to_json(self) -> str:
@@ -118,7 +121,7 @@ class Plan:
 
 
 _TOP = {"schema", "created_by", "model", "hf_config", "cluster", "workload", "layout", "train",
-        "estimate", "reasons", "runners_up", "pareto"}
+        "estimate", "reasons", "runners_up", "pareto", "scaling"}
 
 # Ranges of the TrainSettings numbers: (lowest, highest, lowest excluded). Types come from the
 # dataclass (parsing.check_types); a field added there needs its range here (test_plan_json).
@@ -206,7 +209,7 @@ def plan_from_dict(d: dict, where: str = "plan.json") -> Plan:
         raise TrainplanError(f"{where}: created_by must be a string, got {created_by!r}")
     estimate = _object(d, "estimate", where, optional=True)
     alternatives = {}
-    for key in ("runners_up", "pareto"):
+    for key in ("runners_up", "pareto", "scaling"):
         items = d.get(key) or []
         if not isinstance(items, list):
             raise TrainplanError(f"{where}: {key} must be a list, got {type(items).__name__}")

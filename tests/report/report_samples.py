@@ -46,13 +46,23 @@ def _alternatives() -> tuple[Alternative, ...]:
     return tuple(Alternative(j, lay, estimate(j, lay)) for lay in LAYOUTS.values())
 
 
-def plan(runners_up: bool = True, pareto: tuple[int, ...] = (0, 1, 4)) -> Plan:
-    """The chosen plan (hsdp_fp8) with the four others as runners-up and `pareto` (indices into
-    LAYOUTS' order) as its Pareto set."""
+@functools.cache
+def _scaling() -> tuple[Alternative, ...]:
+    """The chosen layout's family on 1 to 16 nodes (search/scaling.py), as `plan` writes it."""
+    from trainplan.search.scaling import scaling_series
+
+    chosen = _alternatives()[0]
+    return tuple(Alternative(j, lay, e) for j, lay, e in scaling_series(chosen.job, chosen.layout, estimate))
+
+
+def plan(runners_up: bool = True, pareto: tuple[int, ...] = (0, 1, 4), scaling: bool = True) -> Plan:
+    """The chosen plan (hsdp_fp8) with the four others as runners-up, `pareto` (indices into
+    LAYOUTS' order) as its Pareto set and its family's scaling series."""
     alts = _alternatives()
     chosen = alts[0]
     return Plan(job=chosen.job, layout=chosen.layout, estimate=chosen.estimate, reasons=REASONS,
-                runners_up=alts[1:] if runners_up else (), pareto=tuple(alts[i] for i in pareto))
+                runners_up=alts[1:] if runners_up else (), pareto=tuple(alts[i] for i in pareto),
+                scaling=_scaling() if scaling else ())
 
 
 def plan_result() -> dict:

@@ -22,7 +22,7 @@ pytestmark = [
 ]
 
 REPORTS = {
-    "plan": (write_plan_report, S.plan, 4),  # memory, Pareto, step time, comm ledger
+    "plan": (write_plan_report, S.plan, 5),  # memory, Pareto, step time, comm ledger, scaling
     "compare": (write_compare_report, S.compare_result, 1),
     "validate": (write_validate_report, S.validate_result, 1),
 }
@@ -81,7 +81,7 @@ def test_a_plan_with_a_one_point_pareto_set_draws_no_pareto_plot(tmp_path):
     path = write_plan_report(tmp_path / "one.html", S.plan(runners_up=False, pareto=(0,)))
     page = render(CHROMIUM, path)
     assert page.console == []
-    assert page.attr("data-plots-expected") == page.attr("data-plots-rendered") == "3"
+    assert page.attr("data-plots-expected") == page.attr("data-plots-rendered") == "4"
     assert 'id="plot-pareto"' not in page.dom
     assert "No Pareto plot: the Pareto set holds one plan" in page.dom
     png = tmp_path / "one.png"
@@ -93,5 +93,5 @@ def test_a_plan_with_a_one_point_pareto_set_draws_no_pareto_plot(tmp_path):
 def test_the_toolbar_covers_no_legend_entry(tmp_path, width):
     path = write_plan_report(tmp_path / "plan.html", S.plan())
     page = render(CHROMIUM, path, width_px=width)
-    assert page.attr("data-plots-rendered") == "4"
+    assert page.attr("data-plots-rendered") == "5"
     assert page.attr("data-legend-under-toolbar") == "0"

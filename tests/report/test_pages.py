@@ -30,10 +30,10 @@ def test_plotly_js_inlined_exactly_once_and_every_plot_placed(plan_page):
 
     bundle = get_plotlyjs()
     assert plan_page.count(bundle[:200]) == 1
-    assert len(re.findall(r'class="plot-box"', plan_page)) == 4
-    for key in ("memory", "pareto", "step_time", "comm"):
+    assert len(re.findall(r'class="plot-box"', plan_page)) == 5
+    for key in ("memory", "pareto", "step_time", "comm", "scaling"):
         assert f'id="plot-{key}"' in plan_page
-    assert plan_page.count("<figcaption>") == 4
+    assert plan_page.count("<figcaption>") == 5
 
 
 def test_plan_page_shows_the_summary_reasons_and_runners_up(plan_page):
@@ -45,7 +45,7 @@ def test_plan_page_shows_the_summary_reasons_and_runners_up(plan_page):
 
 def test_a_degenerate_pareto_set_is_a_table_that_says_why():
     page = plan_html(S.plan(runners_up=False, pareto=(0,)))
-    assert 'id="plot-pareto"' not in page and page.count('class="plot-box"') == 3
+    assert 'id="plot-pareto"' not in page and page.count('class="plot-box"') == 4
     assert ("<h2>Pareto set</h2><p>No Pareto plot: the Pareto set holds one plan: no other plan is "
             "better on throughput, memory headroom or inter-node traffic") in page
     assert "<td>chosen</td><td>fp8_rowwise ac=full mb=1 ga=8 dp=2x8(fsdp)</td>" in page

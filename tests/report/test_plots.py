@@ -22,7 +22,7 @@ from trainplan.report.plots_validate import validate_plots
 from trainplan.report.records import validate_points
 from trainplan.report.views import plan_view
 
-UNIT = re.compile(r"\((GiB|s|tokens/s|GB per GPU per step|seconds per step|USD|days|"
+UNIT = re.compile(r"\((GiB|s|tokens/s|GB per GPU per step|seconds per step|USD|days|%|nodes|"
                   r"fraction of dense peak)\)$|^(GiB|GB per GPU per step|seconds per step|tokens/s|USD|days)$")
 
 
@@ -162,7 +162,7 @@ def test_no_comm_plot_for_a_plan_without_a_ledger():
     p = S.plan()
     p = replace(p, estimate=replace(p.estimate, comm=()))
     assert comm_plot(plan_view(p)) is None
-    assert [x.key for x in plan_plots(plan_view(p))] == ["memory", "pareto", "step_time"]
+    assert [x.key for x in plan_plots(plan_view(p))] == ["memory", "pareto", "step_time", "scaling"]
 
 
 def test_compare_bars_say_no_plan_where_there_is_none():
@@ -189,3 +189,21 @@ def test_validate_panels_one_per_metric_with_bands_and_gpu_colours():
 
 def test_no_validate_plot_without_points():
     assert validate_plots([]) == []
+
+
+def test_scaling_plot_draws_the_family_by_node_count_with_the_chosen_count_a_star():
+    from trainplan.report.plots_scaling import scaling_plot
+
+    v = plan_view(S.plan())
+    p = scaling_plot(v)
+    lines = [t for t in p.figure.data if t.mode == "lines+markers"]
+    assert [t.yaxis for t in lines] == ["y", "y2", "y3"]  # throughput, goodput, cost
+    nodes = [r.nodes for r in v.scaling]
+    assert list(lines[0].x) == nodes and len(nodes) >= 3 and v.chosen.nodes in nodes
+    assert list(lines[0].y) == [r.estimate.tokens_per_s_per_gpu for r in v.scaling]
+    # a larger job fails more often: goodput falls with the node count
+    assert list(lines[1].y) == sorted(lines[1].y, reverse=True)
+    stars = [t for t in p.figure.data if t.name == "chosen"]
+    assert len(stars) == 3 and all(list(t.x) == [v.chosen.nodes] for t in stars)
+    # no series, no plot; an instance without a price draws no cost panel
+    assert scaling_plot(plan_view(S.plan(scaling=False))) is None

@@ -38,7 +38,9 @@ def test_plan_output(cli):
         assert e.cost.usd_per_million_tokens == pytest.approx(flat["usd_per_million_tokens"], rel=1e-12)
     assert v.chosen.estimate.comm
     page = plan_html(result)
-    assert page.count('class="plot-box"') == 4
+    # the scaling plot needs the chosen family at two node counts or more (search/scaling.py)
+    assert page.count('class="plot-box"') == 4 + (len(v.scaling) >= 2)
+    assert len(v.scaling) == len(result["plan"].get("scaling", []))
     assert max(len(line) for line in "\n".join(plan_lines(result)).splitlines()) <= 80
 
 

@@ -169,7 +169,7 @@ def run(args) -> int:
         result = search(q, ev, update)
     finally:
         close()
-    plan = to_plan(result)
+    plan = to_plan(result, getattr(ev, "detail", None))
     verified = verify(result) if args.verify else None
     if args.out:
         write_atomic(args.out, plan.to_json())
@@ -189,12 +189,14 @@ def run(args) -> int:
     return 0
 
 
-def to_plan(result):
-    """The chosen plan with the runners-up and the Pareto set, each with its full estimate."""
+def to_plan(result, detail=None):
+    """The chosen plan with the runners-up and the Pareto set, each with its full estimate, and
+    with `detail(job, layout) -> Estimate` the chosen layout's family at other node counts."""
     from dataclasses import replace
 
     from trainplan.models.checks import beyond_context
     from trainplan.plan import Alternative, Plan, TrainSettings
+    from trainplan.search.scaling import scaling_series
 
     def marked(job):
         if beyond_context(job.model, job.workload.seq_len):  # allowed by --allow-long-context: say so
@@ -220,7 +222,9 @@ def to_plan(result):
                      f"{gp.save_s:.0f} s saves (Young's interval)"),)
     return Plan(job=job, layout=c.layout, estimate=c.estimate, reasons=reasons, train=train,
                 hf_config=result.query.hf_config, runners_up=tuple(alt(x) for x in result.runners_up),
-                pareto=tuple(alt(x) for x in result.pareto))
+                pareto=tuple(alt(x) for x in result.pareto),
+                scaling=tuple(Alternative(marked(j), lay, e) for j, lay, e in
+                              (scaling_series(c.job, c.layout, detail) if detail else ())))
 
 
 def verify(result) -> dict:

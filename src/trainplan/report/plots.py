@@ -244,5 +244,7 @@ def _network_sentence(view: PlanView) -> str:
 
 
 def plan_plots(view: PlanView) -> list[Plot]:
-    plots = [memory_plot(view), pareto_plot(view), step_time_plot(view), comm_plot(view)]
+    from trainplan.report.plots_scaling import scaling_plot
+
+    plots = [memory_plot(view), pareto_plot(view), step_time_plot(view), comm_plot(view), scaling_plot(view)]
     return [p for p in plots if p is not None]

@@ -116,6 +116,7 @@ class PlanView:
     chosen: Row
     runners_up: tuple[Row, ...]
     pareto: tuple[Row, ...]
+    scaling: tuple[Row, ...] = ()  # the chosen layout's family by node count
 
     @property
     def ranked(self) -> tuple[Row, ...]:
@@ -138,7 +139,8 @@ def plan_view(plan: Plan) -> PlanView:
         pareto.append(known or Row(f"P{i + 1}", a.job, a.layout, a.estimate))
     c = plan.job.cluster
     title = f"{plan.job.model.name} on {c.nodes} x {c.node.name}"
-    return PlanView(title, plan, chosen, runners, tuple(pareto))
+    scaling = tuple(Row(f"{a.job.cluster.nodes} nodes", a.job, a.layout, a.estimate) for a in plan.scaling)
+    return PlanView(title, plan, chosen, runners, tuple(pareto), scaling)
 
 
 def as_plan(data, where: str = "plan report") -> Plan:

@@ -4,6 +4,7 @@ train.checkpoint_every, every target ships that plan.json unchanged, the trainer
 from __future__ import annotations
 
 import json
+
 from launch_fixtures import make_plan
 
 from trainplan.commands.plan import to_plan

@@ -103,3 +103,17 @@ def test_json_at_the_depth_limit_reads(tmp_path):
     f = tmp_path / "ok.json"
     f.write_text("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH)
     assert read_json(f, "file") == json.loads(f.read_text())
+
+
+def test_trace_refuses_an_absurd_fsdp_size_at_once(cli):
+    # --fsdp 100000 used to run for about half an hour (the fake process group grows with it)
+    code, out, err = cli("trace", "--model", "llama-3.2-1b", "--fsdp", "100000")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "fsdp 100000 is past the limit of 1024 ranks" in err
+
+
+def test_compare_run_with_a_malformed_summary_is_one_line(cli, tmp_path):
+    (tmp_path / "summary.json").write_text('{"world_size": "x"}')
+    (tmp_path / "plan.json").write_text("{}")
+    code, _, err = cli("compare-run", str(tmp_path))
+    assert code == 2 and err.count("\n") == 1 and "world_size must be a positive integer, got 'x'" in err

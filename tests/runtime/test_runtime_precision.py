@@ -25,7 +25,7 @@ def test_the_registry_has_recipes_of_both_kinds():
 @pytest.mark.parametrize("name", REFUSED)
 def test_a_recipe_without_a_converter_is_refused_before_the_model_is_built(name):
     # mesh=None: the refusal comes before anything touches a device mesh or a process group
-    with pytest.raises(TrainplanError, match=f"precision '{name}' has no converter in trainplan's runtime") as e:
+    with pytest.raises(TrainplanError, match=f"precision '{name}' has no converter in the trainer") as e:
         build_model(demo_plan(1, precision=name), None, torch.device("cpu"), use_hf=False)
     assert "\n" not in str(e.value) and "bf16" in str(e.value)
 

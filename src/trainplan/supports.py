@@ -27,6 +27,17 @@ ALSO_RUNS = {"cross_entropy": ("chunked",)}
 OTHER_STACK = "megatron"
 
 
+# Layout fields the trainer fixes whatever a search or a flag would choose: runtime/parallel.apply_tp
+# keeps norms and the LM head whole on every tp rank.
+_TRAINER_TP = {"sequence_parallel": False, "vocab_parallel_loss": False}
+
+
+def trainer_fields(stack_name: str, tp: int) -> dict:
+    """Layout fields a layout of `stack_name` with tensor-parallel degree `tp` takes so that it is
+    costed as the trainer runs it (the search's candidates, estimate's and fit's layouts)."""
+    return dict(_TRAINER_TP) if stack_name == TRAINER_STACK and tp > 1 else {}
+
+
 @dataclass(frozen=True, slots=True)
 class Refusal:
     reason: str  # one line: what the trainer cannot do, and what to change

@@ -136,3 +136,18 @@ def test_launch_refuses_a_plan_the_trainer_cannot_run():
     with pytest.raises(TrainplanError, match="cp needs CUDA"):
         render("local", cp, LocalOptions(plan_path="plan.json", device="cpu"))
     assert render("local", cp, LocalOptions(plan_path="plan.json", device="cuda")).text
+
+
+def test_estimate_costs_tensor_parallel_as_the_trainer_runs_it(cli):
+    import json
+
+    from trainplan.layout import layout_from_dict
+
+    args = ("estimate", "--model", "llama-3.1-70b", "--instance", "ml.p6-b200.48xlarge", "--tp", "8", "--json")
+    code, text, err = cli(*args)
+    assert code == 0, err
+    L = json.loads(text)["layout"]
+    assert (L["sequence_parallel"], L["vocab_parallel_loss"]) == (False, False)
+    assert refusal(layout_from_dict(L), "cuda") is None  # the trainer runs what estimate costed
+    code, text, err = cli(*args, "--stack", "megatron")
+    assert code == 0 and json.loads(text)["layout"]["sequence_parallel"] is True

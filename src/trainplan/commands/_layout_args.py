@@ -98,6 +98,8 @@ def job_and_layout(args, *, tokens: int = 0, price: float | None = None):
     if args.layout is not None:
         return _from_text(args, node, model, tokens)
     cluster = Cluster(node, args.nodes or 1)
+    from trainplan.supports import trainer_fields
+
     stack_name, execution = stack_and_execution(args)
     fixed = args.tp * args.pp * args.cp * args.dp_replicate
     shard = args.dp_shard or max(cluster.num_gpus // fixed, 1)
@@ -123,6 +125,7 @@ def job_and_layout(args, *, tokens: int = 0, price: float | None = None):
         torch_compile=args.torch_compile, compiled_loss=args.compiled_loss,
         grad_reduce_fp32=not args.grad_reduce_bf16, stack=stack_name, execution=execution,
     )
+    layout = layout.with_(**trainer_fields(stack_name, args.tp))  # costed as the trainer runs tp
     job = Job(model, cluster, Workload(seq_len=args.seq_len, global_batch=gb, tokens=tokens,
                                              long_context=beyond_context(model, args.seq_len)))
     check_layout(job, layout)

@@ -1,6 +1,7 @@
 """Which candidates the chosen stack can run: `plan` recommends only those.
 
-Only the reference trainer (stack `trainplan`) states its capabilities (trainplan/supports.py); a layout costed for another stack is taken as runnable there. A refused candidate
+Only the reference trainer (stack `trainplan`) states its capabilities (trainplan/supports.py); a
+layout costed for another stack is taken as runnable there. A refused candidate
 stays in the pool so that `plan` can say what a faster layout would need ("ep=64 would be 1.4x
 faster but needs --stack megatron").
 """
@@ -9,15 +10,6 @@ from __future__ import annotations
 
 from trainplan.search.candidate import Candidate
 from trainplan.supports import TRAINER_STACK, refusal
-
-# Fields the trainer fixes whatever the search would choose (runtime/parallel.apply_tp keeps
-# norms and the LM head whole on every tp rank): the search costs tp > 1 as the trainer runs it.
-_TRAINER_TP = {"sequence_parallel": False, "vocab_parallel_loss": False}
-
-
-def trainer_fields(stack: str, tp: int) -> dict:
-    """Layout fields to set on a candidate of `stack` with tensor-parallel degree `tp`."""
-    return dict(_TRAINER_TP) if stack == TRAINER_STACK and tp > 1 else {}
 
 
 def why_not(c: Candidate) -> tuple[str, str | None] | None:

@@ -36,10 +36,11 @@ from trainplan.models.stages import balanced_split, max_stage_layers
 from trainplan.precision import DEFAULT, recipe, searched
 from trainplan.search import space
 from trainplan.search.candidate import Candidate
-from trainplan.search.capability import runnable, trainer_fields
+from trainplan.search.capability import runnable
 from trainplan.search.evaluator import Counting, Evaluator
 from trainplan.search.objectives import Objective, objective
 from trainplan.search.query import Query
+from trainplan.supports import trainer_fields
 
 KEEP = 3  # meshes expanded per node count and per ranking (throughput, priority)
 

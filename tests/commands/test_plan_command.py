@@ -147,3 +147,7 @@ def test_plan_checkpoints_at_the_goodput_interval(cli, tmp_path):
     assert g is not None and plan.train.checkpoint_every == g.checkpoint_interval_steps
     assert any(r.startswith(f"checkpoint every {g.checkpoint_interval_steps} steps") for r in plan.reasons)
     assert plan.to_dict()["estimate"]["goodput"]["checkpoint_interval_steps"] == g.checkpoint_interval_steps
+    code, out, err = cli("plan", "--model", "llama-3.1-8b", "--json")
+    chosen = json.loads(out)["chosen"]  # plan --json's summary carries them too
+    assert chosen["checkpoint_interval_steps"] == g.checkpoint_interval_steps
+    assert chosen["goodput"] == pytest.approx(g.goodput)

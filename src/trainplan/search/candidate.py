@@ -103,6 +103,8 @@ class Candidate:
 
     def to_dict(self, tokens: int = 0) -> dict:
         m = self.metrics
+        # goodput comes with the full estimate (the chosen plan, runners-up and Pareto set have one)
+        g = None if self.estimate is None else self.estimate.goodput
         return {
             "instance": self.instance,
             "nodes": self.nodes,
@@ -125,4 +127,6 @@ class Candidate:
             "gpu_bytes_per_token": m.gpu_bytes_per_token,
             "binding": m.binding,
             **self.cost(tokens).to_dict(),
+            "goodput": None if g is None else g.goodput,
+            "checkpoint_interval_steps": None if g is None else g.checkpoint_interval_steps,
         }

@@ -15,6 +15,14 @@ Where busbw comes from (HARDWARE_FACTS.md 5.3):
     network phase takes factor_k * S / (g * B_nic_per_gpu * eff_net), eff_net = 0.73 (4x p6-b200:
     36.5 of 50 GB/s per GPU). The NVLink phase is pipelined with it; the slower of the two counts.
     Check: 4x p6-b200 all-reduce of 4 GiB predicts 22.0 ms; measured 22.05 ms (MLE-net);
+  * at 128-1024 nodes the same holds while the fabric is non-blocking and rail-aligned: NCCL's
+    rings join GPU i of one node to GPU i of the next (one rail), so a data-parallel group with
+    one member per node (stride >= the node, e.g. tp = 8) runs on its own GPU's NIC, and the eight
+    such groups of a node, all reducing at once, each get B_nic_per_gpu; a group with g members
+    per node gets g of them. A fabric oversubscribed above a pod (Meta's Llama 3 cluster: full
+    bisection inside 3,072-GPU pods, 1:7 at the aggregation layer, arXiv:2407.21783 sec. 3.3.1)
+    slows the groups that leave a pod; no catalog instance publishes such a ratio (EC2
+    UltraClusters and DGX SuperPOD describe non-blocking fabrics), so none is modelled;
   * PCIe-only nodes (L40S) use the PCIe link per direction with the same efficiency.
 Latency (NCCL src/graph/tuning.cc, Simple protocol, HARDWARE_FACTS.md 5.2): ring
   base 8.4 us + (n-1 steps, 2(n-1) for all-reduce) x (3.4 us on NVLink, 14 us per network step);

@@ -17,6 +17,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 LAYERS: list[set[str]] = [
     {"__init__", "errors", "units"},  # `trainplan` itself holds only __version__
     {"parsing", "fileio"},
+    {"machine"},  # measured kernel and collective rates (trainplan-machine/1), read by costs via profile
     {"hardware", "profile"},  # profile: the step-time coefficients, read by costs, fitted by calibration
     {"models"},
     {"stacks"},  # the software that runs a layout and its execution settings (stacks.toml)
@@ -29,7 +30,7 @@ LAYERS: list[set[str]] = [
     {"plan"},
     {"validation"},
     {"calibration"},  # fits coefficients by predicting validation records
-    {"launch", "report", "trace", "runtime"},
+    {"launch", "report", "trace", "runtime", "probe"},  # probe: torch microbenchmarks -> machine profile
     {"commands"},
     {"cli"},
     {"__main__"},  # python -m trainplan

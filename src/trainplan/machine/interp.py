@@ -1,0 +1,78 @@
+"""Look up a measured rate between measured points: inverse-distance weighting in log space.
+
+A table holds points over a few axes (GEMM M, N, K; attention sequence and heads; message bytes and
+ranks). Kernel rates vary with the logarithm of a dimension far more evenly than with the dimension
+itself (a GEMM's rate saturates as a dimension doubles, NCCL's bus bandwidth climbs per doubling of
+the message), so distances are taken between log2 coordinates. Points need not form a full grid:
+published sources measure the shapes of the models they ran (SimuMax's B200 GEMMs), a probe
+measures a grid; one rule serves both.
+
+  * a query equal to a point returns that point's value;
+  * otherwise the NEIGHBOURS nearest points are weighted by 1 / d^2 and their log values averaged
+    (a geometric mean: rates are positive and multiplicative);
+  * a query beyond the table's range on an axis is clamped to the range first and the lookup is
+    flagged `outside` (the estimate reports it): the value is the table's edge, not an
+    extrapolation.
+
+An axis that a table does not have is one its source did not vary: the rate is taken as
+independent of it (no flag).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+
+NEIGHBOURS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    value: float
+    outside: tuple[str, ...] = ()  # "axis=value > max" for each clamped axis
+
+
+@dataclass(frozen=True, eq=False)
+class Grid:
+    """Points over named axes; `values` positive. Frozen, hashed by identity (cheap) so that lookups
+    can be cached per grid."""
+
+    axes: tuple[str, ...]
+    points: tuple[tuple[float, ...], ...]  # coordinates, one tuple per point, in `axes` order
+    values: tuple[float, ...]
+    _logs: tuple = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_logs", tuple(tuple(math.log2(c) for c in p) for p in self.points))
+
+    def lo(self, i: int) -> float:
+        return min(p[i] for p in self.points)
+
+    def hi(self, i: int) -> float:
+        return max(p[i] for p in self.points)
+
+    def lookup(self, query: dict[str, float]) -> Lookup:
+        """The rate at `query` (axis -> value; extra keys ignored, missing axes are an error)."""
+        return self._lookup(tuple(float(query[a]) for a in self.axes))
+
+    @functools.lru_cache(maxsize=65536)  # noqa: B019 - grids live as long as their profile
+    def _lookup(self, q: tuple[float, ...]) -> Lookup:
+        if not self.axes:
+            return Lookup(self.values[0])
+        outside, clamped = [], []
+        for i, (a, v) in enumerate(zip(self.axes, q, strict=True)):
+            lo, hi = self.lo(i), self.hi(i)
+            if v < lo:
+                outside.append(f"{a}={v:g} < {lo:g}")
+            elif v > hi:
+                outside.append(f"{a}={v:g} > {hi:g}")
+            clamped.append(math.log2(min(max(v, lo), hi)))
+        dists = sorted((sum((x - y) ** 2 for x, y in zip(p, clamped, strict=True)), j)
+                       for j, p in enumerate(self._logs))
+        if dists[0][0] < 1e-12:
+            return Lookup(self.values[dists[0][1]], tuple(outside))
+        near = dists[:NEIGHBOURS]
+        wsum = sum(1.0 / d for d, _ in near)
+        logv = sum(math.log(self.values[j]) / d for d, j in near) / wsum
+        return Lookup(math.exp(logv), tuple(outside))

@@ -46,6 +46,8 @@ class Estimate:
     band: tuple[float, float]  # tokens/s per GPU, low and high, from the cross-validated error
     profile: str
     goodput: Goodput | None = None  # failures and checkpoint saves (costs/goodput.py)
+    machine: str | None = None  # the machine profile whose measured rates were used (trainplan/machine)
+    outside: tuple[str, ...] = ()  # its lookups beyond a table's range: the table's edge was used
 
     @property
     def step_time_s(self) -> float:
@@ -95,11 +97,12 @@ class Estimate:
             **self.cost.to_dict(),
             "profile": self.profile,
             "goodput": None if self.goodput is None else self.goodput.to_dict(),
+            "machine": {"profile": self.machine, "outside_grid": list(self.outside)},
         }
 
 
 # Estimate.to_dict() keys that are not fields: derived totals, and the Cost fields it flattens.
-_DERIVED = {"peak_mem_gib", "step_time_s", "time_s", "comm", "memory", "band", "goodput"}
+_DERIVED = {"peak_mem_gib", "step_time_s", "time_s", "comm", "memory", "band", "goodput", "machine"}
 _COST_KEYS = set(Cost.__slots__)
 _SCALARS = ("flops_per_step", "hardware_flops_per_step", "tokens_per_s", "tokens_per_s_per_gpu", "mfu",
             "mfu_noncausal", "hfu", "binding", "profile")
@@ -119,7 +122,8 @@ def estimate_from_dict(d: dict, where: str = "estimate") -> Estimate:
         raise TrainplanError(f"{where}: expected an object, got {type(d).__name__}")
     keys = set(_SCALARS) | _DERIVED | _COST_KEYS
     # goodput came later: a plan written before it reads back without one
-    check_keys(d, keys, where, required=keys - {"peak_mem_gib", "step_time_s", "goodput"})
+    # machine (the machine profile used) came later too
+    check_keys(d, keys, where, required=keys - {"peak_mem_gib", "step_time_s", "goodput", "machine"})
     check_types(Estimate, {k: d[k] for k in _SCALARS}, where)
     check_types(Cost, {k: d[k] for k in _COST_KEYS}, where)
     try:
@@ -145,12 +149,17 @@ def estimate_from_dict(d: dict, where: str = "estimate") -> Estimate:
         if not isinstance(d["band"], list) or len(d["band"]) != 2 or not all(_number(x) for x in d["band"]):
             raise TrainplanError(f"{where}: band must be a list of two numbers, got {d['band']!r}")
         band = tuple(float(x) for x in d["band"])
+        mach = d.get("machine") or {}
+        check_keys(mach, {"profile", "outside_grid"}, f"{where}.machine")
+        if not isinstance(mach.get("profile"), (str, type(None))) or not isinstance(mach.get("outside_grid") or [], list):
+            raise TrainplanError(f"{where}.machine: profile must be a name or null, outside_grid a list")
+        machine = {"machine": mach.get("profile"), "outside": tuple(str(x) for x in mach.get("outside_grid") or ())}
         gp = d.get("goodput")
         if gp is not None:
             gp = Goodput(**{**_fields(gp, Goodput, f"{where}.goodput"), "sources": tuple(gp["sources"])})
     except (TypeError, ValueError, AttributeError) as e:
         raise TrainplanError(f"{where}: malformed ({e})") from None
-    return Estimate(memory=mem, time=time, comm=comm, cost=cost_, band=band, goodput=gp,
+    return Estimate(memory=mem, time=time, comm=comm, cost=cost_, band=band, goodput=gp, **machine,
                     **{k: d[k] for k in _SCALARS})
 
 
@@ -216,4 +225,5 @@ def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_m
         band=(per_gpu / (1 + err), per_gpu * (1 + err)), profile=prof.name,
         goodput=goodput(t, c.num_gpus, total_params(job.model) * checkpoint_bytes_per_param(
             recipe(layout.precision), layout.sharding), rel or reliability()),
+        machine=(m.name if (m := prof.machine_for(c.gpu.name)) else None), outside=r.outside,
     )

@@ -53,6 +53,13 @@ class Profile:
     # Megatron tp_comm_overlap, DeepEP), applied only where the layout's execution settings turn that
     # overlap on (costs/steptime.py). Prior 0.0.
     tp_overlap: float = 0.0
+    # Residual corrections on the machine profile's measured rates (trainplan/machine/), used only where
+    # a table covers a kernel: kernels inside a training step against the same kernels run alone.
+    # Prior 1.0 (the microbenchmark holds). `machine_compute` scales GEMM, grouped-GEMM and attention
+    # rates; `machine_hbm` the element-wise bandwidth (our bytes per op class are a count, not the
+    # source's, so it may exceed 1: calibration/fitting.py BOUNDS).
+    machine_compute: float = 1.0
+    machine_hbm: float = 1.0
     # Fixed per-step overhead in seconds (data loading, logging, optimizer launch). Prior 0.
     step_overhead_s: float = 0.0
     # Per GPU architecture factor on the GEMM rate (ampere / hopper / blackwell): how far a
@@ -67,6 +74,17 @@ class Profile:
     source: str = "priors in trainplan/profile.py"
     # When and on what the profile was fitted, and the coefficients' bounds (calibration/build.py).
     meta: dict = field(default_factory=dict, compare=False, hash=False)
+    # Machine profiles whose measured rates the cost model reads (one per GPU type; trainplan/machine).
+    # Loaded profiles carry the packaged ones; Profile() (the bare priors) carries none.
+    machines: tuple = field(default=(), compare=False, hash=False)
+
+    def machine_for(self, gpu_name: str):
+        """The machine profile of this GPU type, or None (the model's formulas apply)."""
+        return next((m for m in self.machines if m.gpu == gpu_name), None)
+
+    def with_machine(self, machine) -> Profile:
+        """This profile with `machine` in place of the packaged one of its GPU type."""
+        return replace(self, machines=(machine, *(m for m in self.machines if m.gpu != machine.gpu)))
 
     def coefficients(self) -> dict:
         out = {k: getattr(self, k) for k in COEFFICIENTS}
@@ -93,7 +111,7 @@ class Profile:
 
 
 COEFFICIENTS = ("gemm_eff", "attn_eff", "moe_gemm_eff", "d_half", "hbm_eff", "overlap", "tp_overlap",
-                "step_overhead_s")
+                "machine_compute", "machine_hbm", "step_overhead_s")
 TABLES = ("arch_gemm_eff", "framework_time")
 
 
@@ -116,13 +134,21 @@ def profile_from_dict(d: dict, where: str) -> Profile:
 
 
 def load_profile(path: str | Path) -> Profile:
-    return profile_from_dict(read_json(path, "calibration profile"), str(path))
+    """A calibration profile from JSON, with the packaged machine profiles attached."""
+    from trainplan.machine.profile import packaged
+
+    prof = profile_from_dict(read_json(path, "calibration profile"), str(path))
+    return replace(prof, machines=packaged())
 
 
 @functools.cache
 def default_profile() -> Profile:
     """The packaged calibrated profile when there is one, else the priors."""
     p = _HERE / "default.json"
-    return load_profile(p) if p.is_file() else Profile()
+    if p.is_file():
+        return load_profile(p)
+    from trainplan.machine.profile import packaged
+
+    return Profile(machines=packaged())
 
 

@@ -17,12 +17,16 @@ def training_cases(cases) -> list:
             and c.measured.get("tokens_per_s_per_gpu")]
 
 
-def build_profile(cases, dataset_name: str, progress=None) -> Profile:
+def build_profile(cases, dataset_name: str, progress=None, machines: tuple | None = None) -> Profile:
+    """`machines`: the machine profiles the fit reads (default: the packaged ones); the residuals
+    machine_compute / machine_hbm are fitted on the records whose GPU has one."""
+    from trainplan.machine.profile import packaged
     from trainplan.validation.run import run
 
     train = training_cases(cases)
-    full = fit(train)
-    folds = loso(train, progress=progress)
+    start = Profile(machines=packaged() if machines is None else machines)
+    full = fit(train, start)
+    folds = loso(train, start, progress=progress)
     prof = replace(full, name="dev-loso", source=f"fitted on {dataset_name}: {len(train)} records "
                    f"({', '.join(FIT_QUALITIES)}) from {len({c.source_key for c in train})} sources",
                    folds={k: v.coefficients() for k, v in folds.items()})

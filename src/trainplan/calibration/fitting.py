@@ -36,10 +36,16 @@ BOUNDS = {
     "hbm_eff": (0.2, 1.0),
     "overlap": (0.0, 1.0),
     "tp_overlap": (0.0, 1.0),
+    # residuals on a machine profile's measured rates (profile.py): a step's kernels may run a little
+    # faster than the table's nearest measured shape (a larger GEMM than the table holds), and our
+    # element-wise bytes are our own count, not the source's
+    "machine_compute": (0.5, 1.2),
+    "machine_hbm": (0.5, 2.0),
     "arch:ampere": (0.5, 1.0),
     "arch:blackwell": (0.5, 1.0),
 }
-FITTED = ("gemm_eff", "attn_eff", "moe_gemm_eff", "d_half", "hbm_eff", "overlap", "tp_overlap")
+FITTED = ("gemm_eff", "attn_eff", "moe_gemm_eff", "d_half", "hbm_eff", "overlap", "tp_overlap", "machine_compute",
+          "machine_hbm")
 MIN_SOURCES = 2
 
 

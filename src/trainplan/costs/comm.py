@@ -27,6 +27,12 @@ Where busbw comes from (HARDWARE_FACTS.md 5.3):
 Latency (NCCL src/graph/tuning.cc, Simple protocol, HARDWARE_FACTS.md 5.2): ring
   base 8.4 us + (n-1 steps, 2(n-1) for all-reduce) x (3.4 us on NVLink, 14 us per network step);
 all-reduce takes the lower of that and the tree latency 8.4 + 2((ppn-1)*3.4 + log2(nodes)*14) us.
+
+Where a machine profile (trainplan/machine) has a table for the collective on the tier the group
+crosses, its measured bus bandwidth at the message size and group size replaces the efficiency above:
+t = max(latency, S * factor / busbw(S, n)), latency the table's small-message floor or NCCL's as above
+(nccl-tests' busbw at a size already holds the latency of that size). A network (efa) table holds for
+groups laid out as it was measured: every GPU of each node in the group, on the instance it names.
 """
 
 from __future__ import annotations
@@ -83,6 +89,28 @@ def span(size: int, stride: int, node: NodeType) -> Span:
 def _link_bw(node: NodeType) -> float:
     g = node.gpu
     return g.nvlink_bandwidth if g.nvlink_bandwidth > 0 and node.intra_node == "nvswitch" else g.pcie_bandwidth
+
+
+def measured_time(op: str, nbytes: float, sp: Span, node: NodeType, machine) -> tuple[float, tuple[str, ...]] | None:
+    """(seconds, notes) from the machine profile's table for this collective and tier, or None."""
+    if machine is None or sp.n <= 1 or nbytes <= 0:
+        return None
+    if sp.domains == 1:
+        if node.intra_node != "nvswitch":
+            return None
+        tier = "nvlink"
+    elif sp.per_domain == node.gpus_per_node:
+        tier = "efa"
+    else:
+        return None
+    t = machine.find("collective", instance=node.name, op=op, tier=tier)
+    if t is None:
+        return None
+    lk = t.lookup(bytes=nbytes, ranks=sp.n)
+    lat = t.latency_us * 1e-6 if t.latency_us is not None else collective_time(op, 1.0, sp, node)
+    factor = FACTORS[op](sp.n)
+    notes = tuple(f"collective {op} {tier}: {o}" for o in lk.outside)
+    return max(lat, nbytes * factor / (lk.value * 1e9)), notes
 
 
 def collective_time(op: str, nbytes: float, sp: Span, node: NodeType, net_eff: float = EFF_NET) -> float:

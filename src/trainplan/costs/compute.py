@@ -28,12 +28,18 @@ Every rate is a physical ceiling times an efficiency in (0, 1]; nothing runs fas
     for fused kernels (each op class reads its inputs and writes its outputs once: Transformer
     Engine / Apex kernels in Megatron-family frameworks, or torch.compile); eager PyTorch runs
     each class as a chain of kernels, counted with EAGER_PASSES.
+
+Where the profile carries a machine profile for the GPU (profile.machine_for, trainplan/machine) with
+a table for a kernel, that kernel's rate is the table's (costs/measured.py) times the residual
+`machine_compute` / `machine_hbm`, and every GEMM pass is priced at its own shape; the formulas above
+apply to the kernels the table does not cover (a dtype it has no GEMMs for, attention with no table).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainplan.costs import measured
 from trainplan.costs.flops import ModelFlops, keys_per_query, layer_recompute
 from trainplan.hardware.types import GPUSpec
 from trainplan.models.spec import ModelSpec
@@ -84,6 +90,8 @@ class MicrobatchCompute:
     forward: float  # forward part of gemm + attention + nongemm (the window for forward comm)
     model_flops: float  # FLOPs of this micro-batch on this GPU, no recompute
     hardware_flops: float  # with recompute
+    # lookups beyond a machine-profile table's range (the table's edge was used), one line each
+    outside: tuple[str, ...] = ()
 
     @property
     def total(self) -> float:
@@ -144,6 +152,8 @@ def microbatch_compute(
                                              ("selective", (1.0 - recompute_frac) if selective else 0.0))
                 if share > 0]
     native = te_attention or gpu.arch in NATIVE_ATTENTION_ARCHS
+    mach = prof.machine_for(gpu.name)
+    notes: set[str] = set()
     scale = layers_on_stage / mf.num_layers
     head_rate = gemm_rate(recipe.compute_matmul_ceiling(gpu), gpu, prof)
     rate = gemm_rate(recipe.matmul_ceiling(gpu), gpu, prof)
@@ -152,7 +162,7 @@ def microbatch_compute(
     if lp is not None:
         cast_k, cast_n = lp.cast_bytes_fused if fused else lp.cast_bytes_eager
     head_dim = m.head_dim if m.mla is None else m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim
-    gemm_fwd = attn_fwd = attn_bwd = ng_fwd_bytes = cast_bytes = flops_fwd = 0.0
+    gemm_fwd = gemm_bwd = attn_fwd = attn_bwd = ng_fwd_bytes = cast_bytes = flops_fwd = 0.0
     rec_time = rec_flops = rec_ng_bytes = 0.0  # recompute: seconds (GEMM + attention), FLOPs, HBM bytes
     for kind in mf.layers:
         count = kind.count * scale
@@ -163,20 +173,35 @@ def microbatch_compute(
             kk, nn = (k / tp, n) if row else (k, n / tp)
             mm = tokens * c * ep / m.moe.num_experts if what == "expert" else tokens  # balanced routing
             f = 2.0 * tokens * c * k * n / tp
-            eff = shape_eff(mm, kk, nn, d) * (prof.moe_gemm_eff if what == "expert" else 1.0)
-            gemm_fwd += count * f / (rate * eff)
+            passes = _gemm_passes(mach, recipe.gemm_dtype, f, mm, kk, nn, what == "expert",
+                                  m.moe.num_experts / ep if what == "expert" else 1, prof)
+            if passes is None:
+                eff = shape_eff(mm, kk, nn, d) * (prof.moe_gemm_eff if what == "expert" else 1.0)
+                passes = measured.PassTimes(f / (rate * eff), 2 * f / (rate * eff))
+            notes.update(passes.notes)
+            gemm_fwd += count * passes.fwd
+            gemm_bwd += count * passes.bwd
             flops_fwd += count * f
             for share, r in rec:
-                rec_time += share * r.gemms[i] * count * f / (rate * eff)
+                rec_time += share * r.gemms[i] * count * passes.fwd
                 rec_flops += share * r.gemms[i] * count * f
             if lp is not None:  # quantisation terms (module docstring); weights once per micro-batch
                 n_w = m.moe.num_experts / ep if what == "expert" else c  # weight matrices held here
                 cast_bytes += count * (n_w * kk * nn * lp.weight_cast_bytes + tokens * c * (kk * cast_k + nn * cast_n))
         kpq = keys_per_query(seq_len, kind.window)
         af = count * tokens * kind.attn_pair_flops * kpq / tp
-        a_rate = gpu.peak(recipe.compute_dtype) * attention_eff(kpq, head_dim, prof, native)
+        seqs = tokens / seq_len  # sequences (of this GPU's share of a sequence) in the micro-batch
+        rates = measured.attention_rates(
+            mach, te_attention, 1.0 if native else FA2_ON_NEWER, min(seq_len, 2 * kpq),
+            m.num_heads / tp * seqs, max(1.0, m.num_kv_heads / tp) * seqs, head_dim, prof.machine_compute)
+        if rates is None:
+            a_rate = gpu.peak(recipe.compute_dtype) * attention_eff(kpq, head_dim, prof, native)
+            a_bwd_rate = a_rate * FA_BWD_RATE_RATIO
+        else:
+            a_rate, a_bwd_rate, a_notes = rates
+            notes.update(a_notes)
         attn_fwd += af / a_rate
-        attn_bwd += FA_BWD_FLOP_RATIO * af / (a_rate * FA_BWD_RATE_RATIO)
+        attn_bwd += FA_BWD_FLOP_RATIO * af / a_bwd_rate
         flops_fwd += af
         layer_ng = count * tokens * _layer_nongemm_bytes(m, kind.gemms, is_moe, fused, tp)
         scores = 0.0
@@ -193,19 +218,40 @@ def microbatch_compute(
     loss_bytes = 0.0
     if head_on_stage:
         f = tokens * mf.head_per_token / tp
-        gemm_fwd += f / (head_rate * shape_eff(tokens, m.hidden_size, m.vocab_size / tp, d))
+        nv = m.vocab_size / tp
+        passes = _gemm_passes(mach, recipe.compute_dtype, f, tokens, m.hidden_size, nv, False, 1, prof)
+        if passes is None:
+            fwd_t = f / (head_rate * shape_eff(tokens, m.hidden_size, nv, d))
+            passes = measured.PassTimes(fwd_t, 2 * fwd_t)
+        notes.update(passes.notes)
+        gemm_fwd += passes.fwd
+        gemm_bwd += passes.bwd
         flops_fwd += f
         # fp32 logits written, soft-max read + written, gradient written (4 passes); a compiled
         # loss upcasts inside one kernel: bf16 logits read once, gradient written (2 bf16 passes)
         loss_bytes = tokens * m.vocab_size / tp * (2 * BF16_BYTES if compiled_loss else 4 * FP32_BYTES)
-    bw = gpu.hbm_bandwidth * prof.hbm_eff
+    bw = measured.elementwise_bandwidth(mach, "default", prof.machine_hbm) or gpu.hbm_bandwidth * prof.hbm_eff
+    loss_bw = measured.elementwise_bandwidth(mach, "cross_entropy", prof.machine_hbm) or bw
     ng_layers_fwd = layers_ng_fwd / bw
     # forward bytes x (1 + BWD_BYTES_RATIO); fp8 cast bytes are already forward + backward
-    nongemm = (ng_layers_fwd * (1 + BWD_BYTES_RATIO)) + (loss_bytes + cast_bytes) / bw
-    ng_fwd = ng_layers_fwd + loss_bytes / bw / 2
+    nongemm = (ng_layers_fwd * (1 + BWD_BYTES_RATIO)) + loss_bytes / loss_bw + cast_bytes / bw
+    ng_fwd = ng_layers_fwd + loss_bytes / loss_bw / 2
     recompute = rec_time + rec_ng_bytes / bw  # the LM head is never re-run
     return MicrobatchCompute(
-        gemm=3 * gemm_fwd, attention=attn_fwd + attn_bwd, nongemm=nongemm, recompute=recompute,
+        gemm=gemm_fwd + gemm_bwd, attention=attn_fwd + attn_bwd, nongemm=nongemm, recompute=recompute,
         forward=gemm_fwd + attn_fwd + ng_fwd, model_flops=3 * flops_fwd,
-        hardware_flops=3 * flops_fwd + rec_flops,
+        hardware_flops=3 * flops_fwd + rec_flops, outside=tuple(sorted(notes)),
     )
+
+
+def _gemm_passes(mach, dtype: str, f: float, mm: float, kk: float, nn: float, expert: bool, experts: float,
+                 prof: Profile) -> measured.PassTimes | None:
+    """The machine profile's times of one GEMM's three passes (None: no table, the formula applies).
+    A routed-expert GEMM reads the grouped-GEMM tables, else the dense table at moe_gemm_eff."""
+    r = prof.machine_compute
+    if expert:
+        g = measured.grouped_gemm(mach, dtype, f, experts, mm, kk, nn, r)
+        if g is not None:
+            return g
+        r *= prof.moe_gemm_eff
+    return measured.dense_gemm(mach, dtype, f, mm, kk, nn, r)

@@ -34,6 +34,7 @@ from trainplan.costs.comm import (
     Span,
     bytes_on_wire,
     collective_time,
+    measured_time,
     network_bytes,
     span,
     tier_name,
@@ -86,6 +87,7 @@ class StepResult:
     model_flops: float  # per step, whole cluster, no recompute
     hardware_flops: float  # per step, whole cluster, with recompute
     microbatch: MicrobatchCompute
+    outside: tuple[str, ...] = ()  # machine-profile lookups beyond a table's range (its edge was used)
 
 
 # Pinned host<->device copies reach ~80% of the PCIe link's per-direction rate (NVIDIA nvbandwidth
@@ -188,11 +190,18 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     pp_overlap = prof.overlap if ex.pp_p2p_overlap else 0.0
     gemm_window = mb.gemm / 3.0
     entries: list[CommEntry] = []
+    mach = prof.machine_for(gpu.name)
+    notes: set[str] = set(mb.outside)
 
     def add(op, dim, nbytes, sp: Span, calls, window, overlap):
         if sp.n <= 1 or nbytes <= 0 or calls <= 0:
             return 0.0
-        t1 = collective_time(op, nbytes, sp, node)
+        got = measured_time(op, nbytes, sp, node, mach)
+        if got is None:
+            t1 = collective_time(op, nbytes, sp, node)
+        else:
+            t1, more = got
+            notes.update(more)
         t = t1 * calls
         e = exposed(t, window, overlap)
         entries.append(CommEntry(op, dim, tier_name(sp, node), bytes_on_wire(op, nbytes, sp.n) * calls,
@@ -335,4 +344,4 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     tokens_step = w.tokens_per_step
     model = tokens_step * mf.model_per_token(s)
     hw = model * mb.hardware_flops / mb.model_flops if mb.model_flops else model
-    return StepResult(t, tuple(entries), model, hw, mb)
+    return StepResult(t, tuple(entries), model, hw, mb, tuple(sorted(notes)))

@@ -8,6 +8,7 @@ against Hopper and Ampere.
 
 from __future__ import annotations
 
+from trainplan.commands._profile_args import add_profile_arguments
 from trainplan.report.cli import add_html_argument, write_html
 
 NAME = "compare"
@@ -26,7 +27,7 @@ def add_arguments(p) -> None:
     p.add_argument("--global-batch", default=None, help="sequences per step: N or LO:HI")
     p.add_argument("--max-nodes", type=positive_int, default=64,
                    help="give up on an instance type past this many nodes")
-    p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")
+    add_profile_arguments(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_html_argument(p)
 
@@ -70,7 +71,7 @@ def run(args) -> int:
     model = resolve(args.model)
     check_context(model, args.seq_len)
     nodes = [find_node(n) for n in args.instances.split(",") if n.strip()]
-    ev = evaluator(args.profile)
+    ev = evaluator(args.profile, args.machine) if args.machine else evaluator(args.profile)
     rows = [compare_one(model, n, args, ev) for n in nodes]
     d = {"model": model.name, "seq_len": args.seq_len, "tokens": args.tokens, "instances": rows}
     if args.json:

@@ -4,6 +4,7 @@ explicit layout."""
 from __future__ import annotations
 
 from trainplan.commands._layout_args import add_layout_arguments, job_and_layout
+from trainplan.commands._profile_args import add_profile_arguments, check_machine_gpu, load_profiles
 
 NAME = "estimate"
 HELP = "Estimate step time, communication, throughput, MFU, cost and memory for one explicit layout."
@@ -15,7 +16,7 @@ def add_arguments(p) -> None:
     add_layout_arguments(p)
     p.add_argument("--tokens", type=tokens, default=0, help="token budget, e.g. 15T, 300B")
     p.add_argument("--price", type=positive_number, default=None, help="USD per node-hour (overrides the catalog)")
-    p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")
+    add_profile_arguments(p)
     p.add_argument("--storage", default=None, help="checkpoint storage (hardware/reliability.toml; default fsx-lustre-1000)")
     p.add_argument("--storage-tib", type=positive_number, default=None, help="the storage's capacity in TiB")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -29,12 +30,11 @@ def build(args):
 def run(args) -> int:
     from trainplan.commands._common import print_json
     from trainplan.estimate import estimate
-    from trainplan.profile import load_profile
-
-    job, layout = build(args)
     from trainplan.hardware.reliability import reliability
 
-    prof = load_profile(args.profile) if args.profile else None
+    job, layout = build(args)
+    check_machine_gpu(args.machine, job.cluster.gpu.name)
+    prof = load_profiles(args.profile, args.machine)
     e = estimate(job, layout, prof, rel=reliability(args.storage, args.storage_tib))
     why = setting_reasons(job, layout, prof)
     if args.json:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 
 from trainplan.commands._layout_args import add_stack_arguments, stack_and_execution
+from trainplan.commands._profile_args import add_profile_arguments
 from trainplan.report.cli import add_html_argument, write_html
 
 NAME = "plan"
@@ -50,7 +51,7 @@ def add_arguments(p) -> None:
     p.add_argument("--allow-risk", action="store_true",
                    help="admit plans whose memory band crosses the GPU's capacity")
     p.add_argument("--top", type=positive_int, default=5, help="runners-up to show")
-    p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")
+    add_profile_arguments(p)
     add_stack_arguments(p)
     p.add_argument("--out", type=output_file, default=None, help="write the chosen plan to this plan.json")
     p.add_argument("--verify", action="store_true",
@@ -128,16 +129,12 @@ def query(args):
     )
 
 
-def evaluator(profile_path: str | None):
+def evaluator(profile_path: str | None, machine: str | None = None):
     """The cost model; tests replace this function to run the command on a fake."""
+    from trainplan.commands._profile_args import load_profiles
     from trainplan.search import model_evaluator
 
-    profile = None
-    if profile_path:
-        from trainplan.profile import load_profile
-
-        profile = load_profile(profile_path)
-    return model_evaluator(profile)
+    return model_evaluator(load_profiles(profile_path, machine))
 
 
 def progress_bar():
@@ -163,7 +160,7 @@ def run(args) -> int:
     from trainplan.search import search
 
     q = query(args)
-    ev = evaluator(args.profile)
+    ev = evaluator(args.profile, args.machine) if args.machine else evaluator(args.profile)
     update, close = progress_bar()
     try:
         result = search(q, ev, update)

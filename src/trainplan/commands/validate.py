@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trainplan.commands._profile_args import add_profile_arguments
 from trainplan.report.cli import add_html_argument, write_html
 
 NAME = "validate"
@@ -13,7 +14,7 @@ def add_arguments(p) -> None:
 
     p.add_argument("--dataset", default=None,
                    help="a trainplan-validation/1 JSON file (default: the packaged dev dataset)")
-    p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")
+    add_profile_arguments(p)
     p.add_argument("--in-sample", action="store_true",
                    help="use the profile fitted on all sources instead of the leave-one-source-out folds")
     p.add_argument("--fit", metavar="OUT", type=output_file, default=None,
@@ -24,7 +25,8 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from trainplan.commands._common import print_json
-    from trainplan.profile import default_profile, load_profile
+    from trainplan.commands._profile_args import load_profiles
+    from trainplan.profile import default_profile
     from trainplan.validation.dataset import load_dataset
     from trainplan.validation.run import run as run_validation
 
@@ -40,11 +42,14 @@ def run(args) -> int:
         from trainplan.calibration.build import build_profile
         from trainplan.fileio import write_atomic
 
-        prof = build_profile(cases, args.dataset, progress=lambda s: print(s, file=sys.stderr))
+        machines = None
+        if args.machine:
+            machines = load_profiles(None, args.machine).machines
+        prof = build_profile(cases, args.dataset, progress=lambda s: print(s, file=sys.stderr), machines=machines)
         write_atomic(args.fit, json.dumps(prof.to_dict(), indent=1) + "\n")
         print(f"wrote {args.fit}", file=sys.stderr)
     else:
-        prof = load_profile(args.profile) if args.profile else default_profile()
+        prof = load_profiles(args.profile, args.machine) or default_profile()
     result = run_validation(cases, prof, cross_validated=not args.in_sample)
     if args.json:
         print_json(result)

@@ -1,0 +1,43 @@
+"""--profile and --machine: the calibration profile (residual coefficients) and the machine profile
+(measured rates, trainplan-machine/1) that plan, estimate, compare and validate price layouts with;
+one parse for all of them."""
+
+from __future__ import annotations
+
+
+def add_profile_arguments(p) -> None:
+    p.add_argument("--profile", default=None, help="calibration profile JSON (default: packaged)")
+    p.add_argument("--machine", default=None, metavar="PROFILE",
+                   help="machine profile JSON (trainplan-machine/1, written by `trainplan probe`) used for its "
+                        "GPU type in place of the packaged one; 'none': formulas only, no measured rates")
+
+
+def load_profiles(profile_path: str | None, machine: str | None):
+    """The calibration profile with the machine profile applied (None: the packaged defaults)."""
+    from dataclasses import replace
+
+    from trainplan.profile import default_profile, load_profile
+
+    if profile_path is None and machine is None:
+        return None
+    prof = load_profile(profile_path) if profile_path else default_profile()
+    if machine == "none":
+        return replace(prof, machines=())
+    if machine:
+        from trainplan.machine.profile import load_machine
+
+        prof = prof.with_machine(load_machine(machine))
+    return prof
+
+
+def check_machine_gpu(machine: str | None, gpu_name: str) -> None:
+    """A machine profile given for a job on another GPU type would silently do nothing: refuse it."""
+    if not machine or machine == "none":
+        return
+    from trainplan.errors import TrainplanError
+    from trainplan.machine.profile import load_machine
+
+    m = load_machine(machine)
+    if m.gpu != gpu_name:
+        raise TrainplanError(f"--machine {machine} measures {m.gpu!r}, this job runs on {gpu_name!r}; "
+                             "give a profile of this GPU type (or use --instance with its GPU)")

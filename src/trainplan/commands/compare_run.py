@@ -21,22 +21,26 @@ FIELDS = (
 
 def add_arguments(p) -> None:
     p.add_argument("run", help="run directory written by `trainplan train` (summary.json, plan.json)")
+    p.add_argument("--profile", default=None,
+                   help="a calibration profile (e.g. from `trainplan calibrate`): show its prediction next to the packaged one")
+    p.add_argument("--machine", default=None, metavar="PROFILE", help="machine profile for the --profile prediction")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
 
-def predict(plan) -> dict | None:
-    """The estimate of the plan as the run executed it; None when the planner cannot estimate it."""
+def predict(plan, profile=None) -> dict | None:
+    """The estimate of the plan as the run executed it (with `profile`: a calibration profile, None
+    for the packaged one); None when the planner cannot estimate it."""
     try:
         from trainplan.estimate import estimate
     except ImportError:
         return None if plan.estimate is None else plan.estimate.to_dict()
     try:
-        return estimate(plan.job, plan.layout).to_dict()
+        return estimate(plan.job, plan.layout, profile).to_dict()
     except Exception as e:  # noqa: BLE001 - a planner failure must not hide the measurements
         return {"error": f"{type(e).__name__}: {e}"}
 
 
-def compare(run_dir: str | Path) -> dict:
+def compare(run_dir: str | Path, profile=None) -> dict:
     from trainplan.parsing import read_json
     from trainplan.runtime.world import plan_from_run
 
@@ -51,7 +55,7 @@ def compare(run_dir: str | Path) -> dict:
     except (KeyError, TypeError, AttributeError) as e:  # the runtime wrote it; a hand edit broke it
         raise TrainplanError(f"{run / 'plan.json'}: malformed ({type(e).__name__}: {e}); "
                              "use the plan.json `trainplan train` wrote") from None
-    predicted = predict(plan) or {}
+    predicted = predict(plan, profile) or {}
     rows = []
     for key, label, _ in FIELDS:
         p, m = predicted.get(key), summary.get(key)
@@ -67,6 +71,11 @@ def run(args) -> int:
     if not Path(args.run).is_dir():
         raise TrainplanError(f"run directory {args.run!r} does not exist; give the --out of `trainplan train`")
     result = compare(args.run)
+    if args.profile or args.machine:  # before (packaged) and after (the given profiles)
+        from trainplan.commands._profile_args import load_profiles
+
+        after = compare(args.run, load_profiles(args.profile, args.machine))
+        result["calibrated"] = {"profile": args.profile, "machine": args.machine, "rows": after["rows"]}
     if args.json:
         print_json(result)
         return 0
@@ -77,6 +86,14 @@ def run(args) -> int:
         cell = [fmt.format(v) if isinstance(v, (int, float)) else "-" for v in (row["predicted"], row["measured"])]
         r = row["measured_over_predicted"]
         print(f"{label:22} {cell[0]:>14} {cell[1]:>14} {(f'{r:.2f}' if r is not None else '-'):>14}")
+    if "calibrated" in result:
+        print(f"with {result['calibrated']['profile'] or 'packaged profile'} "
+              f"(machine {result['calibrated']['machine'] or 'packaged'}):")
+        for (key, label, fmt), row in zip(FIELDS, result["calibrated"]["rows"]):
+            p = row["predicted"]
+            cell = fmt.format(p) if isinstance(p, (int, float)) else "-"
+            r = row["measured_over_predicted"]
+            print(f"{label:22} {cell:>14} {'':>14} {(f'{r:.2f}' if r is not None else '-'):>14}")
     if result["prediction_error"]:
         print(f"(no prediction: {result['prediction_error']})")
     if result["device"] == "cpu":

@@ -68,7 +68,7 @@ def make_plan(model: str, seq: int, mb: int, precision: str, ac: str, steps: int
                 reasons=("bench/gpu_check.py",))
 
 
-def run_case(case, steps: int, out: Path, timeout_s: float) -> dict:
+def run_case(case, steps: int, out: Path, timeout_s: float, machine=None) -> dict:
     name, model, seq, mb, precision, ac = case
     d = out / name
     d.mkdir(parents=True, exist_ok=True)
@@ -89,9 +89,13 @@ def run_case(case, steps: int, out: Path, timeout_s: float) -> dict:
 
     c = compare(d)
     s = json.loads((d / "summary.json").read_text())
-    return {**row, "gpu": c["gpu"], "layout": c["layout"], "first_loss": s["first_loss"], "last_loss": s["last_loss"],
-            "prediction_error": c["prediction_error"],
-            **{f"{r['field']}_{k}": r[k] for r in c["rows"] for k in ("predicted", "measured", "measured_over_predicted")}}
+    row = {**row, "gpu": c["gpu"], "layout": c["layout"], "first_loss": s["first_loss"], "last_loss": s["last_loss"],
+           "prediction_error": c["prediction_error"],
+           **{f"{r['field']}_{k}": r[k] for r in c["rows"] for k in ("predicted", "measured", "measured_over_predicted")}}
+    if machine is not None:  # the same run predicted with the machine profile (--machine): before and after
+        cm = compare(d, machine)
+        row |= {f"{r['field']}_{k}_machine": r[k] for r in cm["rows"] for k in ("predicted", "measured_over_predicted")}
+    return row
 
 
 def main() -> int:
@@ -104,7 +108,14 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=240, help="seconds per layout")
     ap.add_argument("--runs-dir", default="/tmp/trainplan-gpu-check",
                     help="scratch directory for each layout's run (plan, measurements, summary)")
+    ap.add_argument("--machine", default=None, metavar="PROFILE",
+                    help="also predict every run with this machine profile (trainplan probe's output)")
     args = ap.parse_args()
+    machine = None
+    if args.machine:
+        from trainplan.commands._profile_args import load_profiles
+
+        machine = load_profiles(None, args.machine)
     cuda = torch.cuda.is_available()
     cases = [c for c in (GPU_CASES if cuda else CPU_CASES) if not args.only or args.only in c[0]]
     steps = args.steps or (20 if cuda else 4)
@@ -112,7 +123,7 @@ def main() -> int:
     runs = Path(args.runs_dir)
     rows = []
     for case in cases:
-        row = run_case(case, steps, runs, args.timeout)
+        row = run_case(case, steps, runs, args.timeout, machine)
         rows.append(row)
         brief = {k: row.get(k) for k in ("name", "error", "peak_mem_gib_measured", "peak_mem_gib_predicted",
                                          "step_time_s_measured", "step_time_s_predicted", "mfu_measured", "mfu_predicted")}
@@ -122,7 +133,7 @@ def main() -> int:
               "steps": steps, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "note": ("predicted = trainplan estimate of the plan fitted to one GPU of " + NODE +
                        "; measured medians exclude the first step; peak_mem_gib = max reserved"),
-              "rows": rows}
+              "machine": args.machine, "rows": rows}
     name = "gpu_check.json" if cuda else "gpu_check_cpu.json"
     results_dir.mkdir(parents=True, exist_ok=True)
     (results_dir / name).write_text(json.dumps(result, indent=2) + "\n")

@@ -36,11 +36,13 @@ BOUNDS = {
     "hbm_eff": (0.2, 1.0),
     "overlap": (0.0, 1.0),
     "tp_overlap": (0.0, 1.0),
-    # residuals on a machine profile's measured rates (profile.py): a step's kernels may run a little
-    # faster than the table's nearest measured shape (a larger GEMM than the table holds), and our
-    # element-wise bytes are our own count, not the source's
-    "machine_compute": (0.5, 1.2),
-    "machine_hbm": (0.5, 2.0),
+    # residuals on a machine profile's measured rates (profile.py), kept small: a step's kernels run
+    # somewhat slower than alone, or a little faster than the table's nearest (smaller) measured shape.
+    # Wider bounds let the few records of one GPU type turn the residual into that GPU's fudge factor
+    # (with 0.5-1.2 the B200 fit went to 0.5, driven by two torchtitan fp8 records the model
+    # over-predicts 2x whatever the kernels; docs/machine-profile.md)
+    "machine_compute": (0.8, 1.2),
+    "machine_hbm": (0.8, 1.25),
     "arch:ampere": (0.5, 1.0),
     "arch:blackwell": (0.5, 1.0),
 }

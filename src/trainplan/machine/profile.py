@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,7 +37,6 @@ KINDS = {
     "collective": {"select": {"op", "tier"}, "axes": ("bytes", "ranks"), "unit": "busbw_gbps"},
 }
 SELECT_VALUES = {
-    "dtype": ("bf16", "fp16", "fp8", "mxfp8", "nvfp4"),  # a recipe's gemm_dtype / compute_dtype
     "pass": ("fwd", "bwd", "dgrad", "wgrad"),
     "causal": (True, False),
     "kernel": ("te", "sdpa", "norm", "swiglu", "rotary", "cross_entropy", "permute", "default"),
@@ -107,7 +107,11 @@ def table_from_dict(d: dict, where: str) -> Table:
         raise TrainplanError(f"{where}: unknown kind {kind!r}; known kinds: {', '.join(KINDS)}")
     spec = KINDS[kind]
     check_keys(d, _TABLE_KEYS | spec["select"], where, required={"kind", "axes", "points", "source"} | spec["select"])
-    for s in spec["select"]:
+    # dtype: a recipe's gemm_dtype or compute_dtype (recipes.toml; the registry sits above this layer, so
+    # any lower-case name is read and a name no recipe uses is simply never looked up)
+    if "dtype" in spec["select"] and not re.fullmatch(r"[a-z0-9_]+", str(d["dtype"])):
+        raise TrainplanError(f"{where}: dtype {d['dtype']!r} must be a lower-case dtype name such as bf16 or fp8")
+    for s in spec["select"] - {"dtype"}:
         if d[s] not in SELECT_VALUES[s]:
             raise TrainplanError(f"{where}: {s} {d[s]!r} unknown; allowed: {', '.join(map(str, SELECT_VALUES[s]))}")
     axes = d["axes"]

@@ -21,6 +21,7 @@ independent of it (no flag).
 from __future__ import annotations
 
 import functools
+import heapq
 import math
 from dataclasses import dataclass, field
 
@@ -68,11 +69,10 @@ class Grid:
             elif v > hi:
                 outside.append(f"{a}={v:g} > {hi:g}")
             clamped.append(math.log2(min(max(v, lo), hi)))
-        dists = sorted((sum((x - y) ** 2 for x, y in zip(p, clamped, strict=True)), j)
-                       for j, p in enumerate(self._logs))
-        if dists[0][0] < 1e-12:
-            return Lookup(self.values[dists[0][1]], tuple(outside))
-        near = dists[:NEIGHBOURS]
+        near = heapq.nsmallest(NEIGHBOURS, ((sum((x - y) * (x - y) for x, y in zip(p, clamped)), j)
+                                            for j, p in enumerate(self._logs)))
+        if near[0][0] < 1e-12:
+            return Lookup(self.values[near[0][1]], tuple(outside))
         wsum = sum(1.0 / d for d, _ in near)
         logv = sum(math.log(self.values[j]) / d for d, j in near) / wsum
         return Lookup(math.exp(logv), tuple(outside))

@@ -62,16 +62,23 @@ class Table:
         return self.grid.lookup(query)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MachineProfile:
     gpu: str  # hardware catalog key (GPUSpec.name)
     name: str
     provenance: dict = field(compare=False, hash=False)  # kind, source / machine, date, software
     tables: tuple[Table, ...] = ()
+    _found: dict = field(default_factory=dict, init=False, repr=False)  # find()'s answers: the search asks often
 
     def find(self, kind: str, instance: str | None = None, **select) -> Table | None:
         """The table of `kind` whose selectors equal `select` (for collectives across nodes, one
         measured on `instance`); None when the profile has no such table (the model falls back)."""
+        key = (kind, instance, *sorted(select.items()))
+        if key not in self._found:
+            self._found[key] = self._find(kind, instance, select)
+        return self._found[key]
+
+    def _find(self, kind: str, instance: str | None, select: dict) -> Table | None:
         for t in self.tables:
             if t.kind != kind or any(t.selector(k) != v for k, v in select.items()):
                 continue

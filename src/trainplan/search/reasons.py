@@ -119,6 +119,38 @@ def degree_reasons(best: Candidate, pool: list[Candidate]) -> list[str]:
     return out
 
 
+def _ep_traffic(c: Candidate, ev: Counting) -> tuple[float, float, float]:
+    """(bytes over NVLink, bytes over the network, exposed seconds) of the expert dispatch and
+    combine, per GPU per step, from the candidate's communication ledger."""
+    entries = [e for e in ev.detail(c.job, c.layout).comm if e.dimension == "ep"]
+    net = sum(e.network_bytes for e in entries)
+    return sum(e.bytes for e in entries) - net, net, sum(e.exposed_seconds for e in entries)
+
+
+def _traffic_text(L, nv: float, net: float, exposed: float) -> str:
+    if L.ep == 1:
+        return "no expert all-to-all"
+    where = "inside the node" if net == 0 else "across nodes"
+    return (f"all-to-all {where}: {nv / 1e9:.1f} GB over NVLink + {net / 1e9:.1f} GB over the network per GPU "
+            f"per step, {exposed:.2f} s exposed")
+
+
+def ep_reason(best: Candidate, pool: list[Candidate], ev: Counting) -> str | None:
+    """MoE models: the chosen ep against the best plan with another ep on the same hardware,
+    sequence and precision, in the bytes each sends per step and where they go."""
+    if best.job.model.moe is None:
+        return None
+    L = best.layout
+    others = [c for c in pool if c.instance == best.instance and c.nodes == best.nodes
+              and c.seq_len == best.seq_len and c.layout.precision == L.precision and c.layout.ep != L.ep]
+    if not others:
+        return f"ep={L.ep}: no {L.precision} plan with another ep fits or came through the screen"
+    alt = max(others, key=lambda c: c.tokens_per_s)
+    return (f"ep={L.ep} ({_traffic_text(L, *_ep_traffic(best, ev))}) vs the best ep={alt.layout.ep} "
+            f"({_traffic_text(alt.layout, *_ep_traffic(alt, ev))}): {_pct(alt.tokens_per_s, best.tokens_per_s)} "
+            f"tokens/s ({alt.layout.short()})")
+
+
 # Overlap settings (stacks.py), the communication each hides, and when the layout has any of it.
 _OVERLAPS = (
     ("tp_comm_overlap", "tp communication", lambda L: L.tp > 1),
@@ -217,6 +249,9 @@ def reasons(best: Candidate, pool: list[Candidate], q: Query, ev: Counting, no_f
     else:
         out.append(f"sequence {best.seq_len}: the longest that fits this layout at micro-batch 1")
     out += degree_reasons(best, pool)
+    why_ep = ep_reason(best, pool, ev)
+    if why_ep:
+        out.append(why_ep)
     out += execution_reasons(best, ev)
     out.append(f"binding: {best.metrics.binding}")
     if risky:

@@ -1,0 +1,27 @@
+"""The reason for the chosen expert-parallel degree names the all-to-all's bytes and where they go
+(search/reasons.ep_reason, from the estimate's communication ledger)."""
+
+import re
+
+from trainplan.hardware import find_node
+from trainplan.models import resolve
+from trainplan.search import Query, search
+
+P6 = (find_node("ml.p6-b200.48xlarge"),)
+
+
+def test_moe_plan_says_what_its_ep_sends_and_over_which_link():
+    r = search(Query(resolve("mixtral-8x22b"), P6, max_nodes=8))
+    lines = [x for x in r.reasons if x.startswith(f"ep={r.chosen.layout.ep}")]
+    assert len(lines) == 1
+    gb = [float(v) for v in re.findall(r"([\d.]+) GB over NVLink", lines[0])]
+    assert gb and all(v > 0 for v in gb if v)  # numbers from the ledger, not a template
+    est = r.chosen.estimate
+    nv = sum(e.bytes - e.network_bytes for e in est.comm if e.dimension == "ep")
+    if r.chosen.layout.ep > 1:
+        assert f"{nv / 1e9:.1f} GB over NVLink" in lines[0]
+
+
+def test_dense_plan_has_no_ep_reason():
+    r = search(Query(resolve("llama-3.1-8b"), P6, nodes=1))
+    assert not any(x.startswith("ep=") for x in r.reasons)

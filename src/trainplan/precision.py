@@ -167,10 +167,13 @@ def check_supported(r: Recipe, gpu: GPUSpec) -> None:
         )
 
 
+def no_converter(r: Recipe) -> str:
+    """Why the reference trainer cannot run recipe `r` (it has no runtime converter), in one line."""
+    runs = [x.name for x in registry().values() if x.runnable]
+    return f"precision {r.name!r} has no converter in the trainer; use one of {', '.join(runs)}"
+
+
 def check_runnable(r: Recipe) -> None:
     """Refuse, before anything starts, a recipe the reference trainer has no converter for."""
     if not r.runnable:
-        runs = [x.name for x in registry().values() if x.runnable]
-        raise TrainplanError(
-            f"precision {r.name!r} has no converter in trainplan's runtime; it runs: {', '.join(runs)}"
-        )
+        raise TrainplanError(no_converter(r))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainplan.errors import TrainplanError
-from trainplan.precision import recipe, registry
+from trainplan.precision import no_converter, recipe, registry
 from trainplan.stacks import DEFAULT_STACK, SETTINGS, stack
 
 TRAINER_STACK = DEFAULT_STACK
@@ -64,9 +64,7 @@ def refusal(layout, device: str = "cuda", model=None) -> Refusal | None:
             "_scaled_dot_product_flash_attention_for_cpu has no context-parallel implementation in this "
             "torch; run on GPUs, or choose a plan with cp = 1", None)
     if not recipe(L.precision).runnable:  # recipes.toml: no runtime converter
-        runs = [r.name for r in registry().values() if r.runnable]
-        return Refusal(f"precision {L.precision!r} has no converter in the trainer; use one of "
-                       f"{', '.join(runs)}, or --stack {OTHER_STACK}", OTHER_STACK)
+        return Refusal(f"{no_converter(recipe(L.precision))}, or --stack {OTHER_STACK}", OTHER_STACK)
     for rule in (_expert_parallel, _tensor_parallel, _pipeline, _zero1, _settings):
         r = rule(L, model)
         if r is not None:

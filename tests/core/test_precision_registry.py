@@ -103,7 +103,7 @@ def test_only_recipes_with_a_converter_run_in_the_trainer():
     for name in ("bf16", "fp16", "bf16_pure", "fp8_tensorwise", "fp8_rowwise"):
         check_runnable(recipe(name))
     for name in ("fp8_delayed", "mxfp8", "nvfp4"):
-        with pytest.raises(TrainplanError, match=f"precision '{name}' has no converter in trainplan's runtime"):
+        with pytest.raises(TrainplanError, match=f"precision '{name}' has no converter in the trainer"):
             check_runnable(recipe(name))
 
 

@@ -59,3 +59,11 @@ def test_validate_plan_and_compare_take_machine(cli, probed):
         assert code == 0, (argv, err)
     code, _, err = cli("plan", "--model", "llama-3.2-1b", "--instance", "ml.p5.48xlarge", "--machine", "/nonexistent.json")
     assert code == 2 and "nonexistent" in err
+
+
+def test_estimate_text_says_which_rates_priced_it(cli):
+    code, out, _ = cli("estimate", "--model", "llama-3.2-1b", "--instance", "ml.p6-b200.48xlarge", "--seq-len", "2048")
+    assert code == 0 and "rates: machine profile b200-published where it has tables" in out
+    code, out, _ = cli("estimate", "--model", "llama-3.2-1b", "--instance", "ml.p6-b200.48xlarge", "--seq-len", "2048",
+                       "--machine", "none")
+    assert code == 0 and "rates: formulas" in out

@@ -92,7 +92,7 @@ def render(job, layout, e) -> str:
            (f"step time {t.total:.3f} s   tokens/s {e.tokens_per_s:,.0f} (cluster), "
             f"{e.tokens_per_s_per_gpu:,.0f} per GPU (band {e.band[0]:,.0f}-{e.band[1]:,.0f})"),
            (f"MFU {e.mfu:.1%} (causal 6N+attention; Megatron/full-attention convention {e.mfu_noncausal:.1%}),"
-            f" HFU {e.hfu:.1%}   binding: {e.binding}"), "", "step time breakdown (s):"]
+            f" HFU {e.hfu:.1%}   binding: {e.binding}"), _machine_line(e), "", "step time breakdown (s):"]
     for k in ("compute", "nongemm", "recompute", "dp", "tp", "pp", "cp", "ep", "bubble", "optimizer", "overhead"):
         v = getattr(t, k)
         if v > 0 or k in ("compute",):
@@ -119,3 +119,14 @@ def render(job, layout, e) -> str:
         if v > 0:
             out.append(f"  {k:<22}{v / GiB:10.2f} GiB")
     return "\n".join(out)
+
+
+def _machine_line(e) -> str:
+    """Which measured rates priced the kernels (docs/machine-profile.md), and where they were stretched."""
+    if e.machine is None:
+        return f"rates: formulas (profile {e.profile}; no machine profile for this GPU)"
+    line = f"rates: machine profile {e.machine} where it has tables, formulas elsewhere (profile {e.profile})"
+    if e.outside:
+        line += f"; {len(e.outside)} lookup(s) beyond a table's range used its edge (--json: machine.outside_grid)"
+    return line
+

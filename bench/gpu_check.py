@@ -40,12 +40,16 @@ GPU_CASES = (
     ("3b-s4k-bf16-selective", "llama-3.2-3b", 4096, 1, "bf16", "selective"),
     ("3b-s4k-fp8-selective", "llama-3.2-3b", 4096, 1, "fp8_tensorwise", "selective"),
     ("3b-s8k-bf16-full", "llama-3.2-3b", 8192, 1, "bf16", "full"),
+    # MoE: Qwen3-30B-A3B's layer (128 experts, top-8, expert ffn 768) cut to 4 layers (3.1B
+    # parameters, ~57 GiB estimated on one H200): the trainer's grouped GEMM (torch._grouped_mm), router and permutation on CUDA
+    ("moe-4l-s4k-bf16-selective", "qwen3-30b-a3b-4l", 4096, 2, "bf16", "selective"),
 )
 CPU_CASES = (
     ("tiny-s128-bf16-none", "tiny", 128, 2, "bf16", "none"),
     ("tiny-s128-bf16-selective", "tiny", 128, 2, "bf16", "selective"),
     ("tiny-s128-bf16-full", "tiny", 128, 2, "bf16", "full"),
     ("tiny-s128-fp8-none", "tiny", 128, 2, "fp8_tensorwise", "none"),
+    ("tiny-moe-s128-bf16-none", "tiny-moe", 128, 2, "bf16", "none"),
 )
 
 
@@ -54,7 +58,14 @@ def model_spec(name: str):
         from trainplan.runtime.demo import DEMO_MODEL
 
         return replace(DEMO_MODEL, num_layers=2)
+    if name == "tiny-moe":
+        from trainplan.runtime.demo import TINY_MOE
+
+        return TINY_MOE
     from trainplan.models.library import resolve
+
+    if name.endswith("-4l"):  # a catalog model's first 4 layers (MoE cases sized for one GPU)
+        return replace(resolve(name.removesuffix("-4l")), num_layers=4, name=name)
 
     return resolve(name)
 

@@ -52,6 +52,11 @@ CONFIGS = {
                          "layout": {"pp": 2, "grad_accum": 2, "ac": "full"}},
     "pp2_interleaved_vp2": {"model": {"tied_embeddings": False, "num_layers": 4},
                             "layout": {"pp": 2, "vp": 2, "grad_accum": 2, "pp_schedule": "interleaved"}},
+    # Megatron's embedding and loss counted in the split (models/stages.py): (2 + 2) layers over
+    # 2 ranks x 2 chunks, so chunk 0 holds only the embedding and chunk 3 only the head and loss.
+    "pp2_ends_in_split_vp2": {"model": {"tied_embeddings": False},
+                              "layout": {"pp": 2, "vp": 2, "grad_accum": 2, "pp_schedule": "interleaved",
+                                         "pp_embedding_in_split": True, "pp_loss_in_split": True}},
     "pp2_gpipe_4_micro": {"model": {"tied_embeddings": False},
                           "layout": {"pp": 2, "grad_accum": 4, "micro_batch": 1, "pp_schedule": "gpipe"}},
     "pp2_fp16": {"model": {"tied_embeddings": False},
@@ -87,6 +92,7 @@ PP_EXPECT = {
     # another kernel path; the first step's norm agrees to 3e-5)
     "pp2_gpipe_4_micro": ("fsdp_untied", 1e-5, 5e-4),
     "pp2_interleaved_vp2": ("fsdp_untied_4layers", 1e-5, 1e-4),
+    "pp2_ends_in_split_vp2": ("fsdp_untied", 1e-5, 1e-4),
     "pp2_fp16": ("fsdp_untied", 2e-3, 2e-2),
     # Tied: without pp the embedding and head gradients add up in bf16 on the gathered weight, with pp
     # each is reduced in fp32 and then summed: the norms differ by bf16 rounding (~1e-4 seen).

@@ -76,6 +76,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=_positive_int, help="optimizer steps (default: the plan's train.steps)")
     p.add_argument("--out", default="", help="where the trainer writes its measurements")
     p.add_argument("--checkpoint-dir", default="", help="checkpoint directory on the nodes")
+    p.add_argument("--probe", action="store_true",
+                   help="run `trainplan probe --quick` on the plan's instance type instead of training: a short job "
+                        "that writes a machine profile (docs/machine-profile.md); --probe-nodes 2 measures EFA too")
+    p.add_argument("--probe-nodes", type=int, choices=(1, 2), default=1,
+                   help="with --probe: nodes to probe on (2: the network across nodes as well)")
     p.add_argument("--data", action="append", default=[],
                    help="training data as the nodes see it (repeatable); sagemaker: s3://bucket/prefix "
                         "(channel 'train') or NAME=s3://... (channel NAME)")
@@ -104,7 +109,8 @@ def options_from_args(args, parser_defaults: dict | None = None):
             raise TrainplanError(f"{flag} is an option of launch {' and '.join(sorted(owners))}, "
                                  f"not of launch {target.name}")
     common = LaunchOptions(plan_path=str(Path(args.plan).resolve()), job_name=args.job_name, steps=args.steps,
-                           out_dir=args.out, checkpoint_dir=args.checkpoint_dir, data=tuple(args.data))
+                           out_dir=args.out, checkpoint_dir=args.checkpoint_dir, data=tuple(args.data),
+                           probe=args.probe)
     return target.from_args(args, {f: getattr(common, f) for f in common.__dataclass_fields__})
 
 
@@ -117,6 +123,12 @@ def run(args) -> int:
     target.preflight()
     options = options_from_args(args, _defaults(args))
     plan = load_plan(args.plan)
+    if args.probe:
+        plan = probe_plan(plan, args.probe_nodes)
+    elif args.probe_nodes != 1:
+        from trainplan.errors import TrainplanError
+
+        raise TrainplanError("--probe-nodes applies to --probe only; add --probe or drop it")
     rendered = target.check(render(target.name, plan, options))
     if args.dry_run:
         if args.json:
@@ -131,6 +143,16 @@ def run(args) -> int:
     code, message = target.submit(rendered, Path(args.plan).resolve().parent)
     print(message, file=sys.stderr if code else sys.stdout)
     return code
+
+
+def probe_plan(plan, nodes: int):
+    """The plan's instance type on `nodes` nodes (the probe job's size); the trainer's layout is not run."""
+    from dataclasses import replace
+
+    from trainplan.hardware import Cluster
+
+    job = replace(plan.job, cluster=Cluster(plan.job.cluster.node, nodes))
+    return replace(plan, job=job, estimate=None, reasons=(f"trainplan probe on {nodes} x {job.cluster.node.name}",))
 
 
 def _defaults(args) -> dict:

@@ -15,6 +15,7 @@ from trainplan.errors import TrainplanError
 # The trainer every target starts: torchrun runs this module on every node.
 RUNTIME_MODULE = "trainplan.runtime"
 DEFAULT_RDZV_PORT = 29500  # torchrun's documented default master port
+PROBE_FILE = "machine.json"  # what `launch --probe` jobs write in their output directory (rank 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +30,7 @@ class LaunchOptions:
     out_dir: str = ""  # where the runtime writes measurements; "" = target default
     checkpoint_dir: str = ""  # "" = target default
     data: tuple[str, ...] = ()  # training data as the nodes see it; () = the plan's
+    probe: bool = False  # run `trainplan probe --quick` (a machine profile) instead of the trainer
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,9 +122,8 @@ def render(plan, options: K8sOptions) -> Rendered:
                              "'-' and '.', starting and ending with a letter or digit")
     out = options.out_dir or "/trainplan-out"
     argv = (torchrun.c10d(nodes, node.gpus_per_node, f"{name}-master-0:{DEFAULT_RDZV_PORT}", name)
-            + torchrun.module()
-            + torchrun.runtime_args(f"{PLAN_MOUNT}/plan.json", steps=options.steps, out_dir=out,
-                                    checkpoint_dir=ckpt, data=node_paths(options.data, NAME)))
+            + torchrun.entry(options, f"{PLAN_MOUNT}/plan.json", node.name, out_dir=out, checkpoint_dir=ckpt,
+                             data=node_paths(options.data, NAME)))
     labels = {"app.kubernetes.io/managed-by": "trainplan", "app.kubernetes.io/name": name}
 
     def replica(count: int) -> dict:
@@ -159,7 +158,7 @@ def render(plan, options: K8sOptions) -> Rendered:
     meta = {"name": name, "namespace": namespace, "labels": labels}
     items = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "name": f"{name}-plan"},
               "data": {"plan.json": plan_json}}]
-    notes = []
+    notes = [torchrun.probe_note(out) + " (copy it off the pod's output volume)"] if options.probe else []
     if not options.checkpoint_pvc:
         # Every pod writes its shards into one directory and reads them all back on resume: the
         # claim must be mountable on every node at once (ReadWriteMany).

@@ -87,13 +87,14 @@ def render(plan, options: LocalOptions) -> Rendered:
                              options.rdzv_id or job_name(plan, options), options.node_rank)
     else:
         head = torchrun.standalone(nproc)
-    argv = head + torchrun.module() + torchrun.runtime_args(
-        options.plan_path, steps=options.steps, out_dir=options.out_dir,
-        checkpoint_dir=options.checkpoint_dir, fit_world=options.fit_world, data=node_paths(options.data, NAME))
+    out = options.out_dir or ("trainplan-probe" if options.probe else "")
+    argv = head + torchrun.entry(options, options.plan_path, node.name, out_dir=out,
+                                 checkpoint_dir=options.checkpoint_dir, fit_world=options.fit_world,
+                                 data=node_paths(options.data, NAME))
 
     env: dict[str, str] = {}
     why: dict[str, str] = {}
-    notes = []
+    notes = [torchrun.probe_note(out)] if options.probe else []
     if options.device == "cpu":
         # No GPU visible: the runtime falls back to CPU and the gloo backend.
         env["CUDA_VISIBLE_DEVICES"] = ""

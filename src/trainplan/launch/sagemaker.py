@@ -29,7 +29,14 @@ import re
 from dataclasses import dataclass
 
 from trainplan.errors import TrainplanError
-from trainplan.launch.base import LaunchOptions, Rendered, Target, check_dns_name, job_name
+from trainplan.launch.base import (
+    PROBE_FILE,
+    LaunchOptions,
+    Rendered,
+    Target,
+    check_dns_name,
+    job_name,
+)
 from trainplan.launch.env import network_env
 
 NAME = "sagemaker"
@@ -210,6 +217,8 @@ def render(plan, options: SageMakerOptions) -> Rendered:
                                    "checkpoint-dir": CHECKPOINT_DIR, "nproc-per-node": node.gpus_per_node}
     if options.steps is not None:
         hyper["steps"] = options.steps
+    if options.probe:
+        hyper |= {"probe": "true", "instance": node.name}
     if channels:
         hyper["data"] = ",".join(f"channel:{c}" for c in channels)
     trainer = {
@@ -230,6 +239,10 @@ def render(plan, options: SageMakerOptions) -> Rendered:
                  (("trainplan:model", plan.job.model.name), *options.tags)],
     }
     notes = []
+    if options.probe:  # output uncompressed (compression_type NONE): the model directory's files land as they are
+        notes.append(f"probe: the machine profile lands in {output_s3}/<training job name>/output/model/"
+                     f"{PROBE_FILE}; fetch it with: aws s3 cp {output_s3}/<training job name>/output/model/"
+                     f"{PROBE_FILE} machine.json")
     files = {"plan.json": plan.to_json(), REQUIREMENTS: requirements(), ENTRY: _ENTRY_SCRIPT}
     return Rendered(target=NAME, argv=(), env=env, env_sources=why, files=files, request=trainer,
                     notes=tuple(notes))

@@ -26,6 +26,7 @@ from trainplan.launch.base import RUNTIME_MODULE
 RUNTIME_FLAGS = {"plan": "--plan", "out": "--out", "checkpoint-dir": "--checkpoint-dir", "steps": "--steps",
                  "data": "--data", "fit-world": "--fit-world"}
 TORCHRUN_KEYS = ("nproc-per-node",)
+PROBE_KEYS = ("probe", "instance")  # launch sagemaker --probe: the microbenchmarks instead of the trainer
 FAILURE_FILE = "/opt/ml/output/failure"  # SM_OUTPUT_FAILURE's value; the job's failure reason
 
 
@@ -41,7 +42,7 @@ def command(env: dict[str, str]) -> list[str]:
         rank = int(env.get("SM_CURRENT_HOST_RANK", "0"))
     except (KeyError, ValueError) as e:
         raise EntryError(f"not a SageMaker training container: {e}") from None
-    unknown = sorted(set(hps) - set(RUNTIME_FLAGS) - set(TORCHRUN_KEYS))
+    unknown = sorted(set(hps) - set(RUNTIME_FLAGS) - set(TORCHRUN_KEYS) - set(PROBE_KEYS))
     if unknown:
         raise EntryError(f"unknown hyperparameter {unknown[0]!r}; known: {', '.join(sorted(RUNTIME_FLAGS))}, "
                          f"{', '.join(TORCHRUN_KEYS)}")
@@ -51,6 +52,8 @@ def command(env: dict[str, str]) -> list[str]:
         head = torchrun.static(hosts, nproc, rank, env["SM_MASTER_ADDR"], int(env["SM_MASTER_PORT"]))
     else:
         head = torchrun.standalone(nproc)
+    if str(hps.get("probe", "")).lower() == "true":
+        return head + torchrun.probe(str(hps.get("out", "/opt/ml/model")), str(hps.get("instance", "unnamed")))
     args = []
     for key, flag in RUNTIME_FLAGS.items():
         if key not in hps:

@@ -24,6 +24,7 @@ from pathlib import Path
 from trainplan.errors import TrainplanError
 from trainplan.launch.base import (
     DEFAULT_RDZV_PORT,
+    PROBE_FILE,
     LaunchOptions,
     Rendered,
     Target,
@@ -100,9 +101,8 @@ def render(plan, options: SlurmOptions) -> Rendered:
         "checkpoint_dir": q(ckpt),
         "activate": f"source {q(str(Path(options.venv) / 'bin' / 'activate'))}\n" if options.venv else "",
         "rdzv_port": str(DEFAULT_RDZV_PORT),
-        "steps": f" --steps {options.steps}" if options.steps is not None else "",
+        "entry": _entry(options, node.name),
         "data_export": f"export DATA={q(','.join(node_paths(options.data, NAME)))}\n" if options.data else "",
-        "data": ' --data "$DATA"' if options.data else "",
         "signals": TORCHRUN_SIGNALS,
         "warn_s": str(options.warn_s),
         # HyperPod's auto-resume: on a hardware fault it replaces the node and starts the step
@@ -111,8 +111,20 @@ def render(plan, options: SlurmOptions) -> Rendered:
         "srun_extra": " --auto-resume=1" if options.auto_resume else "",
     })
     notes = [f"{options.plan_path}, {out_dir} and {ckpt} must be on a file system every node sees"]
+    if options.probe:
+        notes.append(f"probe: rank 0 writes the machine profile to {out_dir}/{PROBE_FILE}; use it with --machine")
     return Rendered(target=NAME, argv=("sbatch", SCRIPT), env=env, env_sources=why,
                     files={SCRIPT: script}, text=script, notes=tuple(notes))
+
+
+def _entry(options: SlurmOptions, instance: str) -> str:
+    """What torchrun runs in the script: the trainer, or with --probe the microbenchmarks."""
+    if options.probe:
+        # double quotes: the script's variables expand inside bash -c '...'
+        return f'-m trainplan probe --quick --out "$OUT_DIR/{PROBE_FILE}" --instance {instance}'
+    steps = f" --steps {options.steps}" if options.steps is not None else ""
+    data = ' --data "$DATA"' if options.data else ""
+    return f'-m trainplan.runtime --plan "$PLAN" --out "$OUT_DIR" --checkpoint-dir "$CHECKPOINT_DIR"{steps}{data}'
 
 
 def _one_line(text: str) -> str:

@@ -7,7 +7,7 @@ lives on the node whose address is the endpoint, and every node joins with the s
 
 from __future__ import annotations
 
-from trainplan.launch.base import RUNTIME_MODULE
+from trainplan.launch.base import PROBE_FILE, RUNTIME_MODULE
 
 
 def runtime_args(plan_path: str, *, steps: int | None, out_dir: str, checkpoint_dir: str,
@@ -50,3 +50,23 @@ def static(nnodes: int, nproc_per_node: int, node_rank: int, master_addr: str, m
     SM_MASTER_ADDR): torchrun's static rendezvous, as the SageMaker SDK's own driver uses."""
     return ["torchrun", "--nnodes", str(nnodes), "--nproc-per-node", str(nproc_per_node),
             "--node-rank", str(node_rank), "--master-addr", master_addr, "--master-port", str(master_port)]
+
+
+def probe(out_dir: str, instance: str) -> list[str]:
+    """`launch --probe`: the microbenchmarks instead of the trainer (docs/machine-profile.md); rank 0
+    writes the machine profile to OUT/machine.json, the network tables naming the instance."""
+    return ["-m", "trainplan", "probe", "--quick", "--out", f"{out_dir}/{PROBE_FILE}", "--instance", instance]
+
+
+def entry(options, plan_path: str, instance: str, *, out_dir: str, checkpoint_dir: str, fit_world: bool = False,
+          data: tuple[str, ...] = ()) -> list[str]:
+    """What torchrun runs after its own flags: the trainer, or the probe with options.probe."""
+    if options.probe:
+        return probe(out_dir, instance)
+    return module() + runtime_args(plan_path, steps=options.steps, out_dir=out_dir, checkpoint_dir=checkpoint_dir,
+                                   fit_world=fit_world, data=data)
+
+
+def probe_note(out_dir: str) -> str:
+    return f"probe: rank 0 writes the machine profile to {out_dir}/{PROBE_FILE}; use it with --machine"
+

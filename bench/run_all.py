@@ -16,7 +16,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 BENCHES = ("search_speed", "estimate_speed", "memory_speed", "memory_vs_published", "hand_tuning",
-           "trace_speed", "trainer_overhead", "gpu_check")
+           "trace_speed", "trainer_overhead", "probe_speed", "gpu_check")
 
 
 def main(names: list[str]) -> int:

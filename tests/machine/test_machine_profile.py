@@ -112,3 +112,18 @@ def test_to_dict_round_trips():
     m = machine_from_dict(GOOD, "x")
     again = machine_from_dict(json.loads(json.dumps(m.to_dict())), "y")
     assert again.to_dict() == m.to_dict()
+
+
+def test_two_packaged_profiles_for_one_gpu_are_refused(tmp_path, monkeypatch):
+    from trainplan.machine import profile as mp
+
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.json").write_text(json.dumps({**GOOD, "name": name}))
+    monkeypatch.setattr(mp, "PACKAGED", tmp_path)
+    mp.packaged.cache_clear()
+    try:
+        with pytest.raises(TrainplanError, match="'a' and 'b' are both for 'h100-sxm-80gb'"):
+            mp.packaged()
+    finally:
+        monkeypatch.undo()
+        mp.packaged.cache_clear()

@@ -182,7 +182,14 @@ def load_machine(path: str | Path) -> MachineProfile:
 @functools.cache
 def packaged() -> tuple[MachineProfile, ...]:
     """The packaged default profiles (one per GPU type), each citing its public sources."""
-    return tuple(load_machine(p) for p in sorted(PACKAGED.glob("*.json")))
+    profs = tuple(load_machine(p) for p in sorted(PACKAGED.glob("*.json")))
+    seen: dict[str, str] = {}
+    for m in profs:  # two defaults for one GPU type: which one priced an estimate would be a file-name accident
+        if m.gpu in seen:
+            raise TrainplanError(f"packaged machine profiles {seen[m.gpu]!r} and {m.name!r} are both for {m.gpu!r}; "
+                                 "merge their tables into one file")
+        seen[m.gpu] = m.name
+    return profs
 
 
 def check_gpu(m: MachineProfile, known: set[str]) -> None:

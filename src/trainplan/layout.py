@@ -72,11 +72,12 @@ class Layout:
     flash_attention: bool = True  # fused attention: no s x s score matrix stored
     torch_compile: bool = False
     # Memory-only knobs (costs/states.py, costs/overheads.py); defaults are the conservative choice.
-    grad_reduce_fp32: bool = True  # gradients accumulated/reduced in fp32 (False: bf16, NeMo perf recipes)
+    # None: the stack's memory convention (stacks.toml [NAME.conventions], read by stacks.conventions).
+    grad_reduce_fp32: bool | None = None  # gradients accumulated/reduced in fp32 (False: bf16, NeMo perf recipes)
     compiled_loss: bool = False  # cross-entropy compiled with the upcast fused (torchtitan 2025+ with compile)
-    vocab_parallel_loss: bool = True  # with tp > 1: loss on vocabulary-sharded logits (False: gathered to every rank)
-    bf16_loss: bool = False  # eager cross-entropy straight on bf16 logits, which the loop keeps through backward
-    fsdp_sync_last_microbatch: bool = False  # FSDP reduce-scatters on the last micro-batch only (unsharded accumulation)
+    vocab_parallel_loss: bool | None = None  # with tp > 1: loss on vocabulary-sharded logits (False: gathered)
+    bf16_loss: bool | None = None  # eager cross-entropy straight on bf16 logits, which the loop keeps through backward
+    fsdp_sync_last_microbatch: bool | None = None  # FSDP reduce-scatters on the last micro-batch only
     # Which software runs the layout and how (stacks.py); execution None = the stack's preset.
     stack: str = DEFAULT_STACK
     execution: Execution | None = None
@@ -211,7 +212,7 @@ def parse_layout(text: str, where: str = "--layout") -> Layout:
 
 def _value(raw: str, default, tok: str, where: str):
     """A field's text as the type of its default (layout_from_dict then checks it)."""
-    if isinstance(default, bool):
+    if isinstance(default, bool) or default is None:  # None: a convention knob (a boolean)
         if raw not in ("true", "false"):
             raise TrainplanError(f"{where}: {tok!r} must be true or false")
         return raw == "true"
@@ -240,7 +241,10 @@ def layout_from_dict(data: dict, where: str = "layout") -> Layout:
         if k == "execution":
             continue
         default = getattr(Layout(), k)
-        if isinstance(default, bool):
+        if default is None:  # a convention knob: a boolean, or null for the stack's convention
+            if v is not None and not isinstance(v, bool):
+                raise TrainplanError(f"{where}: {k} must be true, false or null, got {v!r}")
+        elif isinstance(default, bool):
             if not isinstance(v, bool):
                 raise TrainplanError(f"{where}: {k} must be true or false, got {v!r}")
         elif isinstance(default, int):

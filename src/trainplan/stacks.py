@@ -40,7 +40,21 @@ CHOICES = {
 BOOLEAN = ("tp_comm_overlap", "grad_reduce_overlap", "param_gather_overlap", "pp_p2p_overlap", "cuda_graphs")
 NUMBER_OR_NULL = ("power_limit_w",)
 FAMILIES = ("pytorch", "megatron")
-_STACK_KEYS = {"description", "recompute_family", "fused_kernels", "frameworks", "source", "settings"}
+_STACK_KEYS = {"description", "recompute_family", "fused_kernels", "frameworks", "source", "settings", "conventions"}
+# Memory conventions (stacks.toml documents each): allowed values; bool for the booleans.
+CONVENTION_CHOICES = {
+    "activations": ("pytorch", "megatron"),
+    "lowp_weight_copies": ("per_use", "cached"),
+    "zero1": ("distributed_optimizer", "zero_redundancy"),
+    "grad_reduce_fp32": bool,
+    "vocab_parallel_loss": bool,
+    "bf16_loss": bool,
+    "grad_sync": ("every_microbatch", "last_microbatch"),
+    "peak_memory": ("reserved", "allocated", "device"),
+}
+# Layout knobs that override a convention for one layout (None: the stack's): knob -> convention.
+LAYOUT_OVERRIDES = {"grad_reduce_fp32": "grad_reduce_fp32", "vocab_parallel_loss": "vocab_parallel_loss",
+                    "bf16_loss": "bf16_loss", "fsdp_sync_last_microbatch": "grad_sync"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +82,28 @@ SETTINGS = tuple(f.name for f in fields(Execution))
 
 
 @dataclass(frozen=True, slots=True)
+class Conventions:
+    """How a stack's code keeps tensors in memory (stacks.toml [NAME.conventions]): the one home of
+    what costs/memory.py, costs/states.py and the validation loader used to infer from `sharding`."""
+
+    activations: str  # "pytorch" | "megatron": which tensors a layer saves (costs/activations.py)
+    lowp_weight_copies: str  # "per_use" (torchao) | "cached" (TransformerEngine)
+    zero1: str  # "distributed_optimizer" (Megatron) | "zero_redundancy" (DDP + torch ZeRO-1)
+    grad_reduce_fp32: bool  # gradients accumulated and reduced in fp32
+    vocab_parallel_loss: bool  # tp > 1: loss on vocabulary-sharded logits
+    bf16_loss: bool  # eager loss on bf16 logits kept through backward
+    grad_sync: str  # "every_microbatch" | "last_microbatch" (FSDP with gradient accumulation)
+    peak_memory: str  # what the stack logs as peak memory: "reserved" | "allocated" | "device"
+
+    @property
+    def torch_style(self) -> bool:
+        return self.activations == "pytorch"
+
+
+assert tuple(f.name for f in fields(Conventions)) == tuple(CONVENTION_CHOICES)
+
+
+@dataclass(frozen=True, slots=True)
 class Stack:
     name: str
     description: str
@@ -77,6 +113,8 @@ class Stack:
     source: str
     execution: Execution  # the preset
     sources: dict  # setting -> where its preset value comes from
+    conventions: Conventions
+    convention_sources: dict  # convention -> the framework code it comes from
 
 
 def _allowed(key: str) -> str:
@@ -141,9 +179,39 @@ def _load_stack(name: str, d: dict) -> Stack:
         check_keys(entry, {"value", "source"}, f"{where}.settings.{key}", required={"source"})
         values[key] = check_value(key, entry.get("value"), f"{where}.settings.{key}")
         sources[key] = entry["source"]
+    conv, conv_sources = _load_conventions(d["conventions"], f"{where}.conventions")
     return Stack(name=name, description=d["description"], recompute_family=d["recompute_family"],
                  fused_kernels=bool(d["fused_kernels"]), frameworks=tuple(d["frameworks"]),
-                 source=d["source"], execution=Execution(**values), sources=sources)
+                 source=d["source"], execution=Execution(**values), sources=sources,
+                 conventions=conv, convention_sources=conv_sources)
+
+
+def _load_conventions(raw: dict, where: str) -> tuple[Conventions, dict]:
+    check_keys(raw, set(CONVENTION_CHOICES), where, required=set(CONVENTION_CHOICES))
+    values, sources = {}, {}
+    for key, entry in raw.items():
+        check_keys(entry, {"value", "source"}, f"{where}.{key}", required={"value", "source"})
+        allowed, v = CONVENTION_CHOICES[key], entry["value"]
+        ok = isinstance(v, bool) if allowed is bool else v in allowed
+        assert ok, f"{where}.{key} = {v!r}: expected {allowed}"  # packaged data, not user input
+        values[key], sources[key] = v, entry["source"]
+    return Conventions(**values), sources
+
+
+def conventions(layout) -> Conventions:
+    """The memory conventions a layout runs with: its stack's, with the layout's own knobs
+    (LAYOUT_OVERRIDES, None = the stack's) taking precedence. Every consumer reads them here."""
+    return _conventions(layout.stack, *(getattr(layout, k) for k in LAYOUT_OVERRIDES))
+
+
+@functools.lru_cache(maxsize=256)
+def _conventions(name: str, *knobs) -> Conventions:
+    changes = {}
+    for (knob, key), v in zip(LAYOUT_OVERRIDES.items(), knobs, strict=True):
+        if v is not None:
+            changes[key] = ("last_microbatch" if v else "every_microbatch") if key == "grad_sync" else v
+    base = stack(name).conventions
+    return replace(base, **changes) if changes else base
 
 
 @functools.cache

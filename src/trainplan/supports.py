@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from trainplan.errors import TrainplanError
 from trainplan.precision import no_converter, recipe, registry
-from trainplan.stacks import DEFAULT_STACK, SETTINGS, stack
+from trainplan.stacks import DEFAULT_STACK, SETTINGS, conventions, stack
 
 TRAINER_STACK = DEFAULT_STACK
 # Values the trainer runs besides its preset's: the chunked loss (runtime/loss.py, with the
@@ -90,7 +90,7 @@ def _tensor_parallel(L, model) -> Refusal | None:
     if L.sequence_parallel:
         return Refusal(f"the trainer's tensor parallel keeps norm activations whole on every tp rank "
                        f"(tp={L.tp}): set sequence_parallel false, or --stack {OTHER_STACK}", OTHER_STACK)
-    if L.vocab_parallel_loss:
+    if conventions(L).vocab_parallel_loss:  # the layout's own, else the stack's (false for trainplan)
         return Refusal(f"the trainer's tensor parallel computes the whole vocabulary's logits on every tp rank "
                        f"(tp={L.tp}): set vocab_parallel_loss false, or --stack {OTHER_STACK}", OTHER_STACK)
     lowp = recipe(L.precision).low_precision

@@ -75,6 +75,8 @@ _OTHER_STR = {"precision": "fp8_rowwise", "ac": "selective", "sharding": "zero1"
 
 
 def _changed(name, default):
+    if default is None:  # a convention knob (None: the stack's), set explicitly
+        return False
     if isinstance(default, bool):
         return not default
     if isinstance(default, int):

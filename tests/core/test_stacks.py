@@ -6,8 +6,10 @@ from trainplan.errors import TrainplanError
 from trainplan.layout import Layout, layout_from_dict
 from trainplan.stacks import (
     CHOICES,
+    CONVENTION_CHOICES,
     SETTINGS,
     Execution,
+    conventions,
     execution_from_dict,
     parse_assignment,
     stack,
@@ -118,3 +120,50 @@ def test_execution_from_dict_refuses_non_objects():
 
 def test_every_stack_is_listed():
     assert set(stacks()) >= {"trainplan", "torchtitan", "megatron", "nemo", "composer", "fms"}
+
+
+# Which memory convention each stack runs with (stacks.toml [NAME.conventions], each from the
+# framework's code): activations, low-precision weight copies, ZeRO-1 flavour, fp32 gradients,
+# vocabulary-parallel loss, bf16 loss, FSDP gradient sync, the peak its logger reports.
+CONVENTIONS = {
+    "trainplan": ("pytorch", "per_use", "zero_redundancy", True, False, False, "every_microbatch", "reserved"),
+    "torchtitan": ("pytorch", "per_use", "distributed_optimizer", True, True, False, "every_microbatch", "reserved"),
+    "megatron": ("megatron", "cached", "distributed_optimizer", True, True, False, "every_microbatch", "device"),
+    "nemo": ("megatron", "cached", "distributed_optimizer", False, True, False, "every_microbatch", "device"),
+    "megatron_bridge": ("megatron", "cached", "distributed_optimizer", False, True, False, "every_microbatch",
+                        "device"),
+    "composer": ("pytorch", "per_use", "distributed_optimizer", True, True, False, "every_microbatch", "device"),
+    "fms": ("pytorch", "per_use", "distributed_optimizer", True, True, False, "every_microbatch", "device"),
+    "kempnerforge": ("pytorch", "per_use", "distributed_optimizer", True, False, True, "last_microbatch", "allocated"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONVENTIONS))
+def test_each_stack_pins_its_memory_conventions_with_a_source(name):
+    from dataclasses import astuple
+
+    s = stack(name)
+    assert astuple(s.conventions) == CONVENTIONS[name]
+    assert set(s.convention_sources) == set(CONVENTION_CHOICES)
+    assert all(len(src) > 10 for src in s.convention_sources.values())
+
+
+def test_every_stack_has_a_pinned_convention():
+    assert set(stacks()) == set(CONVENTIONS)
+
+
+@pytest.mark.parametrize("sharding", ["none", "zero1", "fsdp"])
+def test_conventions_come_from_the_stack_not_the_sharding(sharding):
+    # KempnerForge without sharding still runs DTensor TP and torch checkpointing (the case the
+    # old sharding-based inference priced as Megatron's)
+    L = Layout(stack="kempnerforge", sharding=sharding, dp_shard=2 if sharding != "none" else 1, tp=2)
+    assert conventions(L) == stack("kempnerforge").conventions
+    assert conventions(L.with_stack("megatron")).activations == "megatron"
+
+
+def test_a_layout_knob_overrides_its_convention():
+    L = Layout(stack="nemo")
+    assert not conventions(L).grad_reduce_fp32
+    assert conventions(L.with_(grad_reduce_fp32=True)).grad_reduce_fp32
+    assert conventions(Layout(stack="kempnerforge", fsdp_sync_last_microbatch=False)).grad_sync == "every_microbatch"
+    assert conventions(Layout(stack="torchtitan", vocab_parallel_loss=False)).vocab_parallel_loss is False

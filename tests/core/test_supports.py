@@ -77,7 +77,7 @@ def test_settings_the_trainer_does_not_implement_are_refused(settings, key):
     (Layout(precision="mxfp8"), "cuda", "no converter"),
     (Layout(precision="nvfp4"), "cuda", "no converter"),
     (Layout(tp=2), "cuda", "sequence_parallel false"),
-    (Layout(tp=2, sequence_parallel=False), "cuda", "vocab_parallel_loss false"),
+    (Layout(tp=2, sequence_parallel=False, vocab_parallel_loss=True), "cuda", "vocab_parallel_loss false"),
     (Layout(tp=2, sequence_parallel=False, vocab_parallel_loss=False, precision="fp8_rowwise"), "cuda",
      "fp8_tensorwise"),
     (Layout(pp=2, chunked_loss=True), "cuda", "chunked loss"),

@@ -137,3 +137,31 @@ def test_eager_norm_accounting_matches_the_hf_trace(name, moe):
     fused = layer_activations(m, moe, ctx(s=2048), "none").total * 2048
     assert eager == pytest.approx(traced, rel=2e-3)  # exact for the dense models, 0.15% for the MoE
     assert fused < 0.86 * traced  # the fused-kernel accounting is 16-25% lower, as the trace found
+
+
+def test_kempnerforge_without_sharding_keeps_torch_style_activations():
+    # KempnerForge runs DTensor sequence parallel whatever the sharding: the column-parallel matmuls
+    # save their all-gathered input (h per token, not h / tp). The old rule (sharding none ->
+    # Megatron conventions) divided it by tp, as Megatron's re-gathering SP does.
+    m = resolve("llama-3.1-8b")
+    j = Job(m, Cluster(find_node("ml.p5.48xlarge"), 1), Workload(4096, 8))
+    L = Layout(stack="kempnerforge", sharding="none", dp_replicate=4, tp=2, micro_batch=1, grad_accum=2,
+               precision="bf16_pure", sequence_parallel=True)
+    check_layout(j, L)
+    tokens_layers = 4096 * m.num_layers
+    kf = memory_breakdown(j, L).activation_groups
+    assert kf["attn_input"] == pytest.approx(2 * m.hidden_size * tokens_layers)
+    mg = memory_breakdown(j, L.with_stack("megatron")).activation_groups
+    assert mg["attn_input"] == pytest.approx(2 * m.hidden_size / 2 * tokens_layers)
+    # and its loss on the gathered bf16 logits, whatever the sharding
+    assert memory_breakdown(j, L).logits > memory_breakdown(j, L.with_(vocab_parallel_loss=True)).logits
+
+
+def test_fp8_copies_follow_the_stack_and_fsdp_holds_only_units_in_flight():
+    j = Job(resolve("llama-3.1-8b"), Cluster(find_node("ml.p5.48xlarge"), 1), Workload(8192, 8))
+    L = Layout(precision="fp8_tensorwise", sharding="zero1", dp_shard=8, ac="selective", stack="megatron")
+    cached = memory_breakdown(j, L).fp8_weights  # TE: every local layer's fp8 weight and transpose
+    per_use = memory_breakdown(j, L.with_stack("torchtitan")).fp8_weights  # torchao: units in flight
+    assert cached > 10 * per_use
+    fsdp = L.with_(sharding="fsdp")  # Megatron-FSDP: only gathered units exist to cast
+    assert memory_breakdown(j, fsdp).fp8_weights == pytest.approx(per_use)

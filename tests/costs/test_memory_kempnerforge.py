@@ -47,7 +47,7 @@ def test_unsharded_accumulation_needs_more_than_one_microbatch():
 
 def test_logits_gathered_on_every_tp_rank_without_a_vocab_parallel_loss():
     j = Job(resolve("llama-3.1-8b"), Cluster(find_node("ml.p5.48xlarge"), 1), Workload(4096, 2))
-    L = Layout(dp_shard=2, tp=4, ac="full")
+    L = Layout(dp_shard=2, tp=4, ac="full", stack="torchtitan")  # torchtitan: loss_parallel
     check_layout(j, L)
     sharded, gathered = memory_breakdown(j, L), memory_breakdown(j, L.with_(vocab_parallel_loss=False))
     per_vocab = logits_bytes(4096, 1, 4096, False)

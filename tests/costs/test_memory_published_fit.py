@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from trainplan.costs.memory import memory_breakdown
+from trainplan.stacks import conventions
 from trainplan.units import GiB
 from trainplan.validation.dataset import load_dataset
 
@@ -81,9 +82,9 @@ def test_exceptions_are_still_exceptions():
 def test_reader_applies_the_framework_memory_conventions():
     by_id = {c.id: c for c in _cases()}
     nemo_fp8 = by_id["M193"].layout  # Megatron-Bridge fp8: bf16 gradients, fp8 parameters
-    assert not nemo_fp8.grad_reduce_fp32 and nemo_fp8.fp8_allgather
+    assert not conventions(nemo_fp8).grad_reduce_fp32 and nemo_fp8.fp8_allgather
     assert by_id["M089"].layout.compiled_loss  # torchtitan 2025 with compile
     assert not by_id["M064"].layout.compiled_loss  # torchtitan Dec 2024: loss not compiled yet
     assert by_id["M064"].layout.torch_compile
     megatron_lm = next(c.layout for c in _cases() if c.framework == "megatron" and c.layout.precision == "bf16")
-    assert megatron_lm.grad_reduce_fp32  # Megatron-LM turns fp32 gradient reduction on for bf16
+    assert conventions(megatron_lm).grad_reduce_fp32  # Megatron-LM turns fp32 gradient reduction on for bf16

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from trainplan.errors import TrainplanError
+from trainplan.stacks import conventions
 from trainplan.validation.dataset import DEV_DATASET, inter_node_gbps, load_dataset, to_case
 
 # the packaged dev dataset: ../shared/validation/published_dev.json plus annotated execution settings
@@ -84,8 +85,9 @@ def test_kempnerforge_conventions_and_peak_kind(records):
 
     c = to_case(records["M110"])  # 70B, tp4 x fsdp8, ga 4
     L = c.layout
-    assert (L.precision, L.vocab_parallel_loss, L.bf16_loss, L.fsdp_sync_last_microbatch, L.sequence_parallel) \
-        == ("bf16_pure", False, True, True, True)
+    conv = conventions(L)  # the kempnerforge stack's (stacks.toml)
+    assert (L.precision, conv.vocab_parallel_loss, conv.bf16_loss, conv.grad_sync, L.sequence_parallel) \
+        == ("bf16_pure", False, True, "last_microbatch", True)
     assert peak_mem_kind(c) == "allocated"
     assert peak_mem_kind(to_case(records["M089"])) == "reserved"  # the record's own kind wins
     assert peak_mem_kind(to_case(records["M001"])) == "device"

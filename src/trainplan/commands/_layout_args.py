@@ -123,7 +123,7 @@ def job_and_layout(args, *, tokens: int = 0, price: float | None = None):
         cp=args.cp, ep=args.ep, fp8_allgather=args.fp8_allgather, chunked_loss=args.chunked_loss,
         optimizer_offload=args.optimizer_offload, flash_attention=not args.no_flash_attention,
         torch_compile=args.torch_compile, compiled_loss=args.compiled_loss,
-        grad_reduce_fp32=not args.grad_reduce_bf16, stack=stack_name, execution=execution,
+        grad_reduce_fp32=False if args.grad_reduce_bf16 else None, stack=stack_name, execution=execution,
     )
     layout = layout.with_(**trainer_fields(stack_name, args.tp))  # costed as the trainer runs tp
     job = Job(model, cluster, Workload(seq_len=args.seq_len, global_batch=gb, tokens=tokens,

@@ -30,7 +30,7 @@ from trainplan.layout import Layout
 from trainplan.models.layers import moe_flags
 from trainplan.models.stages import EVEN, Uneven
 from trainplan.precision import recipe
-from trainplan.supports import TRAINER_STACK
+from trainplan.stacks import conventions
 from trainplan.units import GiB
 
 # Terms that are tensors (torch.cuda.memory_allocated counts them).
@@ -165,15 +165,15 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[
     m, w = job.model, job.workload
     r = recipe(L.precision)
     lp = r.low_precision
+    conv = conventions(L)  # the stack's (stacks.toml), never inferred from sharding
     st = state_bytes(sp, sharding=L.sharding, recipe=r, dp_shard=L.dp_shard, cp=L.cp, ep=L.ep, pp=L.pp,
                      optimizer_offload=L.optimizer_offload, fp8_allgather=L.fp8_allgather,
-                     grad_fp32=L.grad_reduce_fp32,
-                     sync_last_microbatch=L.fsdp_sync_last_microbatch and L.grad_accum > 1,
-                     zero1_replicated=L.stack == TRAINER_STACK)
+                     grad_fp32=conv.grad_reduce_fp32,
+                     sync_last_microbatch=conv.grad_sync == "last_microbatch" and L.grad_accum > 1,
+                     zero1_replicated=conv.zero1 == "zero_redundancy")
     tokens = L.micro_batch * w.seq_len / L.cp  # tokens of one micro-batch on this GPU
-    # trainplan's trainer runs its own (torchtitan-style) model under every sharding
     ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile,
-                   L.sharding == "fsdp" or L.stack == TRAINER_STACK, None if lp is None else lp.weight_bytes)
+                   conv.torch_style, None if lp is None else lp.weight_bytes)
     per_mb, working, grads, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, sp.layers)
     in_flight = microbatches_in_flight(L.pp, i, L.grad_accum, L.pp_schedule, L.vp)
     activations = per_mb * tokens * in_flight
@@ -182,13 +182,15 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[
         sp_div = L.tp if (L.sequence_parallel and L.tp > 1) else 1
         head_inputs = tokens * ctx.elem_bytes * m.hidden_size * (1 / sp_div + 1)  # final-norm in, head in
         # without a vocabulary-parallel loss the head's output is gathered whole on every tp rank
-        vocab = m.vocab_size / (L.tp if L.vocab_parallel_loss else 1)
+        vocab = m.vocab_size / (L.tp if conv.vocab_parallel_loss else 1)
         loss = L.loss_kind
         logits = ov.logits_bytes(tokens, vocab, m.hidden_size, loss == "chunked",
-                                 loss == "fused", L.bf16_loss) + head_inputs
+                                 loss == "fused", conv.bf16_loss) + head_inputs
     fp8_w = fp8_s = 0.0
     if lp is not None:
-        fp8_w = ov.fp8_weight_copies(st.convention, sp.largest_unit_linear, sp.fp8_linear,
+        # under FSDP only the gathered units' weights exist, so no stack can cache every layer's copy
+        per_use = conv.lowp_weight_copies == "per_use" or L.sharding == "fsdp"
+        fp8_w = ov.fp8_weight_copies(per_use, sp.largest_unit_linear, sp.fp8_linear,
                                      L.fp8_allgather, lp.weight_bytes)
         fp8_s = ov.fp8_scale_bytes(lp.amax_history, _linears(m) * sp.num_layers)
     cp_buf = _cp_buffers(m, L, tokens, job.cluster.node.gpus_per_node)
@@ -219,10 +221,10 @@ def _cp_buffers(m, L: Layout, tokens: float, gpus_per_node: int) -> float:
 
 @functools.lru_cache(maxsize=256)
 def _context(seq_len, tp, sequence_parallel, cp, flash, compiled, torchtitan, lowp_bytes) -> ActivationContext:
-    # The state convention names the stack: FSDP2 layouts run torchtitan's (DTensor TP/SP, per-op
-    # selective checkpointing, eager SwiGLU unless compiled, torchao fp8 linears that save their bf16
-    # input), the others Megatron's with Transformer Engine (re-gathered SP inputs, attention-core
-    # recompute, fused bias-SwiGLU, fp8 linears that save fp8 inputs). Both use fused norm kernels.
+    # torchtitan: the stack's `activations` convention is "pytorch" (DTensor TP/SP, per-op selective
+    # checkpointing, eager SwiGLU unless compiled, torchao fp8 linears that save their bf16 input);
+    # otherwise Megatron's with Transformer Engine (re-gathered SP inputs, attention-core recompute,
+    # fused bias-SwiGLU, fp8 linears that save fp8 inputs). Both use fused norm kernels.
     # lowp_bytes: the recipe's low-precision element size, None without low-precision linears.
     return ActivationContext(seq_len=seq_len, tp=tp, sequence_parallel=sequence_parallel, cp=cp,
                              flash_attention=flash, fused_pointwise=compiled, sp_saves_gathered=torchtitan,

@@ -82,17 +82,17 @@ def logits_bytes(tokens: float, vocab_per_rank: float, hidden: int, chunked: boo
     return tokens * vocab_per_rank * per
 
 
-def fp8_weight_copies(convention: str, unit_linear: float, stage_linear: float, allgather: bool,
+def fp8_weight_copies(per_use: bool, unit_linear: float, stage_linear: float, allgather: bool,
                       elem: float) -> float:
     """fp8 copies of weights (and their transposes for the backward GEMMs).
 
-    FSDP2 + torchao: the block in flight and the prefetched one are cast per use (the casts of
+    per_use (the stack's lowp_weight_copies convention, stacks.toml), torchao: the block in flight and the prefetched one are cast per use (the casts of
     earlier blocks are recomputed in backward, torchtitan force_recompute_fp8_weight_in_bwd);
     each needs an fp8 weight and its transpose, or only the transpose when the all-gather already
-    moved fp8 weights. Megatron + Transformer Engine: fp8 weight and transpose are cached for every
+    moved fp8 weights. cached, Transformer Engine: fp8 weight and transpose are cached for every
     local layer across the micro-batches of a step.
     """
-    if convention == "fsdp2":
+    if per_use:
         return 2 * unit_linear * elem * (1 if allgather else 2)
     # with fp8 parameters (--fp8-param-gather) the weight itself is the fp8 copy: only the
     # transpose (Hopper) / column-wise copy (MXFP8) is extra

@@ -1,6 +1,9 @@
 """Model states per GPU: parameters, gradients, master weights and optimizer states.
 
-Three conventions exist; `layout.sharding` (and for zero1 the stack) picks one:
+Three state layouts exist; `layout.sharding` says what is sharded, and for zero1 the stack's
+`zero1` convention (stacks.toml, read through stacks.conventions) says whose ZeRO-1 runs. How
+activations, fp8 copies, gradient dtypes and the loss are kept are the stack's conventions too,
+never inferred from sharding (costs/memory.py):
 
 * Megatron (sharding none / zero1 / zero2): bf16 weights (2 bytes/param) + fp32 main gradients (4)
   + fp32 master weights (4) + AdamW m and v (8) = 18 bytes/param. The distributed optimizer (zero1)
@@ -13,13 +16,13 @@ Three conventions exist; `layout.sharding` (and for zero1 the stack) picks one:
   (torchtitan, MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)). On top: the unsharded
   bf16 parameters of the units in flight (the current block and the prefetched next one) and,
   in backward, the unsharded gradients of the current block with their fp32 reduce-scatter input.
-* torch ZeRO-1 (sharding zero1 as trainplan's trainer runs it, runtime/parallel.apply_zero1: DDP +
-  torch.distributed.optim.ZeroRedundancyOptimizer): the parameters keep their storage dtype and are
+* torch ZeRO-1 (sharding zero1 under a stack whose zero1 convention is zero_redundancy: trainplan's
+  trainer, runtime/parallel.apply_zero1: DDP + torch.distributed.optim.ZeroRedundancyOptimizer): the parameters keep their storage dtype and are
   the master copy, whole on every rank (fp32: 4); DDP's gradient buckets are the .grad tensors,
   whole on every rank, in the parameters' dtype (4); AdamW states for the rank's shard only (8/DP):
   8 + 8/DP bytes/param. autocast casts each weight to bf16 per use and keeps the copies it saved
-  for backward: 2 more at the backward peak. Other stacks run zero1 as Megatron's distributed
-  optimizer (6 + 12/DP above).
+  for backward: 2 more at the backward peak. The distributed_optimizer convention is Megatron's
+  (6 + 12/DP above).
 
 Pure bf16 keeps weights, gradients and AdamW states in bf16 (2 + 2 + 4 = 8 bytes/param) under
 either convention. The bytes per element of each state are the recipe's (recipes.toml: param_bytes,

@@ -48,6 +48,7 @@ from trainplan.models.spec import ModelSpec
 from trainplan.models.stages import stage_layers
 from trainplan.precision import recipe
 from trainplan.profile import Profile
+from trainplan.stacks import conventions
 from trainplan.stacks import stack as stack_preset
 from trainplan.supports import TRAINER_STACK
 
@@ -142,7 +143,7 @@ def shard_calls(L: Layout) -> tuple[int, int]:
     if L.sharding == "fsdp":
         if L.pp > 1:
             return 1, 1
-        return 2 * n_mb, 1 if L.fsdp_sync_last_microbatch else n_mb
+        return 2 * n_mb, 1 if conventions(L).grad_sync == "last_microbatch" else n_mb
     return 0, 0
 
 
@@ -286,7 +287,7 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     ag_window = fwd if ag_calls == 1 else (fwd + bwd) * n_mb
     rs_window = bwd if rs_calls == 1 else bwd * n_mb
     for params, sp_sh, n_sh in groups:
-        if L.sharding == "zero1" and L.stack == TRAINER_STACK:
+        if L.sharding == "zero1" and conventions(L).zero1 == "zero_redundancy":
             # torch ZeRO-1 (runtime/parallel.apply_zero1): DDP all-reduces the gradients, in the
             # parameters' dtype, on every micro-batch over all data-parallel ranks; after the step
             # ZeroRedundancyOptimizer broadcasts each rank's updated shard (an all-gather's volume),

@@ -21,14 +21,14 @@ Mapping (the dataset `description` defines the source fields):
     'partial' without a layer count -> half of each stage's layers; both listed as assumptions.
   * micro_batch missing -> 1 (assumed); global batch missing, a batch that does not split into
     micro-batches, or a layout trainplan refuses -> skipped with the reason.
-  * memory conventions of the framework (`_memory_conventions`, each listed as an assumption):
-    NeMo / Megatron-Bridge reduce gradients in bf16 (their performance recipes and fp8 recipes set
-    grad_reduce_in_fp32=False) and their fp8 recipes keep fp8 parameters (fp8_param_gather=True)
-    when the record does not say; torchtitan with torch.compile compiles the loss too
-    (components/loss.py), except in records dated 2024, before that existed; llm-foundry (composer)
-    uses flash-attn's fused cross-entropy (its stack preset); KempnerForge stores the model in bf16, accumulates
-    unsharded fp32 gradients under FSDP, gathers the tp logits for an eager bf16 loss.
-  * peak memory kind: the record's, else the framework's logger (`peak_mem_kind`), else the device.
+  * memory conventions (how activations, gradients, the loss and fp8 copies are kept, which peak
+    the logger reports) are the record's stack's (stacks.toml [NAME.conventions]), not set here.
+    Record facts beyond the schema (`_memory_conventions`, each listed as an assumption): NeMo /
+    Megatron-Bridge fp8 recipes keep fp8 parameters (fp8_param_gather=True) when the record does
+    not say; torchtitan with torch.compile compiles the loss too (components/loss.py), except in
+    records dated 2024, before that existed; KempnerForge stores the model in bf16 and turns
+    sequence parallel on with tp.
+  * peak memory kind: the record's, else its stack's logger (`peak_mem_kind`), else the device.
   * stack and execution settings: the record's `train.framework` names a stack preset (stacks.toml;
     `fms_fsdp` -> fms); `train.execution` (the stacks.SETTINGS keys) overrides single settings and a
     key it leaves out is the preset's; `hardware.power_limit_w` is the power cap. A framework without
@@ -238,7 +238,8 @@ def _layout(t: dict, m: ModelSpec, assumed: list[str]) -> Layout:
     )
 
 
-_BF16_GRADS = ("nemo", "megatron_bridge")
+# Frameworks whose fp8 recipes keep fp8 parameters (fp8_param_gather=True) when a record does not say.
+_FP8_PARAMS = ("nemo", "megatron_bridge")
 _DATED_2024 = re.compile(r"(?<!\d)2024[-_]?\d\d|_2024\d\d|2024\d\d(?!\d)")
 
 
@@ -247,12 +248,10 @@ def _memory_conventions(r: dict, layout: Layout, assumed: list[str]) -> Layout:
     t = r["train"]
     fw = t.get("framework")
     changes = {}
-    if fw in _BF16_GRADS and layout.sharding != "fsdp":
-        changes["grad_reduce_fp32"] = False
-        assumed.append(f"{fw}: gradients reduced in bf16 (performance recipes: grad_reduce_in_fp32=False)")
-        if recipe(layout.precision).low_precision is not None and t.get("fp8_all_gather") is None:
-            changes["fp8_allgather"] = True
-            assumed.append(f"{fw}: fp8 parameters (fp8 recipes: fp8_param_gather=True)")
+    if fw in _FP8_PARAMS and layout.sharding != "fsdp" and recipe(layout.precision).low_precision is not None \
+            and t.get("fp8_all_gather") is None:
+        changes["fp8_allgather"] = True
+        assumed.append(f"{fw}: fp8 parameters (fp8 recipes: fp8_param_gather=True)")
     if fw == "kempnerforge":
         # KempnerForge @01b461a (the commit its mfu_scaling.md benchmarks name):
         # * build_parallel_model (distributed/parallel.py) and scripts/train.py call
@@ -267,13 +266,12 @@ def _memory_conventions(r: dict, layout: Layout, assumed: list[str]) -> Layout:
         # * the loop calls F.cross_entropy on the bf16 logits and keeps them through backward.
         pure_bf16 = matching(master_bytes=0, param_bytes=2, optimizer_bytes=2, compute_dtype="bf16",
                              low_precision=None)
-        changes.update(precision=pure_bf16.name, vocab_parallel_loss=False, bf16_loss=True,
-                       fsdp_sync_last_microbatch=True)
+        # (the loss and gradient-sync facts are the kempnerforge stack's conventions, stacks.toml)
+        changes["precision"] = pure_bf16.name
         if layout.tp > 1 and not r["model"].get("tied_embeddings"):
             changes["sequence_parallel"] = True
-        assumed.append("kempnerforge: bf16 weights, gradients and AdamW states (model.to(bf16)); fp32 "
-                       "gradient accumulation without sync before the last micro-batch; tp output "
-                       "gathered for an eager bf16 loss; sequence parallel with tp")
+        assumed.append("kempnerforge: bf16 weights, gradients and AdamW states (model.to(bf16)); "
+                       "sequence parallel with tp")
     if fw == "torchtitan" and layout.torch_compile:
         if _DATED_2024.search(f"{r.get('source', '')} {r.get('notes', '')}"):
             assumed.append("torchtitan 2024: loss not compiled (components/loss.py came in 2025)")
@@ -283,19 +281,15 @@ def _memory_conventions(r: dict, layout: Layout, assumed: list[str]) -> Layout:
     return layout.with_(**changes) if changes else layout
 
 
-# What a framework's logged peak is when the record leaves the kind open ("unknown"):
-# KempnerForge's "Mem/GPU" is metrics/memory.py get_memory_stats()["peak_gb"] =
-# torch.cuda.max_memory_allocated() / 1024**3 (GiB, printed as "GB" by metrics/tracker.py
-# "mem={peak_gb:.1f}/{total_gb:.0f}GB"), at @01b461a and today.
-_PEAK_KIND = {"kempnerforge": "allocated"}
-
-
 def peak_mem_kind(case: Case) -> str:
-    """'reserved', 'allocated' or the device total ('device') that a record's peak memory measures."""
+    """'reserved', 'allocated' or the device total ('device') that a record's peak memory measures:
+    the record's own kind, else what its stack's logger reports (the `peak_memory` convention,
+    stacks.toml; e.g. KempnerForge's "Mem/GPU" is torch.cuda.max_memory_allocated), else the device."""
     kind = case.measured.get("peak_mem_kind")
     if kind in ("reserved", "allocated"):
         return kind
-    return _PEAK_KIND.get(case.framework, "device")
+    preset = stack_for_framework(case.framework)
+    return preset.conventions.peak_memory if preset is not None else "device"
 
 
 def _with_stack(r: dict, layout: Layout, assumed: list[str]) -> Layout:

@@ -110,19 +110,21 @@ def table_from_dict(d: dict, where: str) -> Table:
     if not isinstance(d, dict):
         raise TrainplanError(f"{where}: a table must be an object")
     kind = d.get("kind")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise TrainplanError(f"{where}: unknown kind {kind!r}; known kinds: {', '.join(KINDS)}")
     spec = KINDS[kind]
     check_keys(d, _TABLE_KEYS | spec["select"], where, required={"kind", "axes", "points", "source"} | spec["select"])
     # dtype: a recipe's gemm_dtype or compute_dtype (recipes.toml; the registry sits above this layer, so
     # any lower-case name is read and a name no recipe uses is simply never looked up)
-    if "dtype" in spec["select"] and not re.fullmatch(r"[a-z0-9_]+", str(d["dtype"])):
+    if "dtype" in spec["select"] and not (isinstance(d["dtype"], str) and re.fullmatch(r"[a-z0-9_]+", d["dtype"])):
         raise TrainplanError(f"{where}: dtype {d['dtype']!r} must be a lower-case dtype name such as bf16 or fp8")
     for s in spec["select"] - {"dtype"}:
-        if d[s] not in SELECT_VALUES[s]:
+        typed = isinstance(d[s], bool) if s == "causal" else isinstance(d[s], str)
+        if not typed or d[s] not in SELECT_VALUES[s]:
             raise TrainplanError(f"{where}: {s} {d[s]!r} unknown; allowed: {', '.join(map(str, SELECT_VALUES[s]))}")
     axes = d["axes"]
-    if not isinstance(axes, list) or len(set(axes)) != len(axes) or any(a not in spec["axes"] for a in axes):
+    if (not isinstance(axes, list) or not all(isinstance(a, str) for a in axes) or len(set(axes)) != len(axes)
+            or any(a not in spec["axes"] for a in axes)):
         raise TrainplanError(f"{where}: axes {axes!r} must be distinct names among {', '.join(spec['axes'])}")
     if not isinstance(d["source"], str) or not d["source"].strip():
         raise TrainplanError(f"{where}: source must name where the numbers came from")
@@ -159,6 +161,9 @@ def machine_from_dict(d: dict, where: str) -> MachineProfile:
                required={"schema", "gpu", "provenance", "tables"})
     if d["schema"] != SCHEMA:
         raise TrainplanError(f"{where}: unknown schema {d['schema']!r}; expected {SCHEMA!r}")
+    for key in ("gpu", "name"):
+        if key in d and not (isinstance(d[key], str) and d[key].strip()):
+            raise TrainplanError(f"{where}: {key} must be a non-empty string")
     prov = d["provenance"]
     if not isinstance(prov, dict):
         raise TrainplanError(f"{where}: provenance must be an object")

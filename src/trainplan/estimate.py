@@ -142,7 +142,11 @@ def estimate_from_dict(d: dict, where: str = "estimate") -> Estimate:
             if not isinstance(groups, dict) or not all(_number(v) for v in groups.values()):
                 raise TrainplanError(f"{where}.memory.activation_groups must map names to numbers")
             terms = {k: v for k, v in m["bytes"].items() if not k.startswith("total")}
-            mem = MemoryBreakdown(**_fields(terms, MemoryBreakdown, f"{where}.memory.bytes"),
+            terms = _fields(terms, MemoryBreakdown, f"{where}.memory.bytes")
+            if any(isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 for v in terms.values()):
+                raise TrainplanError(f"{where}.memory.bytes: every term must be a number >= 0")
+            # bytes are floats inside (MemoryBreakdown.terms() lists the float fields): 0 reads as 0.0
+            mem = MemoryBreakdown(**{k: float(v) for k, v in terms.items()},
                                   activation_groups=dict(m["activation_groups"]),
                                   **{k: m[k] for k in _MEMORY_META})
         cost_ = Cost(**{k: d[k] for k in _COST_KEYS})

@@ -7,7 +7,15 @@ import math
 from pathlib import Path
 
 import pytest
-from fuzz_helpers import EXTREME, EXTREME_TEXT, fuzz_settings, json_leaf, mutate
+from fuzz_helpers import (
+    EXTREME,
+    EXTREME_TEXT,
+    check_answer,
+    fuzz_settings,
+    json_leaf,
+    mutate,
+    run_cli,
+)
 from hypothesis import event, given
 from hypothesis import strategies as st
 
@@ -119,3 +127,14 @@ def test_mutated_validation_records(dev_records, tmp_path_factory, data):
     assert (case.job is None) == (case.skipped_reason is not None)
     if case.skipped_reason:
         assert "\n" not in case.skipped_reason
+
+
+@fuzz_settings(60)
+@given(data=st.data())
+def test_validate_a_mutated_record(dev_records, tmp_path_factory, data):
+    schema, records = dev_records
+    record = mutate(data, data.draw(st.sampled_from(records), label="record"))
+    f = tmp_path_factory.getbasetemp() / "validate.json"
+    f.write_text(json.dumps({"schema": schema, "records": [record]}))
+    argv = ["validate", "--dataset", str(f), "--json"]
+    check_answer(argv, *run_cli(argv))

@@ -13,8 +13,11 @@ says so (Workload.long_context).
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from trainplan.errors import TrainplanError
-from trainplan.models.spec import MLP_KINDS, NORMS, POSITION_EMBEDDINGS, ModelSpec
+from trainplan.models.spec import MLP_KINDS, NORMS, POSITION_EMBEDDINGS, MLASpec, ModelSpec, MoESpec
+from trainplan.parsing import check_types
 
 # Sanity bounds, far past the largest published decoders (Llama 3.1 405B: 126 layers, hidden
 # 16384, 128 heads, FFN 53248; DeepSeek-V3: 256 routed experts; Gemma 3: 262144-token vocabulary;
@@ -35,6 +38,13 @@ def check_spec(m: ModelSpec, where: str) -> ModelSpec:
 
     def bad(msg: str) -> TrainplanError:
         return TrainplanError(f"{where}: {msg}")
+
+    # Types first: a spec built in code from a record (validation) has not been through a reader.
+    d = asdict(m)
+    check_types(ModelSpec, d, where)
+    for k, cls in (("moe", MoESpec), ("mla", MLASpec)):
+        if d[k] is not None:
+            check_types(cls, d[k], f"{where}.{k}")
 
     def size(name: str, v, minimum: int = 1) -> None:
         if v < minimum:

@@ -306,6 +306,23 @@ def _with_stack(r: dict, layout: Layout, assumed: list[str]) -> Layout:
     return layout.with_(stack=preset.name, execution=execution)
 
 
+_SECTIONS = ("hardware", "train", "model", "measured")
+_TEXT = ("source_key", "quality", "source", "notes")
+_MEASURED_NUMBERS = ("tokens_per_s_per_gpu", "step_time_s", "peak_mem_gib", "mfu", "hfu", "tflops_per_gpu",
+                     "mfu_peak_tflops")
+
+
+def _numbers(d: dict, keys: tuple[str, ...], where: str) -> None:
+    """Measured values are compared with predictions: positive finite numbers, or null."""
+    import math
+
+    for k in keys:
+        v = d.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                              or v <= 0):
+            raise TrainplanError(f"{where}.{k} must be a positive number or null, got {v!r}")
+
+
 def _positive_ints(d: dict, keys: tuple[str, ...], where: str) -> None:
     """The record's counts that the layout multiplies: positive integers when present."""
     for k in keys:
@@ -320,11 +337,22 @@ def to_case(r: dict) -> Case:
     rid = str(r.get("id", "?"))
     t = r.get("train")
     fw = str((t if isinstance(t, dict) else {}).get("framework") or "unknown")
+    # A section of the wrong shape is dropped from the record kept with the skip, so that every
+    # reader of case.record (the report's columns, the flags) sees objects where it expects them.
+    bad = [k for k in _SECTIONS if k in r and not isinstance(r[k], dict)]
+    bad += [k for k in _TEXT if k in r and r[k] is not None and not isinstance(r[k], str)]
+    if bad:
+        return Case(rid, {k: v for k, v in r.items() if k not in bad}, None, None, fw, (),
+                    f"{bad[0]} must be {'an object' if bad[0] in _SECTIONS else 'text'}, got {type(r[bad[0]]).__name__}")
     assumed: list[str] = []
     try:
         hw, t = r["hardware"], r["train"]
         _positive_ints(hw, ("num_gpus", "gpus_per_node"), "hardware")
         _positive_ints(t, ("seq_len", "global_batch", "dp", "tp", "pp", "cp"), "train")
+        _numbers(r.get("measured") or {}, _MEASURED_NUMBERS, "measured")
+        for k in ("gpu", "detail", "inter_node"):
+            if hw.get(k) is not None and not isinstance(hw[k], str):
+                raise TrainplanError(f"hardware.{k} must be text, got {hw[k]!r}")
         if not hw.get("gpu"):
             raise TrainplanError("GPU not identified")
         if hw["num_gpus"] % min(hw["gpus_per_node"], hw["num_gpus"]):

@@ -42,7 +42,7 @@ LARGE_SCALE_GPUS = 256
 
 def scale_group(num_gpus: int | None) -> str:
     """The scale group of a record: 'gpus>=256' or 'gpus<256' (None: GPU count not published)."""
-    if num_gpus is None:
+    if isinstance(num_gpus, bool) or not isinstance(num_gpus, int):  # not published, or not a count
         return "gpus=?"
     return f"gpus>={LARGE_SCALE_GPUS}" if num_gpus >= LARGE_SCALE_GPUS else f"gpus<{LARGE_SCALE_GPUS}"
 

@@ -21,7 +21,13 @@ from dataclasses import dataclass, fields, replace
 from trainplan.errors import TrainplanError
 from trainplan.models.stages import Uneven, check_split, max_stage_layers
 from trainplan.precision import DEFAULT as DEFAULT_PRECISION
-from trainplan.stacks import DEFAULT_STACK, Execution, cp_heads_split, execution_from_dict
+from trainplan.stacks import (
+    DEFAULT_STACK,
+    Execution,
+    applicable,
+    cp_heads_split,
+    execution_from_dict,
+)
 from trainplan.stacks import stack as stack_preset
 
 SHARDING = ("none", "zero1", "zero2", "fsdp")
@@ -83,8 +89,10 @@ class Layout:
     execution: Execution | None = None
 
     def __post_init__(self):
-        if self.execution is None:  # frozen: fill the preset in once, at construction
-            object.__setattr__(self, "execution", stack_preset(self.stack).execution)
+        # frozen: fill the preset in at construction, then turn off what the stack cannot run with
+        # this layout (the presets' only_if conditions, stacks.applicable), on every construction
+        execution = stack_preset(self.stack).execution if self.execution is None else self.execution
+        object.__setattr__(self, "execution", applicable(self, execution))
 
     @property
     def dp(self) -> int:
@@ -150,7 +158,7 @@ class Layout:
             v = getattr(self, f.name)
             if f.name not in shown and f.name != "execution" and v != f.default:
                 parts.append(f"{f.name}={_text(v)}")
-        preset = stack_preset(self.stack).execution
+        preset = applicable(self, stack_preset(self.stack).execution)
         for k, v in self.execution.to_dict().items():
             if v != getattr(preset, k):
                 parts.append(f"{k}={_text(v)}")

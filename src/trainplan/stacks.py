@@ -39,6 +39,12 @@ CHOICES = {
 }
 BOOLEAN = ("tp_comm_overlap", "grad_reduce_overlap", "param_gather_overlap", "pp_p2p_overlap", "cuda_graphs")
 NUMBER_OR_NULL = ("power_limit_w",)
+# Conditions a preset's `only_if` names (stacks.toml): a boolean setting is off unless the layout
+# meets its condition, as the framework's own argument checks force it.
+CONDITIONS = {
+    "interleaved": lambda L: L.pp > 1 and L.vp > 1,
+    "tp_sequence_parallel": lambda L: L.tp > 1 and L.sequence_parallel,
+}
 FAMILIES = ("pytorch", "megatron")
 _STACK_KEYS = {"description", "recompute_family", "fused_kernels", "frameworks", "source", "settings", "conventions"}
 # Memory conventions (stacks.toml documents each): allowed values; bool for the booleans.
@@ -113,6 +119,7 @@ class Stack:
     source: str
     execution: Execution  # the preset
     sources: dict  # setting -> where its preset value comes from
+    only_if: tuple[tuple[str, str], ...]  # (setting, condition): off unless the layout meets it
     conventions: Conventions
     convention_sources: dict  # convention -> the framework code it comes from
 
@@ -174,16 +181,28 @@ def _load_stack(name: str, d: dict) -> Stack:
     assert d["recompute_family"] in FAMILIES, (name, d["recompute_family"])
     raw = d["settings"]
     check_keys(raw, set(SETTINGS), f"{where}.settings", required=set(SETTINGS))
-    values, sources = {}, {}
+    values, sources, only_if = {}, {}, []
     for key, entry in raw.items():
-        check_keys(entry, {"value", "source"}, f"{where}.settings.{key}", required={"source"})
+        check_keys(entry, {"value", "source", "only_if"}, f"{where}.settings.{key}", required={"source"})
         values[key] = check_value(key, entry.get("value"), f"{where}.settings.{key}")
         sources[key] = entry["source"]
+        if "only_if" in entry:
+            assert key in BOOLEAN and entry["only_if"] in CONDITIONS, (where, key, entry["only_if"])
+            only_if.append((key, entry["only_if"]))
     conv, conv_sources = _load_conventions(d["conventions"], f"{where}.conventions")
     return Stack(name=name, description=d["description"], recompute_family=d["recompute_family"],
                  fused_kernels=bool(d["fused_kernels"]), frameworks=tuple(d["frameworks"]),
-                 source=d["source"], execution=Execution(**values), sources=sources,
+                 source=d["source"], execution=Execution(**values), sources=sources, only_if=tuple(only_if),
                  conventions=conv, convention_sources=conv_sources)
+
+
+def applicable(layout, execution: Execution) -> Execution:
+    """`execution` as the layout's stack really runs it: every setting whose `only_if` condition the
+    layout does not meet is off (stacks.toml; e.g. Megatron overlaps pipeline P2P only when
+    interleaved). The one place conditional defaults are applied: Layout calls it on construction."""
+    off = {key: False for key, cond in stack(layout.stack).only_if
+           if getattr(execution, key) and not CONDITIONS[cond](layout)}
+    return replace(execution, **off) if off else execution
 
 
 def _load_conventions(raw: dict, where: str) -> tuple[Conventions, dict]:

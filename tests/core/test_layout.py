@@ -97,7 +97,7 @@ def test_every_execution_setting_that_differs_from_the_preset_round_trips():
     from trainplan.layout import parse_layout
     from trainplan.stacks import CHOICES, SETTINGS
 
-    base = Layout().with_stack("megatron")
+    base = Layout(pp=2, vp=2, pp_schedule="interleaved").with_stack("megatron")  # pp_p2p_overlap applies
     for key in SETTINGS:
         v = getattr(base.execution, key)
         new = (not v if isinstance(v, bool) else 650.0 if key == "power_limit_w"

@@ -54,7 +54,8 @@ def test_dataset_framework_names_map_to_presets():
 
 def test_layout_takes_its_stacks_preset_unless_given():
     assert Layout().stack == "trainplan" and Layout().execution == stack("trainplan").execution
-    assert Layout(stack="megatron").execution == stack("megatron").execution
+    # pp = 1: Megatron has no pipeline P2P to overlap (the preset's only_if, stacks.applicable)
+    assert Layout(stack="megatron").execution == stack("megatron").execution.with_(pp_p2p_overlap=False)
     L = Layout().with_stack("megatron", tp_comm_overlap=True)
     assert L.stack == "megatron" and L.execution.tp_comm_overlap and not L.execution.grad_reduce_overlap
 
@@ -75,7 +76,30 @@ def test_layout_dict_round_trips_stack_and_settings():
     assert layout_from_dict(d) == L
     # keys left out of execution come from the named stack's preset
     partial = layout_from_dict({"stack": "nemo", "execution": {"tp_comm_overlap": False}})
-    assert partial.execution == stack("nemo").execution.with_(tp_comm_overlap=False)
+    assert partial.execution == stack("nemo").execution.with_(tp_comm_overlap=False, pp_p2p_overlap=False)
+
+
+@pytest.mark.parametrize("name", ["megatron", "nemo", "megatron_bridge"])
+def test_pipeline_p2p_overlap_needs_the_interleaved_schedule(name):
+    # Megatron-LM validate_args turns overlap_p2p_comm off without the interleaved schedule; NeMo's
+    # comm-overlap callback (and Megatron-Bridge's) sets it only with vp > 1
+    plain = Layout(pp=4, stack=name)
+    inter = Layout(pp=4, vp=2, pp_schedule="interleaved", stack=name)
+    assert stack(name).execution.pp_p2p_overlap
+    assert not plain.execution.pp_p2p_overlap and inter.execution.pp_p2p_overlap
+    # asked for explicitly, it is still off where the framework cannot run it
+    assert not Layout(pp=4).with_stack(name, pp_p2p_overlap=True).execution.pp_p2p_overlap
+    assert layout_from_dict({"stack": name, "pp": 4, "vp": 2, "pp_schedule": "interleaved"}).execution == \
+        inter.execution
+
+
+def test_nemo_tp_overlap_needs_sequence_parallel():
+    # NeMo's callback disables tp_comm_overlap for tp < 2 or sequence_parallel=False, after the user's values
+    assert Layout(tp=4, stack="nemo").execution.tp_comm_overlap
+    assert not Layout(tp=4, sequence_parallel=False, stack="nemo").execution.tp_comm_overlap
+    assert not Layout(tp=1, stack="nemo").execution.tp_comm_overlap
+    assert Layout(tp=4, sequence_parallel=False, stack="megatron").with_stack(
+        "megatron", tp_comm_overlap=True).execution.tp_comm_overlap  # Megatron-LM has no such rule
 
 
 @pytest.mark.parametrize("data, message", [

@@ -102,3 +102,12 @@ def test_kempnerforge_70b_peak_within_10_percent(records):
     c = to_case(records["M110"])
     got = memory_breakdown(c.job, c.layout).total_allocated / GiB
     assert got == pytest.approx(93.2, rel=0.10)
+
+
+def test_nemo_records_without_sequence_parallel_stated_run_their_recipes_sp_and_overlap(records):
+    # NeMo 24.07 perf table row (tp4 pp8 vp6): the recipes run sequence parallel with tp, so the
+    # callback keeps tp_comm_overlap on, and overlaps pipeline P2P because vp > 1
+    c = to_case(records["M157"])
+    assert records["M157"]["train"].get("sequence_parallel") is None
+    assert c.layout.sequence_parallel and c.layout.execution.tp_comm_overlap and c.layout.execution.pp_p2p_overlap
+    assert any("sequence parallel" in a for a in c.assumptions)

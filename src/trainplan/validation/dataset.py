@@ -24,8 +24,8 @@ Mapping (the dataset `description` defines the source fields):
   * memory conventions (how activations, gradients, the loss and fp8 copies are kept, which peak
     the logger reports) are the record's stack's (stacks.toml [NAME.conventions]), not set here.
     Record facts beyond the schema (`_memory_conventions`, each listed as an assumption): NeMo /
-    Megatron-Bridge fp8 recipes keep fp8 parameters (fp8_param_gather=True) when the record does
-    not say; torchtitan with torch.compile compiles the loss too (components/loss.py), except in
+    Megatron-Bridge fp8 recipes keep fp8 parameters (fp8_param_gather=True) and their recipes run
+    sequence parallel with tp when the record does not say; torchtitan with torch.compile compiles the loss too (components/loss.py), except in
     records dated 2024, before that existed; KempnerForge stores the model in bf16 and turns
     sequence parallel on with tp.
   * peak memory kind: the record's, else its stack's logger (`peak_mem_kind`), else the device.
@@ -240,6 +240,10 @@ def _layout(t: dict, m: ModelSpec, assumed: list[str]) -> Layout:
 
 # Frameworks whose fp8 recipes keep fp8 parameters (fp8_param_gather=True) when a record does not say.
 _FP8_PARAMS = ("nemo", "megatron_bridge")
+# Frameworks whose performance recipes run sequence parallel with every tp > 1 (NeMo llm/recipes
+# *_pretrain: ParallelismConfig sequence_parallel=True; Megatron-Bridge recipes likewise), for records
+# that leave it unstated.
+_SP_RECIPES = ("nemo", "megatron_bridge")
 _DATED_2024 = re.compile(r"(?<!\d)2024[-_]?\d\d|_2024\d\d|2024\d\d(?!\d)")
 
 
@@ -248,6 +252,9 @@ def _memory_conventions(r: dict, layout: Layout, assumed: list[str]) -> Layout:
     t = r["train"]
     fw = t.get("framework")
     changes = {}
+    if fw in _SP_RECIPES and t.get("sequence_parallel") is None and layout.tp > 1:
+        changes["sequence_parallel"] = True
+        assumed.append(f"{fw}: sequence parallel with tp (performance recipes: sequence_parallel=True; not stated)")
     if fw in _FP8_PARAMS and layout.sharding != "fsdp" and recipe(layout.precision).low_precision is not None \
             and t.get("fp8_all_gather") is None:
         changes["fp8_allgather"] = True

@@ -13,6 +13,7 @@ from fuzz_helpers import (
     check_answer,
     fuzz_settings,
     json_leaf,
+    json_value,
     mutate,
     run_cli,
 )
@@ -137,4 +138,15 @@ def test_validate_a_mutated_record(dev_records, tmp_path_factory, data):
     f = tmp_path_factory.getbasetemp() / "validate.json"
     f.write_text(json.dumps({"schema": schema, "records": [record]}))
     argv = ["validate", "--dataset", str(f), "--json"]
+    check_answer(argv, *run_cli(argv))
+
+
+@fuzz_settings(60)
+@given(d=st.dictionaries(st.sampled_from(["records", "instances", "rows", "results", "layout", "model", "plan",
+                                          "schema", "summary", "chosen"]), json_value, max_size=4),
+       as_json=st.booleans())
+def test_report_of_any_json(tmp_path_factory, d, as_json):
+    f = tmp_path_factory.getbasetemp() / "report-input.json"
+    f.write_text(json.dumps(d))
+    argv = ["report", str(f), *(["--json"] if as_json else [])]
     check_answer(argv, *run_cli(argv))

@@ -55,6 +55,29 @@ def run(args) -> int:
             msg = str(e)
             raise TrainplanError(msg if msg.startswith(str(args.file)) else f"{args.file}: {msg}") from None
     dataset = read_json(args.dataset, "dataset") if args.dataset else None
+    if kind == "plan":  # typed above: drawn as it is
+        _render(args, kind, data, dataset)
+        return 0
+    # compare and validate output is drawn from the dict as saved: a field of the wrong shape in an
+    # edited file is said in one line, and nothing is printed or written before the whole renders.
+    import contextlib
+    import io
+    import sys
+
+    from trainplan.errors import TrainplanError
+
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            _render(args, kind, data, dataset)
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as e:
+        raise TrainplanError(f"{args.file}: not the --json output of `trainplan {kind}` as it wrote it "
+                             f"({type(e).__name__}: {e}); give the unedited file") from None
+    sys.stdout.write(out.getvalue())
+    return 0
+
+
+def _render(args, kind: str, data, dataset) -> None:
     if args.json:
         from trainplan.commands._common import print_json
         from trainplan.report.summary import as_json
@@ -68,4 +91,3 @@ def run(args) -> int:
         from trainplan.report.cli import write_html
 
         write_html(args, kind, data, dataset)
-    return 0

@@ -73,3 +73,11 @@ def test_plan_without_seq_len_takes_the_models_context_when_shorter(cli):
     code, out, err = cli("plan", "--model", "gpt3-175b", "--instance", "ml.p5.48xlarge", "--nodes", "8", "--json")
     assert code == 0, err
     assert json.loads(out)["plan"]["workload"]["seq_len"] == 2048
+
+
+def test_compare_checks_the_context_and_takes_the_flag(cli):
+    code, _, err = cli("compare", "--model", "llama-3.2-1b", "--instances", "ml.p5.48xlarge", "--seq-len", "262144")
+    assert code == 2 and "--allow-long-context" in err
+    code, _, err = cli("compare", "--model", "llama-3.2-1b", "--instances", "ml.p5.48xlarge", "--seq-len", "262144",
+                         "--allow-long-context", "--json")
+    assert code == 0, err

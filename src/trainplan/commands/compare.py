@@ -24,6 +24,8 @@ def add_arguments(p) -> None:
     p.add_argument("--instances", default=DEFAULT_INSTANCES, help="comma list of instance types")
     p.add_argument("--tokens", type=tokens, default=0, help="token budget, e.g. 15T, 300B")
     p.add_argument("--seq-len", type=positive_int, default=8192)
+    p.add_argument("--allow-long-context", action="store_true",
+                   help="a RoPE model past its max_position_embeddings")
     p.add_argument("--global-batch", default=None, help="sequences per step: N or LO:HI")
     p.add_argument("--max-nodes", type=positive_int, default=64,
                    help="give up on an instance type past this many nodes")
@@ -69,7 +71,7 @@ def run(args) -> int:
     from trainplan.models.checks import check_context
 
     model = resolve(args.model)
-    check_context(model, args.seq_len)
+    check_context(model, args.seq_len, args.allow_long_context)
     nodes = [find_node(n) for n in args.instances.split(",") if n.strip()]
     ev = evaluator(args.profile, args.machine) if args.machine else evaluator(args.profile)
     rows = [compare_one(model, n, args, ev) for n in nodes]

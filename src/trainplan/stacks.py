@@ -14,6 +14,8 @@ Settings (exactly these keys, so plans and datasets can carry them):
                         overlap_param_gather)
   pp_p2p_overlap        pipeline sends/receives overlapped with the neighbouring chunk's compute
   moe_dispatcher        alltoall | allgather | deepep: how tokens reach their experts
+  moe_imbalance         routed tokens on the busiest expert-parallel rank over the mean (>= 1): the
+                        slowest rank's expert GEMMs and dispatch bytes (costs/moe.py); 1 = balanced
   cp_comm               p2p (ring) | a2a (Ulysses) | allgather | a2a+p2p: context-parallel exchange
   cross_entropy         plain (fp32 logits) | fused (fused kernel, no fp32 copy) | chunked (vocabulary
                         chunks, no full logits)
@@ -45,6 +47,7 @@ CONDITIONS = {
     "interleaved": lambda L: L.pp > 1 and L.vp > 1,
     "tp_sequence_parallel": lambda L: L.tp > 1 and L.sequence_parallel,
 }
+AT_LEAST_ONE = ("moe_imbalance",)
 FAMILIES = ("pytorch", "megatron")
 _STACK_KEYS = {"description", "recompute_family", "fused_kernels", "frameworks", "source", "settings", "conventions"}
 # Memory conventions (stacks.toml documents each): allowed values; bool for the booleans.
@@ -72,6 +75,7 @@ class Execution:
     param_gather_overlap: bool
     pp_p2p_overlap: bool
     moe_dispatcher: str
+    moe_imbalance: float
     cp_comm: str
     cross_entropy: str
     cuda_graphs: bool
@@ -129,6 +133,8 @@ def _allowed(key: str) -> str:
         return "true or false"
     if key in NUMBER_OR_NULL:
         return "a number or null"
+    if key in AT_LEAST_ONE:
+        return "a number >= 1"
     return " | ".join(CHOICES[key])
 
 
@@ -136,12 +142,13 @@ def check_value(key: str, value, where: str):
     """The value of one setting, checked; a wrong key or value is a one-line error naming the allowed ones."""
     if key not in SETTINGS:
         raise TrainplanError(f"{where}: unknown execution setting {key!r}; allowed: {', '.join(SETTINGS)}")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
     ok = (isinstance(value, bool) if key in BOOLEAN else
-          (value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0))
-          if key in NUMBER_OR_NULL else value in CHOICES[key])
+          (value is None or (number and value > 0)) if key in NUMBER_OR_NULL else
+          (number and 1 <= value < float("inf")) if key in AT_LEAST_ONE else value in CHOICES[key])
     if not ok:
         raise TrainplanError(f"{where}: {key} must be {_allowed(key)}, got {value!r}")
-    return float(value) if key in NUMBER_OR_NULL and value is not None else value
+    return float(value) if key in NUMBER_OR_NULL + AT_LEAST_ONE and value is not None else value
 
 
 def parse_assignment(text: str) -> tuple[str, object]:
@@ -156,8 +163,8 @@ def parse_assignment(text: str) -> tuple[str, object]:
     value: object = raw
     if key in BOOLEAN and low in ("true", "false", "1", "0", "on", "off", "yes", "no"):
         value = low in ("true", "1", "on", "yes")
-    elif key in NUMBER_OR_NULL:
-        if low in ("null", "none", ""):
+    elif key in NUMBER_OR_NULL + AT_LEAST_ONE:
+        if low in ("null", "none", "") and key in NUMBER_OR_NULL:
             value = None
         else:
             try:

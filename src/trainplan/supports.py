@@ -136,6 +136,8 @@ def _settings(L, model) -> Refusal | None:
     for key in SETTINGS:
         if key == "param_gather_overlap" and L.sharding == "zero1":
             continue  # _zero1: its gather is not overlapped, false is what runs
+        if key == "moe_imbalance":
+            continue  # what the routing will do, assumed for the estimate; nothing the trainer runs
         if s[key] not in runs[key]:
             ok = " or ".join(_text(v) for v in runs[key])
             return Refusal(f"the trainer does not implement {key}={_text(s[key])} (it runs {key}={ok}); "

@@ -18,7 +18,15 @@ from trainplan.stacks import (
 )
 
 ISSUE_KEYS = ("tp_comm_overlap", "grad_reduce_overlap", "param_gather_overlap", "pp_p2p_overlap",
-              "moe_dispatcher", "cp_comm", "cross_entropy", "cuda_graphs", "power_limit_w")
+              "moe_dispatcher", "moe_imbalance", "cp_comm", "cross_entropy", "cuda_graphs", "power_limit_w")
+
+
+def test_moe_imbalance_is_a_ratio_of_at_least_one():
+    assert parse_assignment("moe_imbalance=1.3") == ("moe_imbalance", 1.3)
+    assert all(s.execution.moe_imbalance == 1.0 for s in stacks().values())  # balanced unless told
+    for bad in ("0.8", "null", "lots"):
+        with pytest.raises(TrainplanError, match="moe_imbalance must be a number >= 1"):
+            parse_assignment(f"moe_imbalance={bad}")
 
 
 def test_settings_are_exactly_the_issue_keys():

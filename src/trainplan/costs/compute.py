@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 from trainplan.costs import measured
 from trainplan.costs.flops import ModelFlops, keys_per_query, layer_recompute
+from trainplan.costs.moe import router_bytes_per_token
 from trainplan.hardware.types import GPUSpec
 from trainplan.models.spec import ModelSpec
 from trainplan.precision import Recipe
@@ -128,16 +129,17 @@ def _layer_nongemm_bytes(m: ModelSpec, gemms, is_moe: bool, fused: bool, tp: int
     for k, n, c, kind in gemms:
         if n > k and kind != "attn":  # an up projection: the activation function reads it
             e += p["act"] * c * (1.5 * n if m.gated_mlp else 2 * n) / tp
-    if is_moe:
-        e += 4 * m.moe.experts_per_token * h  # permute and un-permute the routed copies
-    return e * BF16_BYTES
+    e *= BF16_BYTES
+    if is_moe:  # router scores and top-k, permute and un-permute the routed copies (costs/moe.py)
+        e += router_bytes_per_token(m)
+    return e
 
 
 def microbatch_compute(
     m: ModelSpec, mf: ModelFlops, gpu: GPUSpec, prof: Profile, *, recipe: Recipe, tokens: float,
     seq_len: int, tp: int, ep: int, layers_on_stage: float, head_on_stage: bool, recompute_frac: float,
     selective: bool, flash: bool = True, fused: bool = False, compiled_loss: bool = False,
-    te_attention: bool = False, family: str = "pytorch",
+    te_attention: bool = False, family: str = "pytorch", moe_imbalance: float = 1.0,
 ) -> MicrobatchCompute:
     """`tokens` = tokens of the micro-batch on this GPU (micro_batch * seq_len / cp).
 
@@ -147,6 +149,8 @@ def microbatch_compute(
     shape's rate, the attention core at its kernel's forward rate.
     `fused`: element-wise ops run as fused kernels (torch.compile or a TE-based framework).
     `te_attention`: Transformer Engine's attention (cuDNN / FA3-class) rather than PyTorch SDPA (FA2).
+    `moe_imbalance`: the busiest expert-parallel rank runs this many times the mean routed rows
+    through its experts (costs/moe.py); the step waits for it.
     """
     policies = [(p, share) for p, share in (("full", recompute_frac),
                                              ("selective", (1.0 - recompute_frac) if selective else 0.0))
@@ -176,7 +180,7 @@ def microbatch_compute(
             passes = _gemm_passes(mach, recipe.gemm_dtype, f, mm, kk, nn, what == "expert",
                                   m.moe.num_experts / ep if what == "expert" else 1, prof)
             if passes is None:
-                eff = shape_eff(mm, kk, nn, d) * (prof.moe_gemm_eff if what == "expert" else 1.0)
+                eff = shape_eff(mm, kk, nn, d) * (prof.moe_gemm_eff / moe_imbalance if what == "expert" else 1.0)
                 passes = measured.PassTimes(f / (rate * eff), 2 * f / (rate * eff))
             notes.update(passes.notes)
             gemm_fwd += count * passes.fwd

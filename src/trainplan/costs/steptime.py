@@ -29,6 +29,7 @@ import functools
 from dataclasses import dataclass
 
 from trainplan.costs import context_parallel as cpx
+from trainplan.costs import moe as moe_cost
 from trainplan.costs.comm import (
     CommEntry,
     Span,
@@ -172,6 +173,7 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
             selective=L.ac == "selective", flash=L.flash_attention,
             fused=L.torch_compile or st.fused_kernels, compiled_loss=L.loss_kind == "fused",
             te_attention=st.fused_kernels, family=st.recompute_family,
+            moe_imbalance=ex.moe_imbalance if L.ep > 1 else 1.0,
         ), r
 
     # The slowest pipeline stage sets the pace (and the bubble): the fullest stage without the head,
@@ -243,20 +245,9 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
         # each routed copy of a token (top-k) travels out and back in bf16; with sequence parallel
         # the tokens of a micro-batch are split over the tp ranks before dispatch
         sp_div = L.tp if L.sequence_parallel else 1
-        if ex.moe_dispatcher == "allgather":
-            # Megatron's MoEAllGatherTokenDispatcher: every rank gathers the group's tokens (S = the
-            # whole gathered array), its experts take theirs, the outputs are reduce-scattered back
-            gathered = tokens * L.ep * m.hidden_size * 2 / sp_div
-            calls = moe_layers * (2 + r) * n_mb
-            ep_exp += add("all_gather", "ep", gathered, sp_ep, calls, gemm_window * n_mb, 0.0)
-            ep_exp += add("reduce_scatter", "ep", gathered, sp_ep, calls, gemm_window * n_mb, 0.0)
-        else:
-            # each routed copy of a token (top-k) travels out and back in bf16; with sequence parallel
-            # the tokens of a micro-batch are split over the tp ranks before dispatch
-            a2a = tokens * m.moe.experts_per_token * m.hidden_size * 2 / sp_div
-            calls = 2 * moe_layers * (2 + r) * n_mb
-            hidden = prof.tp_overlap if ex.moe_dispatcher == "deepep" else 0.0
-            ep_exp += add("all_to_all", "ep", a2a, sp_ep, calls, gemm_window * n_mb, hidden)
+        for x in moe_cost.dispatch_exchanges(m, ex.moe_dispatcher, ex.moe_imbalance, tokens / sp_div, L.ep,
+                                             moe_layers, (2 + r) * n_mb, prof.tp_overlap):
+            ep_exp += add(x.op, "ep", x.nbytes, sp_ep, x.calls, gemm_window * n_mb, x.hidden)
 
     # --- pipeline: activations forward, gradients backward, per micro-batch and chunk ------------
     pp_exp = 0.0

@@ -69,6 +69,10 @@ def run_one(cfg: dict, device) -> dict:
         half = full.shape[0] // 2
         out["init_halves_equal"] = bool(torch.equal(full[:half], full[half:2 * half]))
         out["init_std"] = float(full.float().std())
+    experts = [m.experts for m in model.modules() if type(m).__name__ == "MoE"]
+    if experts:  # what this rank holds of the first MoE layer's w1: ep splits experts, FSDP the rest
+        w1 = experts[0].w1
+        out["expert_w1_local"] = list((w1.to_local() if hasattr(w1, "to_local") else w1).shape)
     forward_ctx = parallel.forward_context(L.precision, L.ac, device.type, fsdp)
     for step in range(2):
         loss, gn, _ = train_step(model, opt, sched, scaler, data, step, L.grad_accum, 1.0, forward_ctx, device)

@@ -150,6 +150,9 @@ def test_expert_parallel_matches_ep1_and_composes_on_four_ranks(tmp_path):
         assert r[name]["losses"] == pytest.approx(r[base]["losses"], rel=rel_loss), name
         assert r[name]["grad_norms"] == pytest.approx(r[base]["grad_norms"], rel=rel_norm), name
     assert r["aux_ep1"]["grad_norms"] != r["ep1"]["grad_norms"]  # the aux loss reaches the router
+    # w1 is (8 experts, 32, 64): ep=1 FSDP-shards the experts over 4 ranks; ep=2 holds 4 experts,
+    # their ffn dim sharded over edp=2; ep=4 holds 2 experts whole (edp=1)
+    assert [r[k]["expert_w1_local"] for k in ("ep1", "ep2", "ep4")] == [[2, 32, 64], [4, 16, 64], [2, 32, 64]]
 
 
 def _demo(out, *extra, nproc=2):

@@ -39,6 +39,8 @@ from trainplan.runtime.model import FeedForward, activation
 
 # DeepSeek-V3 report, section 4.2: bias update speed gamma = 0.001 for the first 14.3T tokens.
 BIAS_UPDATE_RATE = 1e-3
+# Rows per expert group for torch._grouped_mm: 16 bytes of bf16 (GroupedExperts._grouped).
+GROUP_ALIGN = 8
 
 
 def _local(p: torch.Tensor) -> torch.Tensor:
@@ -75,16 +77,7 @@ class GroupedExperts(nn.Module):
         w1, w2, w3 = local(self.w1), local(self.w2), local(self.w3)
         b = [local(t) for t in (self.b1, self.b2, self.b3)]
         if x.is_cuda and x.dtype == torch.bfloat16 and hasattr(torch, "_grouped_mm"):
-            offs = counts.cumsum(0).to(torch.int32)
-
-            def mm(a, w, bias):
-                y = torch._grouped_mm(a, w.transpose(-2, -1), offs=offs)
-                return y if bias is None else y + bias.repeat_interleave(counts, dim=0, output_size=a.shape[0])
-
-            a = activation(self.kind, mm(x, w1, b[0]))
-            if w3 is not None:
-                a = a * mm(x, w3, b[2])
-            return mm(a, w2, b[1])
+            return self._grouped(x, counts, w1, w2, w3, b)
         outs = []
         start = 0
         # Every expert's matmul runs, even on zero rows, so every slice is in the graph.
@@ -97,6 +90,26 @@ class GroupedExperts(nn.Module):
                 a = a * (xe @ w3[e].T + (b[2][e] if b[2] is not None else 0))
             outs.append(a @ w2[e].T + (b[1][e] if b[1] is not None else 0))
         return torch.cat(outs)
+
+    def _grouped(self, x, counts, w1, w2, w3, b):
+        """torch._grouped_mm over the local experts. Each expert's rows are padded to a multiple of
+        GROUP_ALIGN: the backward's weight gradient contracts over the rows, and the kernel's TMA
+        loads need 16-byte-aligned groups (8 bf16 rows; torchtitan pads the same way)."""
+        padded = (counts + GROUP_ALIGN - 1) // GROUP_ALIGN * GROUP_ALIGN
+        total = int(padded.sum())
+        shift = (padded.cumsum(0) - padded) - (counts.cumsum(0) - counts)
+        rows = torch.arange(len(x), device=x.device) + torch.repeat_interleave(shift, counts, output_size=len(x))
+        xp = x.new_zeros(total, x.shape[1]).index_copy(0, rows, x)
+        offs = padded.cumsum(0).to(torch.int32)
+
+        def mm(a, w, bias):
+            y = torch._grouped_mm(a, w.transpose(-2, -1), offs=offs)
+            return y if bias is None else y + bias.repeat_interleave(padded, dim=0, output_size=total)
+
+        a = activation(self.kind, mm(xp, w1, b[0]))
+        if w3 is not None:
+            a = a * mm(xp, w3, b[2])
+        return mm(a, w2, b[1]).index_select(0, rows)
 
 
 class _ScaleGrad(torch.autograd.Function):

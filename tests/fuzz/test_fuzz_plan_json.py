@@ -68,12 +68,14 @@ def test_any_text_as_a_plan_file_is_one_line(workdir, text):
 
 @fuzz_settings(40)
 @given(data=st.data())
-def test_compare_run_with_a_mutated_summary_or_plan(base_plan, workdir, data):
+def test_run_directory_with_a_mutated_summary_or_plan(base_plan, workdir, data):
     summary = {"world_size": 8, "model": "llama-3.2-1b", "layout": "bf16", "device": "cpu", "steps": 3,
-               "tokens_per_s": 1000.0, "mfu": None, "peak_mem_gib": None, "step_time_s": 0.5}
+               "tokens_per_s": 8000.0, "tokens_per_s_per_gpu": 1000.0, "mfu": None, "peak_mem_gib": None,
+               "step_time_s": 0.5}
     run = workdir / "run"
     run.mkdir(exist_ok=True)
     (run / "summary.json").write_text(json.dumps(mutate(data, summary)))
     (run / "plan.json").write_text(json.dumps(mutate(data, base_plan) if data.draw(st.booleans()) else base_plan))
-    argv = ["compare-run", str(run), "--json"]
-    check_answer(argv, *run_cli(argv))
+    for argv in (["compare-run", str(run), "--json"],
+                 ["calibrate", "--runs", str(run), str(run), "--out", str(workdir / "profile.json"), "--json"]):
+        check_answer(argv, *run_cli(argv))

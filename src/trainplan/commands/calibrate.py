@@ -24,19 +24,22 @@ def add_arguments(p) -> None:
 def load_run(d: str):
     """A RunCase from a run directory; one-line errors for what is missing."""
     from trainplan.calibration.runs import RunCase
+    from trainplan.commands._common import read_run
     from trainplan.errors import TrainplanError
-    from trainplan.parsing import read_json
-    from trainplan.runtime.world import plan_from_run
 
     run = Path(d)
-    if not (run / "summary.json").is_file() or not (run / "plan.json").is_file():
-        raise TrainplanError(f"{d}: not a run directory (needs plan.json and summary.json from `trainplan train`)")
-    s = read_json(run / "summary.json", "run summary")
-    if not s.get("tokens_per_s_per_gpu") or not s.get("world_size"):
-        raise TrainplanError(f"{d}/summary.json: no tokens_per_s_per_gpu or world_size; did the run take steps?")
-    plan = plan_from_run(read_json(run / "plan.json", "run plan"), s["world_size"])
+    s, plan = read_run(run)
+    tps, step = s.get("tokens_per_s_per_gpu"), s.get("step_time_s")
+    if not _positive(tps):
+        raise TrainplanError(f"{d}/summary.json: no tokens_per_s_per_gpu (got {tps!r}); did the run take steps?")
+    if step is not None and not _positive(step):
+        raise TrainplanError(f"{d}/summary.json: step_time_s must be a positive number, got {step!r}")
     return RunCase(run.resolve().name, plan.job, plan.layout,
                    {"tokens_per_s_per_gpu": s["tokens_per_s_per_gpu"], "step_time_s": s.get("step_time_s")})
+
+
+def _positive(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf")
 
 
 def run(args) -> int:

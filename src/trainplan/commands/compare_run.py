@@ -41,20 +41,10 @@ def predict(plan, profile=None) -> dict | None:
 
 
 def compare(run_dir: str | Path, profile=None) -> dict:
-    from trainplan.parsing import read_json
-    from trainplan.runtime.world import plan_from_run
+    from trainplan.commands._common import read_run
 
     run = Path(run_dir)
-    summary = read_json(run / "summary.json", "run summary")
-    world = summary.get("world_size") if isinstance(summary, dict) else None
-    if isinstance(world, bool) or not isinstance(world, int) or world <= 0:
-        raise TrainplanError(f"{run / 'summary.json'}: world_size must be a positive integer, got {world!r}; "
-                             "give the --out of `trainplan train`")
-    try:
-        plan = plan_from_run(read_json(run / "plan.json", "run plan"), world)
-    except (KeyError, TypeError, AttributeError) as e:  # the runtime wrote it; a hand edit broke it
-        raise TrainplanError(f"{run / 'plan.json'}: malformed ({type(e).__name__}: {e}); "
-                             "use the plan.json `trainplan train` wrote") from None
+    summary, plan = read_run(run)
     predicted = predict(plan, profile) or {}
     rows = []
     for key, label, _ in FIELDS:

@@ -92,9 +92,6 @@ class Profile:
         out["framework_time"] = dict(self.framework_time)
         return out
 
-    def with_coefficients(self, values: dict) -> Profile:
-        return replace(self, **values)
-
     def fold(self, source_key: str) -> Profile:
         """The profile fitted without `source_key` (for cross-validated predictions)."""
         if source_key in self.folds:

@@ -9,7 +9,6 @@ published-data fit (calibration/build.py) keeps the rest. Each run is its own gr
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, replace
 
@@ -62,8 +61,3 @@ def calibrate(cases: list[RunCase], start: Profile, name: str = "calibrated") ->
                    folds={k: {p: getattr(v, p) for p in RUN_PARAMS} for k, v in folds.items()}, cv_error=cv,
                    meta={"fitted": list(RUN_PARAMS), "values": fitted, "start": start.name,
                          "machines": [m.name for m in start.machines]})
-
-
-def log_error(prof: Profile, cases: list[RunCase]) -> float:
-    """Mean |log(predicted / measured)| tokens/s: the objective, for reports."""
-    return statistics.fmean(abs(math.log(1 + e)) for e in _errors(cases, lambda c: prof))

@@ -195,9 +195,3 @@ def packaged() -> tuple[MachineProfile, ...]:
                                  "merge their tables into one file")
         seen[m.gpu] = m.name
     return profs
-
-
-def check_gpu(m: MachineProfile, known: set[str]) -> None:
-    if m.gpu not in known:
-        raise TrainplanError(f"machine profile {m.name!r}: gpu {m.gpu!r} is not in the hardware catalog; "
-                             f"known: {', '.join(sorted(known))}")

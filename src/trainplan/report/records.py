@@ -33,10 +33,6 @@ def _num(x):
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
-def _first(d: dict, keys: tuple[str, ...], default=None):
-    return next((d[k] for k in keys if d.get(k) is not None), default)
-
-
 def quantile(vals, q: float) -> float:
     """Quantile by linear interpolation between order statistics (numpy's default)."""
     s = sorted(vals)

@@ -10,7 +10,6 @@ sum over its layers of the traced bytes of that layer's kind.
 from __future__ import annotations
 
 import copy
-from collections import Counter
 
 from trainplan.errors import TrainplanError
 
@@ -77,10 +76,6 @@ def slice_config(cfg: dict, k: int) -> dict:
     if "max_window_layers" in cfg and isinstance(cfg.get("max_window_layers"), int):
         out["max_window_layers"] = min(cfg["max_window_layers"], k)
     return out
-
-
-def kind_counts(cfg: dict) -> dict[str, int]:
-    return dict(Counter(layer_kinds(cfg)))
 
 
 def hf_config_object(cfg: dict):

@@ -65,21 +65,28 @@ def refusal(layout, device: str = "cuda", model=None) -> Refusal | None:
             "torch; run on GPUs, or choose a plan with cp = 1", None)
     if not recipe(L.precision).runnable:  # recipes.toml: no runtime converter
         return Refusal(f"{no_converter(recipe(L.precision))}, or --stack {OTHER_STACK}", OTHER_STACK)
-    for rule in (_expert_parallel, _tensor_parallel, _pipeline, _zero1, _settings):
+    for rule in (_hf_only, _tensor_parallel, _pipeline, _zero1, _settings):
         r = rule(L, model)
         if r is not None:
             return r
     return None
 
 
-def _expert_parallel(L, model) -> Refusal | None:
-    """runtime/moe.py: ep splits the experts of trainplan's own decoder; a model that only runs
-    through its Hugging Face code (multi-head latent attention) has no expert parallelism there."""
-    if L.ep == 1 or model is None or model.mla is None:
+def _hf_only(L, model) -> Refusal | None:
+    """A model trainplan's own decoder does not build (multi-head latent attention) runs in the
+    trainer only through its Hugging Face code (runtime/build.py --hf), which has data parallelism
+    and FSDP and none of: expert parallelism (runtime/moe.py splits the trainer's own experts),
+    context parallelism (runtime/context.py), tensor or pipeline parallelism (runtime/parallel.py
+    apply_tp, runtime/pipeline.py)."""
+    if model is None or model.mla is None:
+        return None
+    degrees = [f"{k}={getattr(L, k)}" for k in ("ep", "cp", "tp", "pp") if getattr(L, k) > 1]
+    if not degrees:
         return None
     return Refusal(f"{model.name}'s multi-head latent attention runs in the trainer only through its Hugging "
-                   f"Face model (--hf), which has no expert parallelism (plan has ep={L.ep}); choose a plan "
-                   f"with ep = 1, or --stack {OTHER_STACK}", OTHER_STACK)
+                   f"Face model (--hf), which has no expert, context, tensor or pipeline parallelism (plan has "
+                   f"{', '.join(degrees)}); choose a plan with data parallelism only, or --stack {OTHER_STACK}",
+                   OTHER_STACK)
 
 
 def _tensor_parallel(L, model) -> Refusal | None:

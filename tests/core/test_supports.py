@@ -108,6 +108,8 @@ def test_expert_parallel_runs_on_the_trainers_own_model_only():
     r = refusal(L, "cuda", resolve("deepseek-v3"))  # MLA: only the HF model, which has no ep
     assert "multi-head latent attention" in r.reason and r.stack == "megatron"
     assert refusal(Layout(), "cuda", resolve("deepseek-v3")) is None
+    for other in (Layout(cp=2), Layout(pp=2), Layout(tp=2, sequence_parallel=False, vocab_parallel_loss=False)):
+        assert "--hf" in refusal(other, "cuda", resolve("deepseek-v3")).reason  # the HF model has none
 
 
 def test_tensor_parallel_moe_needs_the_model():
@@ -122,14 +124,15 @@ def test_launch_refuses_a_plan_the_trainer_cannot_run():
     from trainplan.launch.base import LaunchOptions
     from trainplan.launch.local import LocalOptions
 
-    model = resolve("deepseek-v3")
     node = find_node("ml.p5.48xlarge")
     L = Layout(ep=8, dp_shard=8, micro_batch=1)
-    plan = Plan(Job(model, Cluster(node, 1), Workload(seq_len=4096, global_batch=8)), L)
-    with pytest.raises(TrainplanError, match="no expert parallelism"):
-        render("local", plan, LaunchOptions(plan_path="plan.json"))
+    mla = Plan(Job(resolve("deepseek-v3"), Cluster(node, 1), Workload(seq_len=4096, global_batch=8)), L)
+    with pytest.raises(TrainplanError, match="no expert, context, tensor or pipeline parallelism"):
+        render("local", mla, LaunchOptions(plan_path="plan.json"))
+    plan = Plan(Job(resolve("qwen3-30b-a3b"), Cluster(node, 1), Workload(seq_len=4096, global_batch=8)), L)
+    assert render("local", plan, LaunchOptions(plan_path="plan.json")).text  # the trainer's own ep
     # a plan for another stack is that stack's to run: launch renders it
-    other = replace(plan, layout=L.with_stack("megatron"))
+    other = replace(mla, layout=L.with_stack("megatron"))
     assert render("local", other, LaunchOptions(plan_path="plan.json")).text
     # the device decides for cp: refused on CPU, rendered for GPUs
     cp = replace(plan, layout=Layout(cp=2, dp_shard=4, micro_batch=2))

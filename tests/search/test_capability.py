@@ -1,7 +1,7 @@
 """`plan` recommends only layouts the chosen stack can run (issue 11 part 4), on trainplan's own
-cost model: the reference trainer's expert parallelism splits the experts of its own decoder, which
-has no multi-head latent attention, so for DeepSeek-V3 on --stack trainplan no ep > 1, and the
-reasons name the stack a faster refused layout would need."""
+cost model: the reference trainer's expert parallelism splits the experts of its own decoder; a
+model with multi-head latent attention runs only through its Hugging Face code (data parallel
+only), and the answer names the stack a refused layout would need."""
 
 from trainplan.hardware import find_node
 from trainplan.models import resolve
@@ -16,15 +16,28 @@ def _all(r):
     return (r.chosen, *r.runners_up, *r.pareto)
 
 
-def test_deepseek_v3_on_trainplan_has_no_expert_parallelism_and_says_what_would():
-    # the issue's case: plan --model deepseek-v3 --instance ml.p6-b200.48xlarge --max-nodes 32
+def test_deepseek_v3_on_trainplan_names_the_stack_that_runs_it():
+    # the issue's case: plan --model deepseek-v3 --instance ml.p6-b200.48xlarge --max-nodes 32.
+    # MLA runs in the trainer only through the HF model (data parallel, FSDP): nothing that fits
+    # 671B on 32 nodes is left, so the answer is the stack that runs it, in one line.
+    import pytest
+
+    from trainplan.errors import TrainplanError
+
     q = Query(resolve("deepseek-v3"), P6, max_nodes=32)
-    r = search(q)
     assert q.stack == "trainplan"  # the search's default stack is the trainer's
-    assert all(c.layout.ep == 1 for c in _all(r))
-    assert all(refusal(c.layout, "cuda", c.job.model) is None for c in _all(r))
-    note = [x for x in r.reasons if "needs --stack megatron" in x]
-    assert len(note) == 1 and "ep=" in note[0] and "x faster" in note[0]
+    with pytest.raises(TrainplanError, match="multi-head latent attention.*--stack megatron") as e:
+        search(q)
+    assert "\n" not in str(e.value) and "ep=" in str(e.value)
+
+
+def test_moe_model_on_trainplan_may_choose_expert_parallelism():
+    # the trainer's own decoder splits experts over ep: the search keeps ep > 1 for it
+    from trainplan.search.engine import run_search
+
+    pool, _, _ = run_search(Query(resolve("mixtral-8x22b"), P6, max_nodes=8), model_evaluator())
+    ep = [c for c in pool if c.layout.ep > 1]
+    assert any(refusal(c.layout, "cuda", c.job.model) is None for c in ep)
 
 
 def test_another_stack_is_not_filtered_by_the_trainers_capabilities():

@@ -25,7 +25,7 @@ from trainplan.errors import TrainplanError
 
 def check_context_parallel(layout, seq_len: int, device_type: str, use_hf: bool) -> None:
     """Refuse a cp > 1 run of this model and sequence, with what to change (what any cp > 1 run
-    needs, CUDA, is runtime/supports.py's)."""
+    needs, CUDA, is supports.py's)."""
     if layout.cp == 1:
         return
     if use_hf:

@@ -65,7 +65,7 @@ def refusal(layout, device: str = "cuda", model=None) -> Refusal | None:
             "torch; run on GPUs, or choose a plan with cp = 1", None)
     if not recipe(L.precision).runnable:  # recipes.toml: no runtime converter
         return Refusal(f"{no_converter(recipe(L.precision))}, or --stack {OTHER_STACK}", OTHER_STACK)
-    for rule in (_hf_only, _tensor_parallel, _pipeline, _zero1, _settings):
+    for rule in (_hf_only, _tensor_parallel, _pipeline, _zero1, _aux_loss_scaling, _settings):
         r = rule(L, model)
         if r is not None:
             return r
@@ -119,6 +119,18 @@ def _pipeline(L, model) -> Refusal | None:
     what = "cp > 1" if L.cp > 1 else "the chunked loss"
     return Refusal(f"pp > 1 together with {what} is not implemented in the trainer; choose pp = 1 "
                    f"or drop {what}, or --stack {OTHER_STACK}", OTHER_STACK)
+
+
+def _aux_loss_scaling(L, model) -> Refusal | None:
+    """runtime/moe.py injects the auxiliary load-balancing loss's gradient in backward at a fixed
+    scale; under dynamic loss scaling (fp16) the LM loss's gradient is multiplied by the scaler's
+    current scale and the aux loss's is not, so the balance term would shrink by that factor."""
+    if model is None or model.moe is None or model.moe.load_balance != "aux_loss" or model.moe.aux_loss_coef <= 0:
+        return None
+    if not recipe(L.precision).loss_scaling:
+        return None
+    return Refusal(f"precision {L.precision!r} scales the loss dynamically, which the trainer's MoE auxiliary "
+                   f"loss does not follow; use bf16 (no loss scaling), or --stack {OTHER_STACK}", OTHER_STACK)
 
 
 def _zero1(L, model) -> Refusal | None:

@@ -119,6 +119,17 @@ def test_tensor_parallel_moe_needs_the_model():
     assert "MoE" in refusal(L, "cuda", moe).reason
 
 
+def test_fp16_loss_scaling_with_an_moe_aux_loss_is_refused():
+    # runtime/moe.py injects the aux loss's gradient at a fixed scale, which dynamic loss scaling would shrink
+    moe = resolve("qwen3-30b-a3b")
+    aux = replace(moe, moe=replace(moe.moe, load_balance="aux_loss", aux_loss_coef=0.001))
+    r = refusal(Layout(precision="fp16"), "cuda", aux)
+    assert r is not None and "auxiliary loss" in r.reason and "\n" not in r.reason
+    assert refusal(Layout(precision="bf16"), "cuda", aux) is None
+    assert refusal(Layout(precision="fp16"), "cuda", replace(aux, moe=replace(aux.moe, aux_loss_coef=0.0))) is None
+    assert refusal(Layout(precision="fp16"), "cuda", resolve("llama-3.1-8b")) is None
+
+
 def test_launch_refuses_a_plan_the_trainer_cannot_run():
     from trainplan.launch import render
     from trainplan.launch.base import LaunchOptions

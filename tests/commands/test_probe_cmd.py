@@ -1,5 +1,6 @@
 """`trainplan probe --device cpu --quick` writes a machine profile that loads, and `estimate
---machine` prices a layout with it; a profile of another GPU type is a one-line error."""
+--machine` prices a layout with it; a profile of another GPU type (estimate, plan, compare) is a
+one-line error."""
 
 import json
 
@@ -49,6 +50,15 @@ def test_a_machine_profile_of_another_gpu_is_refused(cli, probed):
                        "--machine", str(probed))
     assert code == 2
     assert "measures 'h100-sxm-80gb', this job runs on 'b200-180gb'" in err and "Traceback" not in err
+
+
+def test_plan_and_compare_refuse_a_machine_profile_of_none_of_their_gpus(cli, probed):
+    # the search would price no candidate with it: the profile would silently do nothing
+    for argv in (("plan", "--model", "llama-3.2-1b", "--instance", "ml.p6-b200.48xlarge"),
+                 ("compare", "--model", "llama-3.2-1b", "--instances", "ml.p6-b200.48xlarge,ml.p5e.48xlarge")):
+        code, _, err = cli(*argv, "--machine", str(probed))
+        assert code == 2, (argv, err)
+        assert "measures 'h100-sxm-80gb', this job runs on 'b200-180gb'" in err and "Traceback" not in err
 
 
 def test_validate_plan_and_compare_take_machine(cli, probed):

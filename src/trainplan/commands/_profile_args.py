@@ -30,14 +30,17 @@ def load_profiles(profile_path: str | None, machine: str | None):
     return prof
 
 
-def check_machine_gpu(machine: str | None, gpu_name: str) -> None:
-    """A machine profile given for a job on another GPU type would silently do nothing: refuse it."""
+def check_machine_gpu(machine: str | None, gpu_names) -> None:
+    """A machine profile given for a job on other GPU types would silently do nothing: refuse it.
+    `gpu_names`: the GPU type the job runs on, or those of the instances a search may choose."""
     if not machine or machine == "none":
         return
     from trainplan.errors import TrainplanError
     from trainplan.machine.profile import load_machine
 
+    names = sorted({gpu_names} if isinstance(gpu_names, str) else set(gpu_names))
     m = load_machine(machine)
-    if m.gpu != gpu_name:
-        raise TrainplanError(f"--machine {machine} measures {m.gpu!r}, this job runs on {gpu_name!r}; "
-                             "give a profile of this GPU type (or use --instance with its GPU)")
+    if m.gpu not in names:
+        raise TrainplanError(f"--machine {machine} measures {m.gpu!r}, this job runs on "
+                             f"{' or '.join(map(repr, names))}; give a profile of this GPU type "
+                             "(or use --instance with its GPU)")

@@ -8,7 +8,7 @@ against Hopper and Ampere.
 
 from __future__ import annotations
 
-from trainplan.commands._profile_args import add_profile_arguments
+from trainplan.commands._profile_args import add_profile_arguments, check_machine_gpu
 from trainplan.report.cli import add_html_argument, write_html
 
 NAME = "compare"
@@ -73,6 +73,7 @@ def run(args) -> int:
     model = resolve(args.model)
     check_context(model, args.seq_len, args.allow_long_context)
     nodes = [find_node(n) for n in args.instances.split(",") if n.strip()]
+    check_machine_gpu(args.machine, (n.gpu.name for n in nodes))
     ev = evaluator(args.profile, args.machine) if args.machine else evaluator(args.profile)
     rows = [compare_one(model, n, args, ev) for n in nodes]
     d = {"model": model.name, "seq_len": args.seq_len, "tokens": args.tokens, "instances": rows}

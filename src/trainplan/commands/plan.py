@@ -9,7 +9,7 @@ from __future__ import annotations
 import textwrap
 
 from trainplan.commands._layout_args import add_stack_arguments, stack_and_execution
-from trainplan.commands._profile_args import add_profile_arguments
+from trainplan.commands._profile_args import add_profile_arguments, check_machine_gpu
 from trainplan.report.cli import add_html_argument, write_html
 
 NAME = "plan"
@@ -160,6 +160,7 @@ def run(args) -> int:
     from trainplan.search import search
 
     q = query(args)
+    check_machine_gpu(args.machine, (n.gpu.name for n in q.instances))
     ev = evaluator(args.profile, args.machine) if args.machine else evaluator(args.profile)
     update, close = progress_bar()
     try:

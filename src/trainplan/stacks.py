@@ -55,6 +55,7 @@ CONVENTION_CHOICES = {
     "activations": ("pytorch", "megatron"),
     "lowp_weight_copies": ("per_use", "cached"),
     "zero1": ("distributed_optimizer", "zero_redundancy"),
+    "zero2": ("deepspeed", "fsdp2_no_reshard"),
     "grad_reduce_fp32": bool,
     "vocab_parallel_loss": bool,
     "bf16_loss": bool,
@@ -99,6 +100,7 @@ class Conventions:
     activations: str  # "pytorch" | "megatron": which tensors a layer saves (costs/activations.py)
     lowp_weight_copies: str  # "per_use" (torchao) | "cached" (TransformerEngine)
     zero1: str  # "distributed_optimizer" (Megatron) | "zero_redundancy" (DDP + torch ZeRO-1)
+    zero2: str  # "deepspeed" (stage 2) | "fsdp2_no_reshard" (FSDP2, reshard_after_forward=False)
     grad_reduce_fp32: bool  # gradients accumulated and reduced in fp32
     vocab_parallel_loss: bool  # tp > 1: loss on vocabulary-sharded logits
     bf16_loss: bool  # eager loss on bf16 logits kept through backward

@@ -51,7 +51,6 @@ from trainplan.precision import recipe
 from trainplan.profile import Profile
 from trainplan.stacks import conventions
 from trainplan.stacks import stack as stack_preset
-from trainplan.supports import TRAINER_STACK
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,9 +119,10 @@ def shard_calls(L: Layout) -> tuple[int, int]:
       zero2: the weights stay whole, so they are all-gathered once per step after the optimizer;
         gradients are sharded, so each micro-batch's gradients are reduce-scattered into the shard
         (ZeRO, Rajbhandari et al. 2020 sec. 5.2; DeepSpeed stage 2 reduces every micro-step).
-        trainplan's trainer runs zero2 as FSDP2 with reshard_after_forward=False (runtime/parallel.py
-        apply_fsdp): the weights are freed after each backward, so every micro-batch gathers them
-        once, in forward, and reduce-scatters; under pipelining as fsdp with pp below.
+        A stack whose zero2 convention is fsdp2_no_reshard (stacks.toml; trainplan's trainer,
+        runtime/parallel.py apply_fsdp) runs it as FSDP2 with reshard_after_forward=False: the
+        weights are freed after each backward, so every micro-batch gathers them once, in forward,
+        and reduce-scatters; under pipelining as fsdp with pp below.
       zero1 as trainplan's trainer runs it (DDP + ZeroRedundancyOptimizer) is not priced here: see
         the all-reduce and broadcast in step_time.
       fsdp without pp (FSDP2, reshard_after_forward=True): every micro-batch gathers each unit in
@@ -138,7 +138,7 @@ def shard_calls(L: Layout) -> tuple[int, int]:
     if L.sharding == "zero1":
         return 1, 1
     if L.sharding == "zero2":
-        if L.stack == TRAINER_STACK:
+        if conventions(L).zero2 == "fsdp2_no_reshard":
             return (1, 1) if L.pp > 1 else (n_mb, n_mb)
         return 1, n_mb
     if L.sharding == "fsdp":

@@ -28,18 +28,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainplan.validation.errors import percentile
+
 
 def _num(x):
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
 def quantile(vals, q: float) -> float:
-    """Quantile by linear interpolation between order statistics (numpy's default)."""
-    s = sorted(vals)
-    pos = (len(s) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+    """Quantile of unsorted values: the validation's own percentile (the same numbers `validate` prints)."""
+    return percentile(sorted(vals), q)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from trainplan.hardware.types import Cluster
 from trainplan.models.spec import ModelSpec
 
 OPTIMIZERS = ("adamw",)
+MAX_TOKENS = 10**18  # the largest token budget a workload takes (--tokens, plan.json workload.tokens)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from trainplan import __version__
 from trainplan.errors import TrainplanError
 from trainplan.estimate import Estimate, estimate_from_dict
 from trainplan.hardware import Cluster, find_node
-from trainplan.job import OPTIMIZERS, Job, Workload
+from trainplan.job import MAX_TOKENS, OPTIMIZERS, Job, Workload
 from trainplan.layout import Layout, check_layout, layout_from_dict
 from trainplan.models.checks import check_context
 from trainplan.models.spec import spec_from_dict, spec_to_dict
@@ -137,7 +137,6 @@ TRAIN_RANGES: dict[str, tuple[float, float, bool]] = {
     "checkpoint_every": (0, MAX_STEPS, False),  # 0: only at the end and on SIGTERM
     "log_every": (1, MAX_STEPS, False),
 }
-MAX_TOKENS = 10**18  # as the CLI's --tokens (commands/_common.py)
 
 
 def _object(d: dict, key: str, where: str, optional: bool = False) -> dict | None:

@@ -13,11 +13,12 @@ import math
 import sys
 from pathlib import Path
 
+from trainplan.job import MAX_TOKENS
+
 # Upper bounds on what a person can ask for. They are sanity limits, far beyond any real run (the
 # largest published pre-training runs are ~40T tokens on ~100k GPUs), that keep every derived
 # number finite and every search bounded.
 MAX_COUNT = 10**9  # any count of GPUs, nodes, sequences, steps, layers ...
-MAX_TOKENS = 10**18  # a token budget
 MAX_NUMBER = 1e15  # dollars, GiB, and other plain quantities
 
 

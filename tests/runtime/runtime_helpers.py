@@ -19,3 +19,36 @@ def torchrun(*args: str, nproc: int = 2, timeout: float = 240, env: dict | None 
 
 def read_jsonl(path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def plan_file(path: Path, steps: int = 6, checkpoint_every: int = 2, world: int = 2) -> Path:
+    """The demo model as a plan.json that checkpoints every `checkpoint_every` steps."""
+    from dataclasses import replace
+
+    from trainplan.runtime.demo import demo_plan
+
+    plan = demo_plan(world, steps=steps)
+    path.write_text(replace(plan, train=replace(plan.train, checkpoint_every=checkpoint_every)).to_json())
+    return path
+
+
+def ranks_of(torchrun_pid: int) -> dict[int, int]:
+    """{global rank: pid} of torchrun's workers, read from /proc."""
+    pids = Path(f"/proc/{torchrun_pid}/task/{torchrun_pid}/children").read_text().split()
+    out = {}
+    for pid in pids:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        rank = next(int(e[5:]) for e in env if e.startswith(b"RANK="))
+        out[rank] = int(pid)
+    return out
+
+
+def private_mounts() -> bool:
+    """Whether this machine lets a test mount a tmpfs or a read-only bind mount in a private
+    user + mount namespace (`unshare -rm`); where it cannot, the fault switch simulates the fault."""
+    try:
+        p = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt || exit 1"],
+                           capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return p.returncode == 0

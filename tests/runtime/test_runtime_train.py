@@ -62,7 +62,7 @@ def test_pipeline_resume_gives_the_losses_of_an_uninterrupted_run(tmp_path):
     # A plan for one 8-GPU node (pp=2 x dp 4), fitted to 2 processes: pp=2 x dp 1.
     plan.write_text(demo_plan(8, steps=4, micro_batch=2, grad_accum=2, pp=2,
                               model=replace(DEMO_MODEL, tied_embeddings=False)).to_json())
-    args = ("--plan", str(plan), "--fit-world")
+    args = ("--plan", str(plan), "--fit-world", "--device", "cpu")
     ref = _run(tmp_path / "ref", *args)
     ck = tmp_path / "ck"
     first = _run(tmp_path / "a", *args, "--checkpoint-dir", str(ck), "--stop-at-step", "2")

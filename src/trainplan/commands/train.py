@@ -67,22 +67,69 @@ def _nproc(args) -> int:
     return n
 
 
-def _forward_sigterm(torchrun_pid: int) -> None:
-    """SIGTERM to `trainplan train` (a spot interruption, a scheduler's stop) goes to the ranks
-    themselves: each saves a checkpoint at the end of its step and exits 0, so torchrun sees a
-    clean finish. (Signalled itself, torchrun would also stop the ranks, then exit with an error
-    and a traceback.) Falls back to signalling torchrun where /proc is missing."""
-    import os
+def _preflight(args) -> None:
+    """The checks every rank makes again, made once here before any process starts: a plan needs
+    a GPU unless --device cpu; the checkpoint directory must be writable with room for the
+    checkpoints kept."""
+    import torch
 
+    from trainplan.runtime import preflight
+
+    preflight.choose_device(args.device, bool(args.plan), torch.cuda.is_available())
+    if args.checkpoint_dir:
+        if args.plan:
+            from trainplan.plan import load_plan
+
+            plan = load_plan(args.plan)
+        else:
+            from trainplan.runtime.demo import demo_plan
+
+            plan = demo_plan(1)
+        preflight.check_checkpoint_dir(Path(args.checkpoint_dir), preflight.checkpoint_bytes(plan),
+                                       args.keep_checkpoints or preflight.DEFAULT_KEEP)
+
+
+def _ranks(torchrun_pid: int) -> list[int]:
     try:
-        children = Path(f"/proc/{torchrun_pid}/task/{torchrun_pid}/children").read_text().split()
+        return [int(p) for p in Path(f"/proc/{torchrun_pid}/task/{torchrun_pid}/children").read_text().split()]
     except OSError:
-        children = []
-    for pid in children or [str(torchrun_pid)]:
-        try:
-            os.kill(int(pid), signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        return []
+
+
+class _Forward:
+    """A stop signal to `trainplan train` (SIGTERM: a spot interruption, a scheduler's stop; SIGINT:
+    Ctrl-C; SIGUSR1: Slurm's warning) goes to the ranks themselves: each saves a checkpoint at the
+    end of its step and exits 0, so torchrun sees a clean finish (signalled itself, torchrun would
+    pass it on too, but then exit with an error and a traceback, and kill ranks still saving after
+    its --shutdown-timeout, 30 s). torchrun runs in its own session, so a Ctrl-C at the terminal
+    reaches this process only. A second signal aborts: SIGKILL to the ranks and torchrun, nothing
+    saved. Falls back to signalling torchrun where /proc is missing."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+
+    def __init__(self, proc):
+        self.proc, self.count = proc, 0
+        self.previous = {sig: signal.signal(sig, self._handler) for sig in self.SIGNALS}
+
+    def _handler(self, signum, frame):
+        import os
+
+        self.count += 1
+        if self.count == 1:
+            print(f"trainplan train: {signal.Signals(signum).name}: the ranks save a checkpoint after this step "
+                  "and stop; signal again to abort without saving", file=sys.stderr, flush=True)
+        targets = _ranks(self.proc.pid) or [self.proc.pid]
+        if self.count > 1:
+            signum, targets = signal.SIGKILL, [*targets, self.proc.pid]
+        for pid in targets:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
 
 
 def run(args) -> int:
@@ -93,18 +140,21 @@ def run(args) -> int:
     if args.dry_run:
         print(" ".join(argv))
         return 0
+    _preflight(args)
     (out / "summary.json").unlink(missing_ok=True)
-    proc = subprocess.Popen(argv)
-    previous = signal.signal(signal.SIGTERM, lambda s, f: _forward_sigterm(proc.pid))
+    proc = subprocess.Popen(argv, start_new_session=True)
+    forward = _Forward(proc)
     try:
         code = proc.wait()
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        forward.restore()
     summary_file = out / "summary.json"
     summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
+    if summary is not None and summary.get("error"):
+        raise TrainplanError(summary["error"])
     # torchrun exits non-zero when it was signalled itself, even though the ranks checkpointed and
     # exited cleanly; their summary says so.
-    if summary is None or (code != 0 and summary.get("stopped_by") != "SIGTERM"):
+    if summary is None or (code != 0 and summary.get("stopped_by") not in {s.name for s in _Forward.SIGNALS}):
         raise TrainplanError(f"training exited with code {code}; the ranks' messages are above")
     if args.json:
         print_json(summary)
@@ -118,6 +168,8 @@ def run(args) -> int:
               f"loss {summary['first_loss']:.4f} -> {summary['last_loss']:.4f} in {summary['steps']} steps, "
               f"{summary['tokens_per_s']:,.0f} tokens/s{mfu}{mem}")
         print(f"measurements: {summary['measurements']}")
+        if summary.get("skipped_steps"):
+            print(f"{summary['skipped_steps']} step(s) skipped: loss or gradient norm not finite (no update)")
         if summary.get("stopped_by"):
             print(f"stopped by {summary['stopped_by']} after step {summary['steps']}")
         if summary.get("checkpoint"):

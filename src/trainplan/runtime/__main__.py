@@ -49,11 +49,17 @@ def main(argv: list[str] | None = None) -> int:
             out=out, steps=args.steps, checkpoint_dir=Path(ckpt) if ckpt else None,
             tensorboard=args.tensorboard, data=args.data, tokenizer=args.tokenizer, hf=args.hf,
             fit_world=args.fit_world, progress=not args.no_progress, stop_at_step=args.stop_at_step,
-            model_dir=sm.get("model_dir"),
+            model_dir=sm.get("model_dir"), device=args.device, gpu_plan=bool(args.plan and not args.demo),
+            **{k: v for k, v in (("max_nonfinite", args.max_nonfinite), ("keep_checkpoints", args.keep_checkpoints))
+               if v is not None},
         )
         summary = train(plan, opts)
     except TrainplanError as e:
-        print(f"trainplan.runtime: error: {e}", file=sys.stderr)
+        from trainplan.runtime.distributed import RunStopped
+
+        # A stop every rank agreed on is said once, by rank 0; other errors by each rank that has one.
+        if not isinstance(e, RunStopped) or os.environ.get("RANK", "0") == "0":
+            print(f"trainplan.runtime: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     if summary and args.json:
         print(json.dumps(summary, indent=2))

@@ -4,6 +4,27 @@ reads. Torch-free: the CLI imports it without the torch extra."""
 
 from __future__ import annotations
 
+from trainplan.runtime.numerics import DEFAULT_MAX_IN_ROW
+from trainplan.runtime.preflight import DEFAULT_KEEP
+
+
+def at_least(low: int):
+    """argparse type: an integer >= low, with a message that says so."""
+
+    def parse(text: str) -> int:
+        import argparse
+
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {v}")
+        return v
+
+    return parse
+
+
 # (flag, takes a value, argparse keywords): passed from `trainplan train` to every rank unchanged.
 PASSED = (
     ("--steps", True, {"type": int, "help": "optimizer steps (default: the plan's train.steps; demo 30)"}),
@@ -17,6 +38,15 @@ PASSED = (
     ("--no-progress", False, {"help": "no per-step progress on stderr"}),
     ("--model", True, {"help": "demo only (no --plan): tiny-moe or demo-llama-tiny (the default)"}),
     ("--ep", True, {"type": int, "help": "demo only (no --plan): expert parallel degree (divides the processes)"}),
+    ("--device", True, {"choices": ("cuda", "cpu"),
+                        "help": "cuda (a plan's default; refused when torch sees no GPU) or cpu (gloo; the demo's "
+                                "default without a GPU)"}),
+    ("--max-nonfinite", True, {"type": at_least(1), "metavar": "K",
+                               "help": "stop after K steps in a row with a non-finite loss or gradient norm (each is "
+                                       f"skipped: no update); default {DEFAULT_MAX_IN_ROW}"}),
+    ("--keep-checkpoints", True, {"type": at_least(2), "metavar": "N",
+                                  "help": f"checkpoints kept, the one being written included (>= 2; default {DEFAULT_KEEP}); the "
+                                          "directory must have room for N"}),
 )
 
 

@@ -1,47 +1,41 @@
-"""Distributed checkpoints (torch.distributed.checkpoint) that are complete or invisible.
+"""Distributed checkpoints (torch.distributed.checkpoint) that are complete, checked, or invisible.
 
-Layout of a checkpoint directory:
+A save: every rank writes its shards of the model and optimizer with DCP into
+`<root>/step-NNNNNNNN.partial/`, plus `extras-rank<R>.pt` (scheduler, step, its RNG states, grad
+scaler); each rank hashes what it wrote, the digests go into `manifest.json` (written last,
+through a rename; manifest.py), and the directory is renamed to its final name. A rename inside
+one directory is atomic on POSIX file systems, so a reader sees the whole checkpoint or none of it.
+Then each rank checks its files in the published directory against the manifest, and only then are
+older checkpoints pruned (retention.py: keep-last-N counts the one being written).
 
-    <dir>/step-00000030/            a finished checkpoint (DCP files + one extras file per rank)
-    <dir>/step-00000040.partial/    being written; never read
-
-Every rank writes its shards of the model and optimizer with DCP into the `.partial` directory,
-plus `extras-rank<R>.pt` (scheduler, step, its RNG states, grad scaler); after a barrier the
-directory is renamed to its final name. A rename inside one directory is atomic on POSIX file
-systems, so a reader sees the whole checkpoint or none of it (a kill mid-write leaves only a
-`.partial` directory, which `latest` ignores and the next save of that step replaces).
+A restore takes the newest checkpoint whose every file matches its manifest (size and sha256, the
+files split over the ranks so the checkpoint is read once); an empty, half-written or corrupted
+one is named in one line, moved aside (`.bad`) and the previous one taken. Every failure is agreed
+across ranks (distributed.agree) so all ranks stop, skip or load together.
 
 The directory may be shared by all nodes (a cluster file system) or local to each node (SageMaker's
 /opt/ml/checkpoints, which SageMaker syncs to one S3 prefix and restores to every node): the
-first local rank of each node prepares and renames, one node after the other, so a shared
-directory is renamed once and local ones each once.
+first local rank of each node prepares, renames and prunes, one node after the other, so a shared
+directory is renamed once and local ones each once. A restore expects every node to see the whole
+checkpoint (a shared directory, or SageMaker's restore of the S3 prefix).
 """
 
 from __future__ import annotations
 
 import os
 import random
-import re
 import shutil
+import sys
+import traceback
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
-_FINAL = re.compile(r"^step-(\d{8})$")
-
-
-def step_dir(root: Path, step: int) -> Path:
-    return root / f"step-{step:08d}"
-
-
-def latest(root: str | Path | None) -> Path | None:
-    """The newest complete checkpoint under `root`, or None."""
-    if not root or not Path(root).is_dir():
-        return None
-    done = [(int(m.group(1)), p) for p in Path(root).iterdir() if (m := _FINAL.match(p.name)) and p.is_dir()]
-    return max(done)[1] if done else None
+from trainplan.runtime import faults, manifest, preflight, retention
+from trainplan.runtime.distributed import RunStopped, agree
+from trainplan.runtime.retention import step_dir
 
 
 def _rng_state() -> dict:
@@ -77,54 +71,135 @@ def _app_state(model, optimizer) -> dict:
     return {"model": model_sd, "optim": optim_sd}
 
 
-def save(root: str | Path, step: int, model, optimizer, scheduler, scaler=None, keep: int = 2) -> Path:
-    """Collective: every rank calls it. Returns the final directory."""
+def save(root: str | Path, step: int, model, optimizer, scheduler, scaler=None,
+         keep: int = preflight.DEFAULT_KEEP, one_checkpoint: float = 0.0) -> Path:
+    """Collective: every rank calls it. Returns the final directory; raises RunStopped (on every
+    rank) when the checkpoint cannot be written, removing what it wrote. `one_checkpoint`: the
+    expected bytes (preflight.checkpoint_bytes), to tell a full disk from other failures."""
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
 
     root = Path(root)
     final = step_dir(root, step)
     tmp = final.with_name(final.name + ".partial")
-    rank = dist.get_rank()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    previous = next((p.name for s, p in retention.finished(root) if s != step), None)
 
     def prepare():
         root.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(exist_ok=True)
+        retention.remove_stale(root)
+        retention.prune(root, keep - 1)  # room for the new one: `keep` on disk while it is written
+        faults.before_save(step, root)
+        tmp.mkdir()
+
+    def fail(error: BaseException | None) -> None:
+        why = agree(_describe(error, root, step, one_checkpoint, previous) if error is not None else None)
+        if why:
+            _on_each_node(lambda: shutil.rmtree(tmp, ignore_errors=True))
+            raise RunStopped(why)
+
+    fail(_on_each_node(prepare))
+    error, mine = None, {}
+    try:
+        dcp.save(_app_state(model, optimizer), checkpoint_id=str(tmp))
+        extras = {"step": step, "scheduler": scheduler.state_dict(), "rng": _rng_state(),
+                  "scaler": scaler.state_dict() if scaler is not None else None}
+        with open(tmp / f"extras-rank{rank}.pt", "wb") as f:
+            torch.save(extras, f)
+            f.flush()
+            os.fsync(f.fileno())  # DCP fsyncs its own files (FileSystemWriter sync_files)
+        faults.after_shards(step)
+        mine = manifest.describe(tmp, manifest.own_files(tmp, rank))
+    except (Exception, CheckpointException) as e:  # noqa: BLE001 - any failure is agreed on; DCP raises a BaseException
+        error = e
+    fail(error)
+    parts = [None] * world
+    dist.all_gather_object(parts, mine)
+    files = {k: v for part in parts for k, v in part.items()}
 
     def publish():
         if not tmp.is_dir():  # a shared directory another node already renamed
             return
+        manifest.write(tmp, step, world, files)
         if final.exists():  # a re-save of the same step (resumed run): replace it whole
             shutil.rmtree(final)
         os.replace(tmp, final)
-        _prune(root, keep)
+        retention.fsync_dir(root)
 
-    _node_by_node(prepare)
-    dcp.save(_app_state(model, optimizer), checkpoint_id=str(tmp))
-    extras = {"step": step, "scheduler": scheduler.state_dict(), "rng": _rng_state(),
-              "scaler": scaler.state_dict() if scaler is not None else None}
-    torch.save(extras, tmp / f"extras-rank{rank}.pt")
-    dist.barrier()
-    _node_by_node(publish)
+    fail(_on_each_node(publish))
+    problem = manifest.check(final, files, sorted(mine), digests=False)
+    why = agree(f"checkpoint {final} did not verify after writing: {problem}" if problem else None)
+    if why:
+        raise RunStopped(why)
+    _on_each_node(lambda: retention.prune(root, keep))
     return final
 
 
-def _node_by_node(fn) -> None:
+def _describe(error: BaseException, root: Path, step: int, one_checkpoint: float, previous: str | None) -> str:
+    if preflight.looks_like_disk_full(error, root, one_checkpoint):
+        return preflight.no_space_message(root, one_checkpoint, step, previous)
+    failures = getattr(error, "failures", None)  # DCP: the first rank's own exception
+    if isinstance(failures, dict) and failures:
+        error = next(iter(failures.values()))[0]
+    what = "".join(traceback.format_exception_only(type(error), error)).strip().splitlines()[-1]
+    kept = f"; the previous checkpoint {previous} is intact" if previous else ""
+    return f"saving the checkpoint of step {step} to {root} failed: {what}{kept}"
+
+
+def _on_each_node(fn) -> BaseException | None:
     """Run fn on the first local rank of each node, one node at a time (torchrun's GROUP_RANK is
-    the node index), with barriers between: collective."""
+    the node index), with barriers between: collective. Returns fn's OSError on the ranks that
+    ran it (None elsewhere), so that the caller can agree on it instead of leaving the others
+    waiting at a barrier."""
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size()))
     nodes = max(1, dist.get_world_size() // local_world)
     me = (int(os.environ.get("GROUP_RANK", "0")) if int(os.environ.get("LOCAL_RANK", "0")) == 0 else None)
+    error = None
     for node in range(nodes):
         if me == node:
-            fn()
+            try:
+                fn()
+            except OSError as e:
+                error = e
         dist.barrier()
+    return error
 
 
-def _prune(root: Path, keep: int) -> None:
-    done = sorted((int(m.group(1)), p) for p in root.iterdir() if (m := _FINAL.match(p.name)))
-    for _, p in done[:-keep] if keep > 0 else []:
-        shutil.rmtree(p, ignore_errors=True)
+def pin(root: str | Path, name: str, reason: str) -> None:
+    """Collective: keep checkpoint `name` (step-NNNNNNNN) from pruning, for good (retention.pin)."""
+    _on_each_node(lambda: retention.pin(Path(root), int(name.removeprefix("step-")), reason))
+
+
+def restore_point(root: str | Path | None) -> tuple[Path | None, list[str]]:
+    """Collective: the newest usable checkpoint under `root` (None: none yet) and the unusable
+    newer ones it skipped (moved aside). Raises RunStopped when checkpoints exist and none is
+    usable: starting afresh over them is for a person to decide."""
+    if not root:
+        return None, []
+    root = Path(root)
+    names = [[p.name for _, p in retention.finished(root)]]
+    dist.broadcast_object_list(names, src=0)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    skipped: dict[str, str] = {}  # name -> why it is unusable, newest first
+    for name in names[0]:
+        d = root / name
+        body, why = manifest.read(d)
+        if body is not None:  # each rank reads its share of the files: the checkpoint is read once
+            why = manifest.check(d, body["files"], sorted(body["files"])[rank::world], digests=True)
+        why = agree(why or None)
+        if why:
+            skipped[name] = why
+            continue
+        for bad, reason in skipped.items():
+            _on_each_node(lambda bad=bad: retention.move_aside(root / bad))
+            if rank == 0:
+                print(f"trainplan.runtime: warning: checkpoint {root / bad} is unusable ({reason}); moved aside to "
+                      f"{bad}.bad, resuming from {name}", file=sys.stderr, flush=True)
+        return d, [f"{root / bad} ({reason})" for bad, reason in skipped.items()]
+    if skipped:
+        raise RunStopped(f"no usable checkpoint in {root}: " + "; ".join(f"{n} ({w})" for n, w in skipped.items())
+                         + "; move them aside to start afresh, or restore a good copy")
+    return None, []
 
 
 def load(path: str | Path, model, optimizer, scheduler, scaler=None) -> int:

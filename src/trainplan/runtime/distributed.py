@@ -9,6 +9,13 @@ from contextlib import closing
 import torch
 import torch.distributed as dist
 
+from trainplan.errors import TrainplanError
+
+
+class RunStopped(TrainplanError):
+    """A reason to end the run that every rank agreed on (a full disk, non-finite losses, no
+    usable checkpoint): every rank raises it, rank 0 prints it."""
+
 
 def free_port() -> int:
     with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
@@ -16,16 +23,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def init(timeout_s: float = 600) -> torch.device:
+def init(kind: str | None = None, timeout_s: float = 600) -> torch.device:
     """Join the process group torchrun set up (or make a one-process group when run directly).
-    NCCL on CUDA, gloo on CPU."""
+    NCCL on CUDA, gloo on CPU. `kind`: "cuda", "cpu", or None for whichever there is
+    (preflight.choose_device decides it)."""
     from datetime import timedelta
 
     if "RANK" not in os.environ:
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=str(free_port()))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if torch.cuda.is_available():
+    if (kind or ("cuda" if torch.cuda.is_available() else "cpu")) == "cuda":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
         backend = "nccl"
@@ -44,12 +52,23 @@ def shutdown() -> None:
         dist.destroy_process_group()
 
 
-def reduce_step(loss_sum: float, stop: bool, device: torch.device) -> tuple[float, bool]:
-    """One all-reduce per step for two facts: the mean loss over ranks, and whether any rank was
-    asked to stop (SIGTERM reaches ranks at different moments; all must stop at the same step)."""
-    t = torch.tensor([loss_sum, 1.0 if stop else 0.0], dtype=torch.float64, device=device)
+def reduce_step(loss_sum: float, signals: tuple[bool, ...], device: torch.device) -> tuple[float, tuple[bool, ...]]:
+    """One all-reduce per step for two facts: the mean loss over ranks, and which stop signals
+    any rank received (a signal reaches ranks at different moments, or one rank only; all must
+    stop after the same step). A non-finite loss on any rank makes the mean non-finite."""
+    t = torch.tensor([loss_sum, *(1.0 if s else 0.0 for s in signals)], dtype=torch.float64, device=device)
     dist.all_reduce(t)
-    return (t[0] / dist.get_world_size()).item(), bool(t[1].item() > 0)
+    return (t[0] / dist.get_world_size()).item(), tuple(bool(v > 0) for v in t[1:].tolist())
+
+
+def agree(message: str | None) -> str | None:
+    """Collective: the first rank's message, on every rank (None when no rank has one). For
+    failures one rank sees (its disk, its file) that all ranks must act on together."""
+    if dist.get_world_size() == 1:
+        return message
+    every: list = [None] * dist.get_world_size()
+    dist.all_gather_object(every, message)
+    return next((m for m in every if m), None)
 
 
 def clip_grad_norm(params, max_norm: float, pp_group=None, norm_skip=None) -> float:

@@ -8,6 +8,7 @@ comparing a run with its plan is a diff of two dicts (`trainplan compare-run`).
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -52,9 +53,9 @@ def local_flops_per_token(spec: ModelSpec, seq_len: int, causal: bool = True) ->
 class StepRecord:
     schema: str
     step: int
-    loss: float
+    loss: float | None  # None when not finite (JSON has no NaN): the step was skipped
     lr: float
-    grad_norm: float
+    grad_norm: float | None
     tokens: int  # tokens in this step, all ranks
     step_time_s: float
     tokens_per_s: float  # all ranks
@@ -66,6 +67,7 @@ class StepRecord:
     peak_mem_kind: str | None
     peak_allocated_gib: float | None
     peak_reserved_gib: float | None
+    skipped: bool = False  # non-finite loss or gradient norm: no update (numerics.py)
 
 
 def memory_gib(device) -> tuple[float | None, float | None]:
@@ -77,31 +79,41 @@ def memory_gib(device) -> tuple[float | None, float | None]:
 
 
 def make_record(step: int, loss: float, lr: float, grad_norm: float, tokens: int, step_time_s: float,
-                world: int, flops_tok: tuple[float, float], peak_flops: float | None, device) -> StepRecord:
+                world: int, flops_tok: tuple[float, float], peak_flops: float | None, device,
+                skipped: bool = False) -> StepRecord:
     """flops_tok: (causal, non-causal) model FLOPs per token; peak_flops: one GPU's dense peak."""
     tps = tokens / step_time_s
     per_gpu = tps / world
     achieved = per_gpu * flops_tok[0]
     alloc, reserved = memory_gib(device)
     return StepRecord(
-        schema=MEASUREMENT_SCHEMA, step=step, loss=loss, lr=lr, grad_norm=grad_norm, tokens=tokens,
+        schema=MEASUREMENT_SCHEMA, step=step, loss=_finite(loss), lr=lr, grad_norm=_finite(grad_norm), tokens=tokens,
         step_time_s=step_time_s, tokens_per_s=tps, tokens_per_s_per_gpu=per_gpu,
         tflops_per_gpu=achieved / 1e12, mfu=(achieved / peak_flops) if peak_flops else None,
         mfu_noncausal=(per_gpu * flops_tok[1] / peak_flops) if peak_flops else None,
         peak_mem_gib=reserved, peak_mem_kind="reserved" if reserved is not None else None,
-        peak_allocated_gib=alloc, peak_reserved_gib=reserved,
+        peak_allocated_gib=alloc, peak_reserved_gib=reserved, skipped=skipped,
     )
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
 
 
 class Recorder:
     """Rank 0's writer: JSONL per step, optional TensorBoard, a progress line on stderr."""
 
     def __init__(self, out_dir: Path, total_steps: int, tensorboard: str | None, progress: bool,
-                 fresh: bool = True):
+                 resumed_at: int = 0):
         self.path = out_dir / "measurements.jsonl"
         self.total = total_steps
-        # A resumed run appends to the interrupted run's records; a fresh run starts the file anew.
-        self._f = open(self.path, "w" if fresh else "a")  # noqa: SIM115 - open for the whole run
+        # A fresh run starts the file anew. A resumed run keeps the interrupted run's records up to
+        # the step it restored and drops the later ones: it runs those steps again, and the file
+        # must hold each step once.
+        kept = [r for r in read_records(self.path) if r["step"] <= resumed_at] if resumed_at and self.path.is_file() else []
+        self._f = open(self.path, "w")  # noqa: SIM115 - open for the whole run
+        self._f.writelines(json.dumps(r) + "\n" for r in kept)
+        self._f.flush()
         self._tty = progress and sys.stderr.isatty()
         self._quiet = not progress
         self._tb = None
@@ -124,7 +136,8 @@ class Recorder:
     def _progress(self, r: StepRecord) -> None:
         if self._quiet:
             return
-        text = (f"step {r.step}/{self.total} loss {r.loss:.4f} lr {r.lr:.2e} "
+        loss = f"{r.loss:.4f}" if r.loss is not None else "not finite (update skipped)"
+        text = (f"step {r.step}/{self.total} loss {loss} lr {r.lr:.2e} "
                 f"{r.tokens_per_s_per_gpu:,.0f} tok/s/gpu {r.step_time_s * 1e3:.0f} ms"
                 + (f" mfu {r.mfu:.1%}" if r.mfu is not None else "")
                 + (f" mem {r.peak_mem_gib:.1f} GiB" if r.peak_mem_gib is not None else ""))
@@ -161,10 +174,12 @@ def summarize(records: list[dict], warmup: int = 1) -> dict:
         vals = [r[k] for r in records if r.get(k) is not None]
         return max(vals) if vals else None
 
+    finite = [r["loss"] for r in records if r.get("loss") is not None]
     return {
         "steps": records[-1]["step"],
-        "first_loss": records[0]["loss"],
-        "last_loss": records[-1]["loss"],
+        "first_loss": finite[0] if finite else None,
+        "last_loss": finite[-1] if finite else None,
+        "skipped_steps": sum(1 for r in records if r.get("skipped")),
         "step_time_s": med("step_time_s"),
         "tokens_per_s": med("tokens_per_s"),
         "tokens_per_s_per_gpu": med("tokens_per_s_per_gpu"),

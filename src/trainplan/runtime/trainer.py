@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,10 +12,22 @@ import torch
 import torch.distributed as dist
 
 from trainplan.errors import TrainplanError
-from trainplan.runtime import checkpoint, context, distributed, metrics, moe, parallel
+from trainplan.runtime import (
+    checkpoint,
+    context,
+    distributed,
+    faults,
+    metrics,
+    moe,
+    parallel,
+    preflight,
+)
 from trainplan.runtime.build import build_model
 from trainplan.runtime.data import make_batches
-from trainplan.runtime.optim import make_optimizer
+from trainplan.runtime.distributed import RunStopped
+from trainplan.runtime.numerics import DEFAULT_MAX_IN_ROW, NonFiniteGuard
+from trainplan.runtime.optim import make_optimizer, retarget
+from trainplan.runtime.signals import StopSignals
 from trainplan.runtime.world import fit_to_world
 from trainplan.supports import check_runnable
 
@@ -34,6 +45,10 @@ class RunOptions:
     progress: bool = True
     stop_at_step: int | None = None  # save and stop after this step (tests; a planned interruption)
     model_dir: str | None = None  # write the final model here (SageMaker: SM_MODEL_DIR)
+    device: str | None = None  # "cuda" | "cpu" | None: preflight.choose_device
+    gpu_plan: bool = False  # a plan made for GPUs (not the demo): refused on CPU unless device="cpu"
+    max_nonfinite: int = DEFAULT_MAX_IN_ROW  # non-finite steps in a row that stop the run
+    keep_checkpoints: int = preflight.DEFAULT_KEEP
 
 
 def peak_flops_for(device: torch.device, plan) -> tuple[float | None, str]:
@@ -54,54 +69,67 @@ def peak_flops_for(device: torch.device, plan) -> tuple[float | None, str]:
     return r.peak(plan.job.cluster.gpu), plan.job.cluster.gpu.name
 
 
-class _Stop:
-    """SIGTERM (spot interruption, SageMaker stop, torchrun shutdown) sets a flag; the loop saves
-    a checkpoint at the end of the current step and exits cleanly."""
-
-    def __init__(self):
-        self.requested = False
-        signal.signal(signal.SIGTERM, self._handler)
-
-    def _handler(self, signum, frame):
-        self.requested = True
-
-
-def train_step(model, optimizer, scheduler, scaler, data, step: int, grad_accum: int, grad_clip: float,
-               forward_ctx, device) -> tuple[torch.Tensor, float, float]:
-    """One optimizer step (0-based `step`): grad_accum micro-batches, unscale (fp16), clip, step.
-    Returns (this rank's loss as a tensor, global grad norm, the lr used)."""
+def forward_backward(model, scaler, data, step: int, grad_accum: int, forward_ctx, device) -> torch.Tensor:
+    """grad_accum micro-batches of step `step` (0-based) forward and backward; returns this
+    rank's loss (a tensor, mean over its micro-batches)."""
     pipe = getattr(model, "pipe", None)  # pp > 1: build.build_model attached the schedule
+    poison = faults.active("nan", step + 1)  # tests: a NaN loss, hence NaN gradients
     if pipe is not None:
         # The schedule splits the rank's whole batch into grad_accum micro-batches itself.
         pipe.scaler_ref[0] = scaler
         if scaler is not None:  # only the last stage scales a loss; this creates the scale on every rank
             scaler.scale(torch.zeros((), device=device))
         xs, ys = zip(*(data.micro(step, micro) for micro in range(grad_accum)))
-        loss_sum = pipe.forward_backward(torch.cat(xs).to(device), torch.cat(ys).to(device), forward_ctx)
-    else:
-        loss_sum = torch.zeros((), device=device, dtype=torch.float32)
-        cp_mesh = getattr(model, "cp_mesh", None)  # cp > 1: this rank's part of each sequence
-        for micro in range(grad_accum):
-            x, y = (t.to(device, non_blocking=True) for t in data.micro(step, micro))
-            with context.sequence_shard(cp_mesh, x, y) as extra:
-                with forward_ctx():
-                    loss = model(x, y, **extra) / grad_accum
-                (scaler.scale(loss) if scaler is not None else loss).backward()
-            loss_sum += loss.detach()
+        return pipe.forward_backward(torch.cat(xs).to(device), torch.cat(ys).to(device), forward_ctx)
+    loss_sum = torch.zeros((), device=device, dtype=torch.float32)
+    cp_mesh = getattr(model, "cp_mesh", None)  # cp > 1: this rank's part of each sequence
+    for micro in range(grad_accum):
+        x, y = (t.to(device, non_blocking=True) for t in data.micro(step, micro))
+        with context.sequence_shard(cp_mesh, x, y) as extra:
+            with forward_ctx():
+                loss = model(x, y, **extra) / grad_accum
+            if poison:
+                loss = loss * float("nan")
+            (scaler.scale(loss) if scaler is not None else loss).backward()
+        loss_sum += loss.detach()
+    return loss_sum
+
+
+def clip(model, optimizer, scaler, grad_clip: float) -> float:
+    """Unscale (fp16) and clip; returns the global gradient norm (the same on every rank)."""
+    pipe = getattr(model, "pipe", None)
     if scaler is not None:
         scaler.unscale_(optimizer)
-    grad_norm = distributed.clip_grad_norm(model.parameters(), grad_clip, pipe.group if pipe else None,
-                                           pipe.tied_copy if pipe else None)
+    return distributed.clip_grad_norm(model.parameters(), grad_clip, pipe.group if pipe else None,
+                                      pipe.tied_copy if pipe else None)
+
+
+def update(model, optimizer, scheduler, scaler, skip: bool = False) -> float:
+    """The optimizer step (none when `skip`: a non-finite step), then the schedule; returns the lr
+    used. A skipped step still advances the schedule, as the data does (and as torch's GradScaler
+    does when it skips)."""
     if scaler is not None:
-        scaler.step(optimizer)
-        scaler.update()
-    else:
+        if not skip:
+            scaler.step(optimizer)
+        scaler.update()  # an inf/nan found by unscale_ backs the scale off either way
+    elif not skip:
         optimizer.step()
-    moe.update_expert_bias(model)  # aux-free MoE balancing: after the step, from its loads
+    # Aux-free MoE balancing, from the step's routing loads (counts: finite even when the loss is
+    # not; the balancing bias is no weight of the optimizer's).
+    moe.update_expert_bias(model)
     lr = scheduler.get_last_lr()[0]
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
-    return loss_sum, grad_norm, lr
+    return lr
+
+
+def train_step(model, optimizer, scheduler, scaler, data, step: int, grad_accum: int, grad_clip: float,
+               forward_ctx, device) -> tuple[torch.Tensor, float, float]:
+    """One optimizer step (0-based `step`): grad_accum micro-batches, unscale (fp16), clip, step.
+    Returns (this rank's loss as a tensor, global grad norm, the lr used)."""
+    loss_sum = forward_backward(model, scaler, data, step, grad_accum, forward_ctx, device)
+    grad_norm = clip(model, optimizer, scaler, grad_clip)
+    return loss_sum, grad_norm, update(model, optimizer, scheduler, scaler)
 
 
 def make_scaler(precision: str, device: torch.device, fsdp: bool):
@@ -120,11 +148,13 @@ def make_scaler(precision: str, device: torch.device, fsdp: bool):
 
 def train(plan, opts: RunOptions) -> dict:
     """Run `plan` in this process (one rank of torchrun). Returns the run summary on rank 0 (also
-    written to <out>/summary.json), {} on the other ranks."""
+    written to <out>/summary.json), {} on the other ranks. Raises RunStopped (every rank) for a
+    stop the ranks agreed on: non-finite steps, a failed save, no usable checkpoint."""
+    stop = StopSignals()  # first: a Ctrl-C while the model builds still ends in a clean save
+    kind = preflight.choose_device(opts.device, opts.gpu_plan, torch.cuda.is_available())
     # Refused before any process group or allocation: the trainer runs exactly what was costed.
-    check_runnable(plan.layout, "cuda" if torch.cuda.is_available() else "cpu", plan.job.model)
-    device = distributed.init()
-    stop = _Stop()
+    check_runnable(plan.layout, kind, plan.job.model)
+    device = distributed.init(kind)
     rank, world = dist.get_rank(), dist.get_world_size()
     if opts.fit_world:
         plan = fit_to_world(plan, world)
@@ -132,6 +162,16 @@ def train(plan, opts: RunOptions) -> dict:
     total = opts.steps or plan.train.steps
     if total <= 0:
         raise TrainplanError("steps must be positive (train.steps in the plan, or --steps)")
+    one_checkpoint = preflight.checkpoint_bytes(plan)
+    if opts.checkpoint_dir:  # seconds after start, not at the first save
+        error = None
+        if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+            try:
+                preflight.check_checkpoint_dir(opts.checkpoint_dir, one_checkpoint, opts.keep_checkpoints)
+            except TrainplanError as e:
+                error = str(e)
+        if error := distributed.agree(error):
+            raise RunStopped(error)
 
     mesh = parallel.build_mesh(L, world, device.type)
     dp_rank = mesh["dp_replicate"].get_local_rank() * L.dp_shard + mesh["dp_shard"].get_local_rank()
@@ -145,41 +185,59 @@ def train(plan, opts: RunOptions) -> dict:
                         w.seq_len, L.micro_batch, L.grad_accum, L.dp, dp_rank, total)
 
     start = 0
-    resumed_from = checkpoint.latest(opts.checkpoint_dir)
+    resumed_from, skipped_checkpoints = checkpoint.restore_point(opts.checkpoint_dir)
     if resumed_from is not None:
         start = checkpoint.load(resumed_from, model, optimizer, scheduler, scaler)
+        retarget(scheduler, start, total)
 
     if rank == 0:
         opts.out.mkdir(parents=True, exist_ok=True)
         (opts.out / "plan.json").write_text(plan.to_json())
     recorder = None
     if rank == 0:
-        recorder = metrics.Recorder(opts.out, total, opts.tensorboard, opts.progress, fresh=start == 0)
+        recorder = metrics.Recorder(opts.out, total, opts.tensorboard, opts.progress, resumed_at=start)
     flops_tok = (metrics.flops_per_token(plan.job.model, w.seq_len),
                  metrics.flops_per_token(plan.job.model, w.seq_len, causal=False))
     peak, peak_gpu = peak_flops_for(device, plan)
     tokens_per_step = w.global_batch * w.seq_len
     forward_ctx = parallel.forward_context(L.precision, L.ac, device.type, fsdp)
-    saved_at, stopped_by = None, None
+    guard = NonFiniteGuard(opts.max_nonfinite, check_grad_norm=scaler is None)
+    saved_at, stopped_by, error = None, None, None
+    last_good = resumed_from.name if resumed_from is not None else None  # the newest checkpoint written or loaded
 
     step = start
     loop_start = time.perf_counter()
     while step < total:
+        faults.at_step_start(step + 1)
         t0 = time.perf_counter()
-        loss_sum, grad_norm, lr = train_step(model, optimizer, scheduler, scaler, data, step, L.grad_accum,
-                                             plan.train.grad_clip, forward_ctx, device)
+        loss_sum = forward_backward(model, scaler, data, step, L.grad_accum, forward_ctx, device)
+        grad_norm = clip(model, optimizer, scaler, plan.train.grad_clip)
+        mean_loss, signals = distributed.reduce_step(loss_sum.item(), tuple(stop.received), device)
         step += 1
-        mean_loss, any_stop = distributed.reduce_step(loss_sum.item(), stop.requested, device)
+        skip = guard.skip(step, mean_loss, grad_norm)
+        lr = update(model, optimizer, scheduler, scaler, skip)
         dt = time.perf_counter() - t0
-        if recorder is not None and (step % plan.train.log_every == 0 or step == total):
+        if recorder is not None and (skip or step % plan.train.log_every == 0 or step == total):
             recorder.write(metrics.make_record(step, mean_loss, lr, grad_norm, tokens_per_step, dt, world,
-                                               flops_tok, peak, device))
+                                               flops_tok, peak, device, skipped=skip))
+        if skip and guard.in_row == 1 and opts.checkpoint_dir and last_good:
+            checkpoint.pin(opts.checkpoint_dir, last_good, f"last checkpoint before the non-finite step {step}")
+        if guard.exhausted:
+            stopped_by, error = "non-finite", guard.message(step, last_good and str(opts.checkpoint_dir / last_good))
+            break
+        signal_name = StopSignals.name(signals)
         due = plan.train.checkpoint_every and step % plan.train.checkpoint_every == 0
-        interrupted = any_stop or (opts.stop_at_step is not None and step >= opts.stop_at_step)
+        interrupted = signal_name or (opts.stop_at_step is not None and step >= opts.stop_at_step)
         if opts.checkpoint_dir and (due or interrupted or step == total):
-            saved_at = str(checkpoint.save(opts.checkpoint_dir, step, model, optimizer, scheduler, scaler))
+            try:
+                saved = checkpoint.save(opts.checkpoint_dir, step, model, optimizer, scheduler, scaler,
+                                        opts.keep_checkpoints, one_checkpoint)
+            except RunStopped as e:
+                stopped_by, error = "save failed", str(e)
+                break
+            saved_at, last_good = str(saved), saved.name
         if interrupted:
-            stopped_by = "SIGTERM" if any_stop else "stop_at_step"
+            stopped_by = signal_name or "stop_at_step"
             break
 
     loop_time_s = time.perf_counter() - loop_start  # everything: steps, logging, checkpoints
@@ -197,7 +255,9 @@ def train(plan, opts: RunOptions) -> dict:
             "start_step": start,
             "loop_time_s": loop_time_s,
             "resumed_from": str(resumed_from) if resumed_from else None,
+            "skipped_checkpoints": skipped_checkpoints,
             "stopped_by": stopped_by,
+            "error": error,
             "checkpoint": saved_at,
             "model_file": str(model_file) if model_file else None,
             "measurements": str(recorder.path),
@@ -211,6 +271,8 @@ def train(plan, opts: RunOptions) -> dict:
         }
         (opts.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     distributed.shutdown()
+    if error:
+        raise RunStopped(error)
     return summary
 
 

@@ -21,8 +21,9 @@ def read_jsonl(path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
-def plan_file(path: Path, steps: int = 6, checkpoint_every: int = 2, world: int = 2) -> Path:
-    """The demo model as a plan.json that checkpoints every `checkpoint_every` steps."""
+def plan_file(path: Path, steps: int = 6, checkpoint_every: int = 2, world: int = 8) -> Path:
+    """The demo model as a plan.json for one 8-GPU node that checkpoints every `checkpoint_every`
+    steps (run it with --fit-world on 2 processes)."""
     from dataclasses import replace
 
     from trainplan.runtime.demo import demo_plan
@@ -52,3 +53,9 @@ def private_mounts() -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return p.returncode == 0
+
+
+def trainplan_frames(stderr: str) -> list[str]:
+    """Traceback lines in trainplan's own code (torchrun prints its own traceback when a worker
+    fails or it was signalled; that one is torch's)."""
+    return [line for line in stderr.splitlines() if line.lstrip().startswith("File ") and "/trainplan/" in line]

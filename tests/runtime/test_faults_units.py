@@ -2,6 +2,7 @@
 preflight, the non-finite guard and the schedule after a change of --steps."""
 
 import errno
+import itertools
 import json
 import math
 from dataclasses import replace
@@ -158,7 +159,7 @@ def test_schedule_after_a_longer_resume_continues_down_from_where_it_was():
     s.retarget(at_step=4, total=10)
     after = [s(i) for i in range(4, 11)]
     assert after[0] == pytest.approx(before[4])  # no jump at the resume
-    assert all(a >= b for a, b in zip(after, after[1:], strict=False))  # never rises
+    assert all(a >= b for a, b in itertools.pairwise(after))  # never rises
     assert after[-1] == pytest.approx(0.1) and s(3 + 1) > lr_factor(5, 3, 6, 0.1)
     naive = lr_factor(4, 3, 10, 0.1)  # what a schedule rebuilt for 10 steps would give at step 4
     assert naive > before[4]
@@ -185,7 +186,7 @@ def test_schedule_state_travels_in_the_scheduler_state_dict():
         opt.step()
         sched.step()
     state = json.loads(json.dumps(sched.state_dict(), default=list))
-    opt2, sched2 = make_optimizer(torch.nn.Linear(2, 2), TrainSettings(warmup_steps=2), 20)
+    _, sched2 = make_optimizer(torch.nn.Linear(2, 2), TrainSettings(warmup_steps=2), 20)
     sched2.load_state_dict(state)
     assert sched2.lr_lambdas[0].total == 8  # the saved run's total, not this run's
     retarget(sched2, 5, 20)

@@ -204,6 +204,7 @@ def train(plan, opts: RunOptions) -> dict:
     guard = NonFiniteGuard(opts.max_nonfinite, check_grad_norm=scaler is None)
     saved_at, stopped_by, error = None, None, None
     last_good = resumed_from.name if resumed_from is not None else None  # the newest checkpoint written or loaded
+    before_streak = None  # last_good when the current streak of non-finite steps began
 
     step = start
     loop_start = time.perf_counter()
@@ -220,10 +221,13 @@ def train(plan, opts: RunOptions) -> dict:
         if recorder is not None and (skip or step % plan.train.log_every == 0 or step == total):
             recorder.write(metrics.make_record(step, mean_loss, lr, grad_norm, tokens_per_step, dt, world,
                                                flops_tok, peak, device, skipped=skip))
-        if skip and guard.in_row == 1 and opts.checkpoint_dir and last_good:
-            checkpoint.pin(opts.checkpoint_dir, last_good, f"last checkpoint before the non-finite step {step}")
+        if skip and guard.in_row == 1:  # a streak begins: what came before it is worth keeping
+            before_streak = last_good
+            if opts.checkpoint_dir and last_good:
+                checkpoint.pin(opts.checkpoint_dir, last_good, f"last checkpoint before the non-finite step {step}")
         if guard.exhausted:
-            stopped_by, error = "non-finite", guard.message(step, last_good and str(opts.checkpoint_dir / last_good))
+            kept = before_streak and str(opts.checkpoint_dir / before_streak)
+            stopped_by, error = "non-finite", guard.message(step, kept)
             break
         signal_name = StopSignals.name(signals)
         due = plan.train.checkpoint_every and step % plan.train.checkpoint_every == 0

@@ -168,5 +168,9 @@ def test_checkpoint_dirs_local_to_each_node(tmp_path):
     parts = [{p.name for p in (tmp_path / f"ck{n}").iterdir()} for n in (0, 1)]
     assert parts == [{"step-00000002"}, {"step-00000002"}]  # published on both, no .partial left
     files = [{p.name for p in (tmp_path / f"ck{n}" / "step-00000002").iterdir()} for n in (0, 1)]
-    assert files[0] == {".metadata", "__0_0.distcp", "extras-rank0.pt"}
-    assert files[1] == {"__1_0.distcp", "extras-rank1.pt"}
+    assert files[0] == {".metadata", "__0_0.distcp", "extras-rank0.pt", "manifest.json"}
+    assert files[1] == {"__1_0.distcp", "extras-rank1.pt", "manifest.json"}
+    # each node's manifest lists the whole checkpoint: the union SageMaker restores to every node
+    listed = [set(json.loads((tmp_path / f"ck{n}" / "step-00000002" / "manifest.json").read_text())["files"])
+              for n in (0, 1)]
+    assert listed[0] == listed[1] == (files[0] | files[1]) - {"manifest.json"}

@@ -42,7 +42,7 @@ def test_local_dry_run_json(cli, plan_file, no_submit):
                          "--nnodes", "1", "--nproc-per-node", "2", "--fit-world", "--steps", "3")
     assert code == 0, err
     d = json.loads(out)
-    assert d["argv"][:2] == ["torchrun", "--standalone"] and d["argv"][-3:] == ["--steps", "3", "--fit-world"]
+    assert d["argv"][:2] == ["torchrun", "--standalone"] and d["argv"][-5:] == ["--steps", "3", "--device", "cpu", "--fit-world"]
     assert d["env"]["CUDA_VISIBLE_DEVICES"] == ""
 
 

@@ -43,7 +43,7 @@ def test_cpu_hides_gpus_so_the_runtime_uses_gloo(plan4):
     r = render("local", plan4, LocalOptions(nnodes=1, nproc_per_node=2, device="cpu", fit_world=True))
     assert r.env["CUDA_VISIBLE_DEVICES"] == ""
     assert "FI_PROVIDER" not in r.env
-    assert r.argv[-1] == "--fit-world"
+    assert r.argv[-3:] == ("--device", "cpu", "--fit-world")  # the runtime refuses a plan on CPU otherwise
     assert not r.notes
 
 

@@ -90,7 +90,7 @@ def render(plan, options: LocalOptions) -> Rendered:
     out = options.out_dir or ("trainplan-probe" if options.probe else "")
     argv = head + torchrun.entry(options, options.plan_path, node.name, out_dir=out,
                                  checkpoint_dir=options.checkpoint_dir, fit_world=options.fit_world,
-                                 data=node_paths(options.data, NAME))
+                                 data=node_paths(options.data, NAME), device=options.device)
 
     env: dict[str, str] = {}
     why: dict[str, str] = {}

@@ -11,7 +11,7 @@ from trainplan.launch.base import PROBE_FILE, RUNTIME_MODULE
 
 
 def runtime_args(plan_path: str, *, steps: int | None, out_dir: str, checkpoint_dir: str,
-                 fit_world: bool = False, data: tuple[str, ...] = ()) -> list[str]:
+                 fit_world: bool = False, data: tuple[str, ...] = (), device: str = "cuda") -> list[str]:
     """The trainer's own arguments (trainplan.runtime's documented entry point)."""
     args = ["--plan", plan_path]
     if data:
@@ -22,6 +22,8 @@ def runtime_args(plan_path: str, *, steps: int | None, out_dir: str, checkpoint_
         args += ["--out", out_dir]
     if checkpoint_dir:
         args += ["--checkpoint-dir", checkpoint_dir]
+    if device == "cpu":  # a plan runs on CPU only when asked: the runtime refuses it otherwise
+        args += ["--device", "cpu"]
     if fit_world:
         args.append("--fit-world")
     return args
@@ -59,12 +61,12 @@ def probe(out_dir: str, instance: str) -> list[str]:
 
 
 def entry(options, plan_path: str, instance: str, *, out_dir: str, checkpoint_dir: str, fit_world: bool = False,
-          data: tuple[str, ...] = ()) -> list[str]:
+          data: tuple[str, ...] = (), device: str = "cuda") -> list[str]:
     """What torchrun runs after its own flags: the trainer, or the probe with options.probe."""
     if options.probe:
         return probe(out_dir, instance)
     return module() + runtime_args(plan_path, steps=options.steps, out_dir=out_dir, checkpoint_dir=checkpoint_dir,
-                                   fit_world=fit_world, data=data)
+                                   fit_world=fit_world, data=data, device=device)
 
 
 def probe_note(out_dir: str) -> str:

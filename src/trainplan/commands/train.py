@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from trainplan.commands._common import positive_int, print_json
 from trainplan.errors import TrainplanError
+from trainplan.launch import supervise
 from trainplan.parsing import check_output
 from trainplan.runtime.args import PASSED, add_run_arguments
 
@@ -90,46 +90,19 @@ def _preflight(args) -> None:
 
 
 def _ranks(torchrun_pid: int) -> list[int]:
+    """torchrun's children, its ranks; [] where /proc is missing (then torchrun is signalled)."""
     try:
         return [int(p) for p in Path(f"/proc/{torchrun_pid}/task/{torchrun_pid}/children").read_text().split()]
     except OSError:
         return []
 
 
-class _Forward:
-    """A stop signal to `trainplan train` (SIGTERM: a spot interruption, a scheduler's stop; SIGINT:
-    Ctrl-C; SIGUSR1: Slurm's warning) goes to the ranks themselves: each saves a checkpoint at the
-    end of its step and exits 0, so torchrun sees a clean finish (signalled itself, torchrun would
-    pass it on too, but then exit with an error and a traceback, and kill ranks still saving after
-    its --shutdown-timeout, 30 s). torchrun runs in its own session, so a Ctrl-C at the terminal
-    reaches this process only. A second signal aborts: SIGKILL to the ranks and torchrun, nothing
-    saved. Falls back to signalling torchrun where /proc is missing."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
-    SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
-    def __init__(self, proc):
-        self.proc, self.count = proc, 0
-        self.previous = {sig: signal.signal(sig, self._handler) for sig in self.SIGNALS}
-
-    def _handler(self, signum, frame):
-        import os
-
-        self.count += 1
-        if self.count == 1:
-            print(f"trainplan train: {signal.Signals(signum).name}: the ranks save a checkpoint after this step "
-                  "and stop; signal again to abort without saving", file=sys.stderr, flush=True)
-        targets = _ranks(self.proc.pid) or [self.proc.pid]
-        if self.count > 1:
-            signum, targets = signal.SIGKILL, [*targets, self.proc.pid]
-        for pid in targets:
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
-
-    def restore(self) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
+def _note(signum) -> None:
+    print(f"trainplan train: {signal.Signals(signum).name}: the ranks save a checkpoint after this step and stop",
+          file=sys.stderr, flush=True)
 
 
 def run(args) -> int:
@@ -142,19 +115,19 @@ def run(args) -> int:
         return 0
     _preflight(args)
     (out / "summary.json").unlink(missing_ok=True)
-    proc = subprocess.Popen(argv, start_new_session=True)
-    forward = _Forward(proc)
-    try:
-        code = proc.wait()
-    finally:
-        forward.restore()
+    # A stop signal (SIGTERM: a spot interruption, a scheduler's stop; SIGINT: Ctrl-C, which reaches
+    # only us since torchrun runs in its own session; SIGUSR1: Slurm's warning) goes to the ranks
+    # themselves: each saves a checkpoint at the end of its step and exits 0, so torchrun sees a
+    # clean finish (signalled itself, it would pass SIGTERM/SIGINT on too, but exit with an error,
+    # and SIGKILL ranks still saving after its shutdown timeout, 30 s by default).
+    code = supervise.run(argv, on_signal=_note, signals=STOP_SIGNALS, targets=_ranks)
     summary_file = out / "summary.json"
     summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
     if summary is not None and summary.get("error"):
         raise TrainplanError(summary["error"])
     # torchrun exits non-zero when it was signalled itself, even though the ranks checkpointed and
     # exited cleanly; their summary says so.
-    if summary is None or (code != 0 and summary.get("stopped_by") not in {s.name for s in _Forward.SIGNALS}):
+    if summary is None or (code != 0 and summary.get("stopped_by") not in {s.name for s in STOP_SIGNALS}):
         raise TrainplanError(f"training exited with code {code}; the ranks' messages are above")
     if args.json:
         print_json(summary)

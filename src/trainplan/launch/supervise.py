@@ -37,11 +37,12 @@ def _die_with_parent() -> None:
 
 
 def run(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None,
-        on_signal=None) -> int:
-    """Start `argv` in its own session, pass FORWARDED signals to its process group, wait for it.
+        on_signal=None, signals: tuple = FORWARDED, targets=None) -> int:
+    """Start `argv` in its own session, pass `signals` to its process group, wait for it.
 
     Returns its exit status (128 + N when a signal N killed it, as a shell reports it).
-    `on_signal(signum)` is called for each signal passed on (for a log line).
+    `on_signal(signum)` is called for each signal passed on (for a log line). `targets(pid)`, when
+    given, names the processes to signal instead of the child's group (`trainplan train`: the ranks).
     """
     child: list[subprocess.Popen] = []
     early: list[int] = []  # signals that came before the child existed
@@ -52,19 +53,16 @@ def run(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = No
         if not child:
             early.append(signum)
             return
-        try:
-            os.killpg(child[0].pid, signum)
-        except ProcessLookupError:  # it is exiting already
-            pass
+        _send(child[0].pid, signum, targets)
 
     # Handlers first, so no window exists in which a stop kills us and orphans the child.
-    previous = {s: signal.signal(s, forward) for s in FORWARDED}
+    previous = {s: signal.signal(s, forward) for s in signals}
     try:
         # preexec_fn is unsafe only with other threads running; the launcher and the entry have none.
         child.append(subprocess.Popen(argv, env=env, cwd=cwd, start_new_session=True,
                                       preexec_fn=_die_with_parent))  # noqa: PLW1509
         for signum in early:
-            os.killpg(child[0].pid, signum)
+            _send(child[0].pid, signum, targets)
         # Popen.wait retries after each handled signal (PEP 475), so a forwarded signal does not
         # end the wait: we exit when torchrun does, after its ranks saved.
         code = child[0].wait()
@@ -74,6 +72,17 @@ def run(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = No
     if os.getpid() == 1:
         reap_orphans()
     return 128 - code if code < 0 else code
+
+
+def _send(pid: int, signum: int, targets) -> None:
+    try:
+        if targets is None:
+            os.killpg(pid, signum)
+            return
+        for target in targets(pid) or [pid]:
+            os.kill(target, signum)
+    except ProcessLookupError:  # it is exiting already
+        pass
 
 
 def reap_orphans() -> None:

@@ -35,15 +35,16 @@ def choose_device(requested: str | None, gpu_plan: bool, cuda_available: bool) -
 
 def checkpoint_bytes(plan) -> float:
     """Bytes of one checkpoint of `plan`: what the trainer saves is every parameter as stored
-    between steps (fp32 master, bf16 under a pure-bf16 recipe) and AdamW's two moments in the same
-    dtype (costs/states.py, FSDP2 convention: 4 + 8 bytes/param, pure bf16 2 + 4). Scheduler, RNG and
-    DCP metadata are kilobytes."""
-    from trainplan.costs.states import BF16, FP32
+    between steps (the fp32 master copy; the compute dtype when the recipe has none, as pure bf16)
+    and AdamW's two moments, in the recipe's bytes per element (costs/states.py, FSDP2 convention:
+    4 + 2 x 4 bytes/param for bf16 mixed, 2 + 2 x 2 for pure bf16). Scheduler, RNG and DCP
+    metadata are kilobytes."""
+    from trainplan.costs.states import ADAM_MOMENTS
     from trainplan.models.params import count_params
     from trainplan.precision import recipe
 
-    weight = BF16 if recipe(plan.layout.precision).pure else FP32
-    return count_params(plan.job.model).total * 3 * weight
+    r = recipe(plan.layout.precision)
+    return count_params(plan.job.model).total * ((r.master_bytes or r.param_bytes) + ADAM_MOMENTS * r.optimizer_bytes)
 
 
 def gib(n: float) -> str:

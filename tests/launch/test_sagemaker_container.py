@@ -83,8 +83,9 @@ def _opt_ml(root: Path, rendered, request, uploads) -> Path:
     channels = [c["ChannelName"] for c in request["InputDataConfig"]]
     (config / "inputdataconfig.json").write_text(json.dumps({c: {"TrainingInputMode": "File"} for c in channels}))
     hps = dict(request["HyperParameters"])
-    # This machine has 2 CPU cores and no GPU: two ranks, the plan's data parallelism fitted to them.
-    hps.update({"nproc-per-node": "2", "fit-world": "true"})
+    # This machine has 2 CPU cores and no GPU: two ranks, the plan's data parallelism fitted to them,
+    # on CPU (the trainer refuses a GPU plan on CPU unless asked).
+    hps.update({"nproc-per-node": "2", "fit-world": "true", "device": "cpu"})
     (config / "hyperparameters.json").write_text(json.dumps(hps))
     data = ml / "input" / "data"
     drivers = next(files for uri, files in uploads.items() if uri.endswith("/sm_drivers"))

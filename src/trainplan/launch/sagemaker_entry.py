@@ -24,7 +24,7 @@ from trainplan.launch.base import RUNTIME_MODULE
 
 # Hyperparameters this entry reads (launch/sagemaker.py writes them) and the runtime flag of each.
 RUNTIME_FLAGS = {"plan": "--plan", "out": "--out", "checkpoint-dir": "--checkpoint-dir", "steps": "--steps",
-                 "data": "--data", "fit-world": "--fit-world"}
+                 "data": "--data", "fit-world": "--fit-world", "device": "--device"}
 TORCHRUN_KEYS = ("nproc-per-node",)
 PROBE_KEYS = ("probe", "instance")  # launch sagemaker --probe: the microbenchmarks instead of the trainer
 FAILURE_FILE = "/opt/ml/output/failure"  # SM_OUTPUT_FAILURE's value; the job's failure reason

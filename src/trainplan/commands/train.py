@@ -82,9 +82,9 @@ def _preflight(args) -> None:
 
             plan = load_plan(args.plan)
         else:
-            from trainplan.runtime.demo import demo_plan
+            from trainplan.runtime.demo import demo_model, demo_plan
 
-            plan = demo_plan(1)
+            plan = demo_plan(1, model=demo_model(args.model))
         preflight.check_checkpoint_dir(Path(args.checkpoint_dir), preflight.checkpoint_bytes(plan),
                                        args.keep_checkpoints or preflight.DEFAULT_KEEP)
 

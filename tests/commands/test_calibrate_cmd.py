@@ -24,7 +24,8 @@ def runs(tmp_path_factory):
     for name, kw in (("mb4", {"micro_batch": 4}), ("mb2-full", {"micro_batch": 2, "ac": "full"})):
         (root / f"{name}.json").write_text(demo_plan(8, steps=4, **kw).to_json())
         r = subprocess.run([sys.executable, "-m", "trainplan.runtime", "--plan", str(root / f"{name}.json"),
-                            "--fit-world", "--steps", "4", "--out", str(root / name), "--no-progress"],
+                            "--fit-world", "--device", "cpu", "--steps", "4", "--out", str(root / name),
+                            "--no-progress"],
                            env=env, capture_output=True, text=True, timeout=300, check=False)
         assert r.returncode == 0, r.stderr[-2000:]
         dirs.append(str(root / name))

@@ -93,7 +93,8 @@ def test_the_planner_prices_the_states_that_run(results, sharding):
 
 
 def _run(out, plan, *extra):
-    p = torchrun("-m", "trainplan.runtime", "--no-progress", "--out", str(out), "--plan", str(plan), *extra)
+    p = torchrun("-m", "trainplan.runtime", "--no-progress", "--out", str(out), "--plan", str(plan),
+                 "--device", "cpu", *extra)
     assert p.returncode == 0, p.stderr[-3000:]
     return [r["loss"] for r in read_jsonl(out / "measurements.jsonl")]
 

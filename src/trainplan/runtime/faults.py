@@ -4,7 +4,8 @@ Unset (every real run), each query below answers False after one dictionary look
 a comma-separated list of `KIND[@WHEN][:RANK]`; WHEN is a step number as measurements.jsonl counts
 them (1-based), a range `5-7`, or an open range `5-`; RANK limits the fault to one global rank.
 
-    nan@5       the loss of step 5 is multiplied by NaN before backward (so are its gradients)
+    nan@5       the loss of step 5 is multiplied by NaN before backward (so are its gradients);
+                not under pipeline parallelism, whose schedule computes the loss itself
     kill@5      the rank SIGKILLs itself at the start of step 5 (a crash: nothing is saved)
     term@5 int@5 usr1@5   the rank sends itself SIGTERM / SIGINT / SIGUSR1 at the start of step 5
     enospc@4    the save of step 4 fails with OSError(ENOSPC) after its shards are written

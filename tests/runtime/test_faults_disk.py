@@ -117,3 +117,17 @@ def test_a_really_full_disk_in_a_save_says_so_and_the_restart_resumes(tmp_path):
     assert (tmp_path / "after-full.txt").read_text().split() == ["step-00000002"]
     s = json.loads((out / "summary.json").read_text())
     assert s["resumed_from"] == str(ck / "step-00000002") and s["steps"] == 5
+
+
+@needs_mounts
+def test_a_save_needs_room_for_two_checkpoints_not_three(tmp_path):
+    # 28 MiB holds two checkpoints of this plan (~10.6 MiB each on disk) but not three: keep-last-2
+    # pruning after the third save would hit ENOSPC; pruning down to one before it does not.
+    plan = plan_file(tmp_path / "plan.json", steps=6, checkpoint_every=2)
+    out, ck = tmp_path / "run", tmp_path / "ck"
+    ck.mkdir()
+    p = _in_private_mount(f"mount -t tmpfs -o size=28m tmpfs {ck}", _rank_argv(plan, out, ck),
+                          ["sh", "-c", f"ls {ck} > {tmp_path / 'kept.txt'}"])
+    assert "exit=" not in p.stdout, p.stderr[-3000:]
+    assert (tmp_path / "kept.txt").read_text().split() == ["step-00000004", "step-00000006"]
+    assert json.loads((out / "summary.json").read_text())["checkpoint"] == str(ck / "step-00000006")

@@ -121,6 +121,16 @@ def test_aux_free_bias_favours_underloaded_experts_and_counts_a_recompute_once()
     assert m.load is None
 
 
+def test_a_skipped_step_leaves_the_aux_free_bias_and_drops_its_loads():
+    m = _layer(load_balance="aux_free", router_score="sigmoid")
+    m(torch.randn(64, 64)).sum().backward()
+    before = m.expert_bias.clone()
+    assert m.load is not None and m.load.sum() > 0
+    moe.update_expert_bias(m, skip=True)
+    torch.testing.assert_close(m.expert_bias, before)
+    assert m.load is None  # the next step's update starts from its own loads only
+
+
 def test_tiny_moe_is_the_decoder_the_planner_counts():
     from trainplan.models.layers import layer_kinds
     from trainplan.models.params import count_params

@@ -333,11 +333,17 @@ def set_balance_group(model: nn.Module, mesh, aux_scale: float) -> None:
 
 
 @torch.no_grad()
-def update_expert_bias(model: nn.Module) -> None:
+def update_expert_bias(model: nn.Module, skip: bool = False) -> None:
     """After an optimizer step: DeepSeek-V3's bias update on every aux-free MoE layer, from the
-    loads of the whole step summed over the data-parallel ranks (one all-reduce for all layers)."""
+    loads of the whole step summed over the data-parallel ranks (one all-reduce for all layers).
+    `skip` (a non-finite step, agreed by every rank): the step's loads are dropped and the bias is
+    left as it was, so a skipped step changes no state of the model, the bias included."""
     layers = [m for m in moe_layers(model) if m.expert_bias is not None and m.load is not None]
     if not layers:
+        return
+    if skip:
+        for m in layers:
+            m.load = None
         return
     loads = torch.stack([m.load for m in layers])
     group = getattr(layers[0], "balance_group", None)

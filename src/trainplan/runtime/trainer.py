@@ -114,9 +114,8 @@ def update(model, optimizer, scheduler, scaler, skip: bool = False) -> float:
         scaler.update()  # an inf/nan found by unscale_ backs the scale off either way
     elif not skip:
         optimizer.step()
-    # Aux-free MoE balancing, from the step's routing loads (counts: finite even when the loss is
-    # not; the balancing bias is no weight of the optimizer's).
-    moe.update_expert_bias(model)
+    # Aux-free MoE balancing, from the step's routing loads; a skipped step leaves the bias too.
+    moe.update_expert_bias(model, skip=skip)
     lr = scheduler.get_last_lr()[0]
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)

@@ -56,3 +56,26 @@ def test_spans_follow_rank_order_and_nvlink_domains():
 def test_single_rank_and_empty_messages_cost_nothing():
     assert collective_time("all_reduce", S, span(1, 1, B200), B200) == 0.0
     assert collective_time("all_gather", 0, span(8, 1, B200), B200) == 0.0
+
+
+# nccl-tests doc/PERFORMANCE.md (NVIDIA/nccl-tests): for alltoall, S is each rank's own send buffer,
+# 1/n of it for each peer, and busbw = algbw x (n-1)/n. Across k nodes of g GPUs the (n-g)/n share
+# for the other nodes leaves through this GPU's NIC share; nothing is combined on the way.
+def test_cross_node_all_to_all_sends_its_own_off_node_share_over_the_network():
+    sp = span(16, 1, B200)  # 2 nodes x 8
+    assert comm.network_bytes("all_to_all", S, sp) == pytest.approx(S * 8 / 16)
+    # an all-gather's network share is the same fraction of S divided over the g members; an
+    # all-to-all's is not: g = 8 times as many bytes
+    assert comm.network_bytes("all_to_all", S, sp) == pytest.approx(8 * comm.network_bytes("all_gather", S, sp))
+    four = span(32, 1, B200)
+    assert comm.network_bytes("all_to_all", S, four) == pytest.approx(S * 24 / 32)
+
+
+def test_cross_node_all_to_all_busbw_by_the_nccl_tests_definition():
+    # Network-bound: t = S (n-g)/n / (NIC share x eff), so algbw = S / t and busbw = algbw (n-1)/n
+    # = NIC share x eff x (n-1)/(n-g): 2 nodes of 8 report 1.875 x the per-GPU network bandwidth,
+    # the NVLink half of the traffic riding along.
+    n, g = 16, 8
+    t = collective_time("all_to_all", S, span(n, 1, B200), B200)
+    busbw = S / t * (n - 1) / n
+    assert busbw == pytest.approx(B200.inter_node_bandwidth_per_gpu * comm.EFF_NET * (n - 1) / (n - g), rel=0.01)

@@ -3,7 +3,8 @@
 Time of one collective on n ranks moving a buffer of S bytes (nccl-tests doc/PERFORMANCE.md,
 HARDWARE_FACTS.md 5.1): t = latency + S * factor / busbw, with the bus-bandwidth factor
 2(n-1)/n for all-reduce and (n-1)/n for all-gather, reduce-scatter and all-to-all (S = the whole
-gathered / reduced array), and 1 for a point-to-point send of S bytes.
+gathered / reduced array; for all-to-all, each rank's own send buffer, 1/n of it per peer), and 1
+for a point-to-point send of S bytes.
 
 Where busbw comes from (HARDWARE_FACTS.md 5.3):
   * inside one NVLink domain: the per-GPU NVLink bandwidth (one direction) x a measured ring
@@ -11,7 +12,8 @@ Where busbw comes from (HARDWARE_FACTS.md 5.3):
     all-reduce (8x H200 ring 367 of 450; 8x A100 235 of 300 = 0.78; B200 740 of 900);
   * a group that spans nodes is run hierarchically (MLE-net "inter-node speed depends on
     intra-node speed"): only (k-1)/k of S/g per GPU crosses the network for an all-gather over k
-    nodes with g group members per node, and NCCL drives every NIC of the node in parallel, so the
+    nodes with g group members per node (an all-to-all is not reduced on the way: (n-g)/n of each
+    GPU's own S leaves the node, network_bytes), and NCCL drives every NIC of the node in parallel, so the
     network phase takes factor_k * S / (g * B_nic_per_gpu * eff_net), eff_net = 0.73 (4x p6-b200:
     36.5 of 50 GB/s per GPU). The NVLink phase is pipelined with it; the slower of the two counts.
     Check: 4x p6-b200 all-reduce of 4 GiB predicts 22.0 ms; measured 22.05 ms (MLE-net);
@@ -126,7 +128,9 @@ def collective_time(op: str, nbytes: float, sp: Span, node: NodeType, net_eff: f
         return BASE_LAT_S + local_step + nbytes / (_link_bw(node) * eff)
     f = FACTORS[op]
     g = sp.per_domain
-    t_local = nbytes * f(g) / (_link_bw(node) * eff) if g > 1 else 0.0
+    # all-to-all: S is split over the n peers, (g-1)/n of it to the node's own peers (module doc)
+    local_share = (g - 1) / n if op == "all_to_all" else f(g)
+    t_local = nbytes * local_share / (_link_bw(node) * eff) if g > 1 else 0.0
     t_net = network_seconds(network_bytes(op, nbytes, sp), node, net_eff)
     steps = 2 * (n - 1) if op == "all_reduce" else n - 1
     inter_steps = (2 if op == "all_reduce" else 1) * (sp.nodes - 1)
@@ -141,11 +145,16 @@ def collective_time(op: str, nbytes: float, sp: Span, node: NodeType, net_eff: f
 def network_bytes(op: str, nbytes: float, sp: Span) -> float:
     """Bytes one GPU sends over the inter-node network in one call, as the hierarchical schedule
     above moves them: factor_k x S / g for a collective over k domains of g members (the rest of
-    S stays on NVLink), all of S for a point-to-point send between domains; 0 inside one domain."""
+    S stays on NVLink), all of S for a point-to-point send between domains; 0 inside one domain.
+    An all-to-all is not hierarchical: S is this GPU's own send buffer, 1/n of it for each peer
+    (nccl-tests alltoall: busbw = algbw x (n-1)/n), so the n-g peers on other domains get
+    S x (n-g)/n of it, with no division by g (every GPU sends its own)."""
     if sp.n <= 1 or sp.domains <= 1 or nbytes <= 0:
         return 0.0
     if op == "p2p":
         return nbytes
+    if op == "all_to_all":
+        return nbytes * (sp.n - sp.per_domain) / sp.n
     return nbytes * FACTORS[op](sp.domains) / sp.per_domain
 
 

@@ -14,6 +14,8 @@ Settings (exactly these keys, so plans and datasets can carry them):
                         overlap_param_gather)
   pp_p2p_overlap        pipeline sends/receives overlapped with the neighbouring chunk's compute
   moe_dispatcher        alltoall | allgather | deepep: how tokens reach their experts
+  ep_comm_overlap       expert-parallel dispatch/combine all-to-alls hidden behind another micro-batch's
+                        compute (Megatron-Core --overlap-moe-expert-parallel-comm)
   moe_imbalance         routed tokens on the busiest expert-parallel rank over the mean (>= 1): the
                         slowest rank's expert GEMMs and dispatch bytes (costs/moe.py); 1 = balanced
   cp_comm               p2p (ring) | a2a (Ulysses) | allgather | a2a+p2p: context-parallel exchange
@@ -39,7 +41,8 @@ CHOICES = {
     "cp_comm": ("p2p", "a2a", "allgather", "a2a+p2p"),
     "cross_entropy": ("plain", "fused", "chunked"),
 }
-BOOLEAN = ("tp_comm_overlap", "grad_reduce_overlap", "param_gather_overlap", "pp_p2p_overlap", "cuda_graphs")
+BOOLEAN = ("tp_comm_overlap", "grad_reduce_overlap", "param_gather_overlap", "pp_p2p_overlap", "ep_comm_overlap",
+           "cuda_graphs")
 NUMBER_OR_NULL = ("power_limit_w",)
 # Conditions a preset's `only_if` names (stacks.toml): a boolean setting is off unless the layout
 # meets its condition, as the framework's own argument checks force it.
@@ -76,6 +79,7 @@ class Execution:
     param_gather_overlap: bool
     pp_p2p_overlap: bool
     moe_dispatcher: str
+    ep_comm_overlap: bool
     moe_imbalance: float
     cp_comm: str
     cross_entropy: str

@@ -18,7 +18,7 @@ from trainplan.stacks import (
 )
 
 ISSUE_KEYS = ("tp_comm_overlap", "grad_reduce_overlap", "param_gather_overlap", "pp_p2p_overlap",
-              "moe_dispatcher", "moe_imbalance", "cp_comm", "cross_entropy", "cuda_graphs", "power_limit_w")
+              "moe_dispatcher", "ep_comm_overlap", "moe_imbalance", "cp_comm", "cross_entropy", "cuda_graphs", "power_limit_w")
 
 
 def test_moe_imbalance_is_a_ratio_of_at_least_one():

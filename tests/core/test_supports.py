@@ -66,6 +66,7 @@ def test_megatron_and_nemo_ask_for_settings_the_trainer_does_not_run():
     ({"moe_dispatcher": "deepep"}, "moe_dispatcher"), ({"cp_comm": "p2p"}, "cp_comm"),
     ({"cp_comm": "a2a"}, "cp_comm"), ({"power_limit_w": 700.0}, "power_limit_w"),
     ({"cross_entropy": "fused"}, "cross_entropy"), ({"grad_reduce_overlap": False}, "grad_reduce_overlap"),
+    ({"ep_comm_overlap": True}, "ep_comm_overlap"),  # Megatron-Core batch-level EP overlap: not in runtime/moe.py
 ])
 def test_settings_the_trainer_does_not_implement_are_refused(settings, key):
     with pytest.raises(TrainplanError, match=f"does not implement {key}="):

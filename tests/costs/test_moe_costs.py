@@ -3,7 +3,7 @@ element-wise bytes, and the busiest expert-parallel rank setting the expert GEMM
 
 import pytest
 
-from trainplan.costs.moe import dispatch_exchanges, router_bytes_per_token
+from trainplan.costs.moe import dispatch_exchanges, reached_nodes, router_bytes_per_token
 from trainplan.costs.steptime import step_time
 from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
@@ -20,7 +20,54 @@ def test_alltoall_bytes_are_the_routed_copies_times_the_imbalance():
     (y,) = dispatch_exchanges(QWEN, "alltoall", 1.5, 4096, 8, 48, 3, 0.5)
     assert y.nbytes == pytest.approx(1.5 * x.nbytes)
     (d,) = dispatch_exchanges(QWEN, "deepep", 1.0, 4096, 8, 48, 3, 0.5)
-    assert d.nbytes == x.nbytes and d.hidden == 0.5  # DeepEP: same bytes, overlapped
+    assert d.nbytes == x.nbytes and d.hidden == 0.5  # DeepEP inside a node: same bytes, overlapped
+
+
+def test_deepep_across_nodes_sends_a_token_once_per_node_then_forwards_over_nvlink():
+    # ep = 32 on 4 nodes of 8: the rail all-to-all (one GPU per node, stride 8) carries T x D copies,
+    # D = 4 (1 - (3/4)^8) expected distinct nodes of a token's 8 experts; NVLink carries the 8 copies.
+    rail, fwd = dispatch_exchanges(QWEN, "deepep", 1.0, 4096, 32, 48, 3, 0.5, ep_nodes=4, per_node=8)
+    d = 4 * (1 - (3 / 4) ** 8)
+    assert (rail.ranks, rail.stride, fwd.ranks, fwd.stride) == (4, 8, 8, 1)
+    assert rail.nbytes == pytest.approx(4096 * d * 2048 * 2)
+    assert fwd.nbytes == 4096 * 8 * 2048 * 2
+    assert rail.calls == fwd.calls == 2 * 48 * 3 and rail.hidden == fwd.hidden == 0.5
+
+
+def test_node_limited_routing_caps_the_nodes_a_token_reaches():
+    ds = resolve("deepseek-v3")  # n_group 8, topk_group 4: "at most 4 nodes" (arXiv:2412.19437 3.2.2)
+    assert (ds.moe.num_groups, ds.moe.topk_groups) == (8, 4)
+    assert reached_nodes(ds, 8) == pytest.approx(4 * (1 - (3 / 4) ** 8))
+    assert reached_nodes(QWEN, 8) == pytest.approx(8 * (1 - (7 / 8) ** 8))  # no groups: uniform over 8
+    assert reached_nodes(QWEN, 1) == 1.0
+
+
+def test_deepep_moves_fewer_bytes_over_the_network_than_alltoall_across_nodes():
+    job = Job(QWEN, Cluster(find_node("ml.p6-b200.48xlarge"), 4), Workload(4096, 64))
+    base = Layout(dp_shard=32, ep=32, micro_batch=1, grad_accum=2)
+    prof = default_profile()
+
+    def net(dispatcher):
+        r = step_time(job, base.with_stack("megatron", moe_dispatcher=dispatcher), prof)
+        return sum(e.network_bytes for e in r.comm if e.dimension == "ep")
+
+    tokens = 4096 * 8 * 2048 * 2  # the alltoall's S: T x k copies
+    calls = 2 * 48 * 2 * 2  # dispatch + combine, layers, fwd + bwd, micro-batches
+    assert net("alltoall") == pytest.approx(tokens * 24 / 32 * calls)  # (n - g)/n of S leaves the node
+    assert net("deepep") == pytest.approx(4096 * reached_nodes(QWEN, 4) * 2048 * 2 * 3 / 4 * calls)
+
+
+def test_batch_level_ep_overlap_hides_the_all_to_alls_behind_other_micro_batches():
+    job = Job(QWEN, Cluster(find_node("ml.p6-b200.48xlarge"), 4), Workload(4096, 64))
+    prof = default_profile()
+
+    def ep(ga, overlap):
+        L = Layout(dp_shard=32, ep=32, micro_batch=1, grad_accum=ga).with_stack("megatron", moe_dispatcher="alltoall",
+                                                                                ep_comm_overlap=overlap)
+        return step_time(job, L, prof).time.ep
+
+    assert ep(2, True) < ep(2, False)
+    assert ep(1, True) == ep(1, False)  # one micro-batch: no other micro-batch to hide behind
 
 
 def test_allgather_moves_the_whole_group_whatever_the_routing():

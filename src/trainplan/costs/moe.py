@@ -7,8 +7,16 @@ routing, hidden size h, bf16 activations:
             runtime/moe.py: dispatch and combine are each one all-to-all of the T*k routed copies,
             S = T*k*h*2 bytes (the bus-bandwidth convention of costs/comm.py counts the share that
             leaves the GPU); the slowest rank receives `moe_imbalance` x the mean, and waits for it.
-  deepep    the same bytes through DeepEP's kernels (Zhao et al. 2025, DeepEP README: NVLink and
-            RDMA in one kernel, overlapped with compute): hidden as far as the profile's tp_overlap.
+  deepep    DeepEP's kernels (Zhao et al. 2025, DeepEP README: NVLink and RDMA in one kernel,
+            overlapped with compute; hidden as far as the profile's tp_overlap). Inside one node:
+            the alltoall bytes. Across N nodes (internode normal kernels; DeepSeek-V3 report,
+            arXiv:2412.19437 sec. 3.2.2) a token crosses the network once per destination NODE,
+            to the GPU of its own rail there, which forwards it over NVLink to the experts' GPUs:
+            an all-to-all over the rail group (one GPU per node) of T * D copies, D = the expected
+            distinct nodes of its k experts under uniform routing, M * (1 - (1 - 1/M)^k) over the
+            M nodes it may reach (M = N, or node-limited routing's topk_groups groups of the
+            model's num_groups, each group on N / num_groups nodes), then the k routed copies over
+            NVLink inside each node. The ledger lists the two legs apart.
   allgather Megatron's MoEAllGatherTokenDispatcher: every rank all-gathers the ep group's tokens
             (S = T*ep*h*2) and reduce-scatters the outputs; imbalance does not change the bytes
             (every rank gets every token) but still the expert GEMMs.
@@ -42,6 +50,19 @@ class Exchange:
     nbytes: float
     calls: float
     hidden: float  # fraction of the time the stack hides behind compute (before the window caps it)
+    ranks: int = 0  # group size; 0 = the whole ep group
+    stride: int = 1  # rank stride of the group (costs/comm.span)
+
+
+def reached_nodes(m: ModelSpec, nodes: int) -> float:
+    """Expected distinct nodes a token's k routed experts lie on, over an ep group spanning `nodes`
+    nodes, experts spread evenly, routing uniform (module doc); node-limited routing
+    (num_groups > 1) restricts a token to topk_groups groups' nodes."""
+    k = m.moe.experts_per_token
+    reach = nodes
+    if m.moe.num_groups > 1:
+        reach = min(nodes, m.moe.topk_groups * max(1, -(-nodes // m.moe.num_groups)))
+    return reach * (1 - (1 - 1 / reach) ** k)
 
 
 def router_bytes_per_token(m: ModelSpec) -> float:
@@ -51,15 +72,24 @@ def router_bytes_per_token(m: ModelSpec) -> float:
 
 
 def dispatch_exchanges(m: ModelSpec, dispatcher: str, imbalance: float, tokens: float, ep: int,
-                       moe_layers: float, passes: float, hidden_overlap: float) -> list[Exchange]:
+                       moe_layers: float, passes: float, hidden_overlap: float,
+                       ep_nodes: int = 1, per_node: int = 0) -> list[Exchange]:
     """The dispatcher's collectives per step on the slowest rank (module doc). `tokens`: tokens of
     one micro-batch on this GPU after sequence parallel's split; `moe_layers`: MoE layers on the
-    stage; `passes`: forward + backward + recomputed forwards, per micro-batch, times micro-batches."""
+    stage; `passes`: forward + backward + recomputed forwards, per micro-batch, times micro-batches;
+    `ep_nodes`, `per_node`: the NVLink domains the ep group spans and its ranks on each
+    (costs/comm.Span domains, per_domain)."""
     h = m.hidden_size
     if dispatcher == "allgather":
         gathered = tokens * ep * h * BF16_BYTES
         calls = moe_layers * passes
         return [Exchange("all_gather", gathered, calls, 0.0), Exchange("reduce_scatter", gathered, calls, 0.0)]
     a2a = tokens * m.moe.experts_per_token * h * BF16_BYTES * imbalance
-    hidden = hidden_overlap if dispatcher == "deepep" else 0.0
-    return [Exchange("all_to_all", a2a, 2 * moe_layers * passes, hidden)]
+    calls = 2 * moe_layers * passes  # dispatch and combine
+    if dispatcher != "deepep":
+        return [Exchange("all_to_all", a2a, calls, 0.0)]
+    if ep_nodes <= 1:
+        return [Exchange("all_to_all", a2a, calls, hidden_overlap)]
+    rail = tokens * reached_nodes(m, ep_nodes) * h * BF16_BYTES * imbalance
+    return [Exchange("all_to_all", rail, calls, hidden_overlap, ep_nodes, per_node),
+            Exchange("all_to_all", a2a, calls, hidden_overlap, per_node, 1)]

@@ -17,7 +17,9 @@ exposed = max(c - window, c * (1 - overlap)). The fraction is the profile's `ove
 and `tp_overlap` for tensor-parallel collectives when tp_comm_overlap (TE userbuffers / async TP:
 they sit between dependent GEMMs, exposed otherwise). Expert dispatch: `alltoall` all-to-alls and
 `allgather` all-gathers/reduce-scatters of the tokens on the critical path; `deepep` hides them up
-to `tp_overlap` (DeepEP's dispatch/combine overlapped with the other micro-batch's compute).
+to `tp_overlap` behind the GEMMs (DeepEP's dispatch/combine overlapped with compute); with
+ep_comm_overlap (Megatron-Core's --overlap-moe-expert-parallel-comm, alltoall or deepep) the
+all-to-alls of one micro-batch run beside the compute of another, hidden up to `overlap`.
 An overlap that is off is charged in full.
 Pipeline bubble (Narayanan et al. 2021 sec. 2.2): (pp - 1) / vp micro-batch times per step, for
 1F1B and GPipe (the same bubble) and interleaved 1F1B with vp chunks per rank.
@@ -245,9 +247,16 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
         # each routed copy of a token (top-k) travels out and back in bf16; with sequence parallel
         # the tokens of a micro-batch are split over the tp ranks before dispatch
         sp_div = L.tp if L.sequence_parallel else 1
+        # ep_comm_overlap (Megatron-Core's batch-level overlap): a micro-batch's all-to-alls run
+        # beside another micro-batch's compute, so every micro-batch but one lends its whole compute
+        ep_batch = ex.ep_comm_overlap and ex.moe_dispatcher != "allgather" and n_mb > 1
         for x in moe_cost.dispatch_exchanges(m, ex.moe_dispatcher, ex.moe_imbalance, tokens / sp_div, L.ep,
-                                             moe_layers, (2 + r) * n_mb, prof.tp_overlap):
-            ep_exp += add(x.op, "ep", x.nbytes, sp_ep, x.calls, gemm_window * n_mb, x.hidden)
+                                             moe_layers, (2 + r) * n_mb, prof.tp_overlap,
+                                             sp_ep.domains, sp_ep.per_domain):
+            sp_x = span(x.ranks, x.stride, node) if x.ranks else sp_ep
+            window, hidden = ((mb.total * (n_mb - 1), prof.overlap) if ep_batch
+                              else (gemm_window * n_mb, x.hidden))
+            ep_exp += add(x.op, "ep", x.nbytes, sp_x, x.calls, window, hidden)
 
     # --- pipeline: activations forward, gradients backward, per micro-batch and chunk ------------
     pp_exp = 0.0

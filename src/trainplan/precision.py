@@ -17,6 +17,9 @@ from trainplan.parsing import check_keys, read_toml
 
 DEFAULT = "bf16"  # the recipe a layout, a plan query or a record without a precision uses
 _FILE = Path(__file__).with_name("recipes.toml")
+# torch's name of each compute dtype a recipe can name (torch.<name>); the torch-side code (trainer,
+# tracer, kernel probe) maps through torch_dtype_name, so this table is the only one.
+TORCH_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16"}
 
 _KEYS = {
     "description", "aliases", "gemm_dtype", "compute_dtype", "peak_key", "ceiling_key", "param_bytes",
@@ -171,6 +174,14 @@ def no_converter(r: Recipe) -> str:
     """Why the reference trainer cannot run recipe `r` (it has no runtime converter), in one line."""
     runs = [x.name for x in registry().values() if x.runnable]
     return f"precision {r.name!r} has no converter in the trainer; use one of {', '.join(runs)}"
+
+
+def torch_dtype_name(compute_dtype: str) -> str:
+    """torch's name ("bfloat16") of a recipe's compute dtype ("bf16"); the planner stays torch-free."""
+    if compute_dtype not in TORCH_DTYPE_NAMES:
+        raise TrainplanError(
+            f"compute dtype {compute_dtype!r} has no torch dtype; use one of: {', '.join(TORCH_DTYPE_NAMES)}")
+    return TORCH_DTYPE_NAMES[compute_dtype]
 
 
 def check_runnable(r: Recipe) -> None:

@@ -179,3 +179,12 @@ def test_a_malformed_row_is_a_one_line_error_naming_the_key():
         precision.parse({"x": _fake_row(peak="fp8")})
     with pytest.raises(TrainplanError, match=r"recipes.toml \[x\]: unknown arch 'volta'"):
         precision.parse({"x": _fake_row(archs=["volta"])})
+
+
+def test_every_compute_dtype_has_one_torch_name_and_an_unknown_one_is_refused():
+    # the tracer and the trainer map a recipe's compute dtype through this one table
+    for r in registry().values():
+        assert precision.torch_dtype_name(r.compute_dtype) in ("bfloat16", "float16"), r.name
+    with pytest.raises(TrainplanError, match="compute dtype 'fp8' has no torch dtype") as e:
+        precision.torch_dtype_name("fp8")
+    assert "\n" not in str(e.value)

@@ -9,6 +9,7 @@ from trainplan.precision import recipe, registry
 from trainplan.runtime import parallel
 from trainplan.runtime.build import build_model
 from trainplan.runtime.demo import demo_plan
+from trainplan.runtime.dtypes import torch_dtype
 from trainplan.runtime.trainer import make_scaler
 
 pytestmark = [pytest.mark.torch]
@@ -33,7 +34,7 @@ def test_a_recipe_without_a_converter_is_refused_before_the_model_is_built(name)
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_fsdp_policy_autocast_and_scaler_follow_the_recipe_fields(name):
     r = recipe(name)
-    compute = parallel.TORCH_DTYPES[r.compute_dtype]
+    compute = torch_dtype(r.compute_dtype)
     policy = parallel.mp_policy(name)
     if r.pure:  # the parameters themselves are in the compute dtype: nothing to cast
         assert policy.param_dtype is None and policy.reduce_dtype is None
@@ -54,3 +55,9 @@ def test_float8_converter_recipe_and_its_fsdp_allgather_come_from_the_registry()
         parallel.float8_config("fp8_rowwise", True)
     with pytest.raises(TrainplanError, match="precision 'mxfp8' has no converter"):
         parallel.float8_config("mxfp8", False)
+
+
+def test_the_torch_dtype_helper_maps_the_registry_names_to_torch_dtypes():
+    assert torch_dtype("bf16") is torch.bfloat16 and torch_dtype("fp16") is torch.float16
+    with pytest.raises(TrainplanError, match="no torch dtype"):
+        torch_dtype("nvfp4")

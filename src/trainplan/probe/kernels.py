@@ -14,7 +14,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+from trainplan.runtime.dtypes import torch_dtype
 
 
 def _timer(device: str, fn, repeats: int, warmup: int = 2) -> float:
@@ -51,8 +51,8 @@ def gemm_tflops(m: int, n: int, k: int, dtype: str, device: str, repeats: int) -
         except RuntimeError:
             return None
     else:
-        a = torch.randn(m, k, device=device, dtype=DTYPES[dtype])
-        b = torch.randn(k, n, device=device, dtype=DTYPES[dtype])
+        a = torch.randn(m, k, device=device, dtype=torch_dtype(dtype))
+        b = torch.randn(k, n, device=device, dtype=torch_dtype(dtype))
         t = _timer(device, lambda: a @ b, repeats)
     return 2.0 * m * n * k / t / 1e12
 
@@ -60,7 +60,7 @@ def gemm_tflops(m: int, n: int, k: int, dtype: str, device: str, repeats: int) -
 def grouped_gemm_tflops(experts: int, tokens: int, n: int, k: int, device: str, repeats: int) -> dict[str, float]:
     """Forward, dgrad and wgrad of `experts` equal-sized expert GEMMs as one batched matmul (the
     balanced-routing case of a grouped GEMM)."""
-    dt = DTYPES["bf16"]
+    dt = torch_dtype("bf16")
     x = torch.randn(experts, tokens, k, device=device, dtype=dt)
     w = torch.randn(experts, k, n, device=device, dtype=dt)
     dy = torch.randn(experts, tokens, n, device=device, dtype=dt)
@@ -72,7 +72,7 @@ def grouped_gemm_tflops(experts: int, tokens: int, n: int, k: int, device: str, 
 
 def attention_tflops(seq: int, heads: int, kv_heads: int, head_dim: int, device: str, repeats: int) -> dict[str, float]:
     """Causal scaled_dot_product_attention (flash kernel on a GPU), forward and backward, batch 1."""
-    dt = DTYPES["bf16"]
+    dt = torch_dtype("bf16")
     q = torch.randn(1, heads, seq, head_dim, device=device, dtype=dt, requires_grad=True)
     k = torch.randn(1, kv_heads, seq, head_dim, device=device, dtype=dt, requires_grad=True)
     v = torch.randn(1, kv_heads, seq, head_dim, device=device, dtype=dt, requires_grad=True)
@@ -92,7 +92,7 @@ def attention_tflops(seq: int, heads: int, kv_heads: int, head_dim: int, device:
 def elementwise_gbps(elems: int, device: str, repeats: int) -> dict[str, float]:
     """RMSNorm, SwiGLU, rotary embedding and cross-entropy as eager torch runs them; bytes = one read
     of each input, one write of each output (bf16; the loss reads fp32 logits)."""
-    dt = DTYPES["bf16"]
+    dt = torch_dtype("bf16")
     h = 4096 if elems >= 4096 * 16 else 64
     rows = max(1, elems // h)
     x = torch.randn(rows, h, device=device, dtype=dt)

@@ -8,6 +8,7 @@ from torch import nn
 from trainplan.errors import TrainplanError
 from trainplan.precision import recipe
 from trainplan.runtime import context, moe, parallel
+from trainplan.runtime.dtypes import torch_dtype
 from trainplan.runtime.init import fill
 from trainplan.runtime.loss import chunks_for, lm_loss
 from trainplan.runtime.model import Decoder
@@ -137,7 +138,7 @@ def _parallelize(model, plan, mesh, device: torch.device, emesh=None):
         parallel.apply_compile(model)
     moe.set_balance_group(model, mesh, 1 / layout.grad_accum)
     if r.pure:  # no master copy: the parameters themselves are in the compute dtype
-        model = model.to(parallel.TORCH_DTYPES[r.compute_dtype])
+        model = model.to(torch_dtype(r.compute_dtype))
     zero1 = mesh.size() > 1 and layout.sharding == "zero1"
     if mesh.size() > 1 and not zero1:
         if emesh is not None:

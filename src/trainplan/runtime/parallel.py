@@ -29,9 +29,7 @@ from torch import nn
 
 from trainplan.errors import TrainplanError
 from trainplan.precision import check_runnable, recipe
-
-# torch dtypes of the recipe registry's compute dtypes (precision.py)
-TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+from trainplan.runtime.dtypes import torch_dtype
 
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 
@@ -207,7 +205,7 @@ def forward_context(precision: str, ac: str, device_type: str, fsdp: bool):
     import contextlib
 
     r = recipe(precision)
-    amp = None if fsdp or r.pure else TORCH_DTYPES[r.compute_dtype]
+    amp = None if fsdp or r.pure else torch_dtype(r.compute_dtype)
 
     def make():
         stack = contextlib.ExitStack()
@@ -238,8 +236,8 @@ def mp_policy(precision: str):
     if r.pure:
         return MixedPrecisionPolicy()
     # gradients reduced at the recipe's width: 4 bytes is fp32 (every mixed recipe today)
-    reduce = torch.float32 if r.grad_bytes == 4 else TORCH_DTYPES[r.compute_dtype]
-    return MixedPrecisionPolicy(param_dtype=TORCH_DTYPES[r.compute_dtype], reduce_dtype=reduce)
+    reduce = torch.float32 if r.grad_bytes == 4 else torch_dtype(r.compute_dtype)
+    return MixedPrecisionPolicy(param_dtype=torch_dtype(r.compute_dtype), reduce_dtype=reduce)
 
 
 def apply_fsdp(model: nn.Module, dp_mesh, precision: str, sharding: str, pipelined: bool = False) -> None:

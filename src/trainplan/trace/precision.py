@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainplan.precision import recipe
+from trainplan.precision import recipe, torch_dtype_name
 
-_TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}  # a recipe's compute_dtype -> torch dtype name
 # A constant loss scale stands in for dynamic loss scaling on fake tensors (2**16, torch.amp
 # GradScaler's init_scale).
 _LOSS_SCALE = 65536.0
@@ -35,7 +34,7 @@ def setup(name: str) -> RecipeSetup:
     r = recipe(name)
     lp = r.low_precision
     fp8 = lp.converter_recipe if lp is not None and lp.converter == "torchao_float8" else None
-    return RecipeSetup(_TORCH_DTYPE[r.compute_dtype], not r.pure, _LOSS_SCALE if r.loss_scaling else 1.0, fp8)
+    return RecipeSetup(torch_dtype_name(r.compute_dtype), not r.pure, _LOSS_SCALE if r.loss_scaling else 1.0, fp8)
 
 
 def convert_fp8(model, recipe: str) -> int:

@@ -14,7 +14,13 @@ import time
 import torch
 import torch.nn.functional as F
 
-from trainplan.runtime.dtypes import torch_dtype
+from trainplan.precision import torch_dtype_name
+
+
+def torch_dtype(compute_dtype: str) -> torch.dtype:
+    # the names are the recipe registry's (precision.py); runtime/dtypes.py is out of probe's reach
+    # (probe and runtime are sibling layers, tests/core/test_layering.py)
+    return getattr(torch, torch_dtype_name(compute_dtype))
 
 
 def _timer(device: str, fn, repeats: int, warmup: int = 2) -> float:

@@ -36,6 +36,9 @@ from trainplan.errors import TrainplanError
 from trainplan.parsing import check_keys, read_toml
 
 DEFAULT_STACK = "trainplan"
+# The stack that runs every parallel dimension and every value of every setting (Megatron-Core with
+# TransformerEngine): the one supports.py names when trainplan's trainer refuses a layout.
+COMPLETE_STACK = "megatron"
 CHOICES = {
     "moe_dispatcher": ("alltoall", "allgather", "deepep"),
     "cp_comm": ("p2p", "a2a", "allgather", "a2a+p2p"),
@@ -53,6 +56,18 @@ CONDITIONS = {
 AT_LEAST_ONE = ("moe_imbalance",)
 FAMILIES = ("pytorch", "megatron")
 _STACK_KEYS = {"description", "recompute_family", "fused_kernels", "frameworks", "source", "settings", "conventions"}
+# [NAME.record_defaults] (optional): layout fields the stack's code or recipes set that a validation
+# record may leave unstated (validation/dataset.py applies them): field -> allowed value type.
+RECORD_DEFAULTS = {"sequence_parallel": bool, "fp8_allgather": bool, "compiled_loss": bool, "precision": str}
+# Conditions a record default's `only_if` names: (layout, facts) -> applies, where the caller gives
+# the facts a layout does not carry: tied_embeddings (the model's) and low_precision (the layout's
+# recipe has low-precision matmuls; precision.py sits above this module).
+RECORD_CONDITIONS = {
+    "tp": lambda L, f: L.tp > 1,
+    "tp_untied_embeddings": lambda L, f: L.tp > 1 and not f["tied_embeddings"],
+    "replicated_low_precision": lambda L, f: L.sharding != "fsdp" and f["low_precision"],
+    "torch_compile": lambda L, f: L.torch_compile,
+}
 # Memory conventions (stacks.toml documents each): allowed values; bool for the booleans.
 CONVENTION_CHOICES = {
     "activations": ("pytorch", "megatron"),
@@ -132,6 +147,27 @@ class Stack:
     only_if: tuple[tuple[str, str], ...]  # (setting, condition): off unless the layout meets it
     conventions: Conventions
     convention_sources: dict  # convention -> the framework code it comes from
+    record_defaults: tuple[RecordDefault, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RecordDefault:
+    """A layout field a stack sets that a validation record may not state (stacks.toml
+    [NAME.record_defaults]): applied when `only_if` holds and the record is not dated before `since`."""
+
+    field: str  # a Layout field (RECORD_DEFAULTS)
+    value: object
+    source: str
+    only_if: str | None = None  # RECORD_CONDITIONS key
+    since: int | None = None  # the year the stack's code began doing it
+
+    def holds(self, layout, facts: dict) -> bool:
+        """The `only_if` condition (none: always); `facts` as RECORD_CONDITIONS says."""
+        return self.only_if is None or RECORD_CONDITIONS[self.only_if](layout, facts)
+
+    def predates(self, year: int | None) -> bool:
+        """A record dated before the stack's code did this (undated records get the default)."""
+        return self.since is not None and year is not None and year < self.since
 
 
 def _allowed(key: str) -> str:
@@ -190,7 +226,7 @@ def execution_from_dict(d: dict, where: str, base: Execution) -> Execution:
 
 def _load_stack(name: str, d: dict) -> Stack:
     where = f"stacks.toml [{name}]"
-    check_keys(d, _STACK_KEYS, where, required=_STACK_KEYS)
+    check_keys(d, _STACK_KEYS | {"record_defaults"}, where, required=_STACK_KEYS)
     assert d["recompute_family"] in FAMILIES, (name, d["recompute_family"])
     raw = d["settings"]
     check_keys(raw, set(SETTINGS), f"{where}.settings", required=set(SETTINGS))
@@ -206,7 +242,20 @@ def _load_stack(name: str, d: dict) -> Stack:
     return Stack(name=name, description=d["description"], recompute_family=d["recompute_family"],
                  fused_kernels=bool(d["fused_kernels"]), frameworks=tuple(d["frameworks"]),
                  source=d["source"], execution=Execution(**values), sources=sources, only_if=tuple(only_if),
-                 conventions=conv, convention_sources=conv_sources)
+                 conventions=conv, convention_sources=conv_sources,
+                 record_defaults=_load_record_defaults(d.get("record_defaults", {}), f"{where}.record_defaults"))
+
+
+def _load_record_defaults(raw: dict, where: str) -> tuple[RecordDefault, ...]:
+    check_keys(raw, set(RECORD_DEFAULTS), where)
+    out = []
+    for key, entry in raw.items():
+        check_keys(entry, {"value", "source", "only_if", "since"}, f"{where}.{key}", required={"value", "source"})
+        v, cond = entry["value"], entry.get("only_if")
+        # packaged data, not user input
+        assert isinstance(v, RECORD_DEFAULTS[key]) and (cond is None or cond in RECORD_CONDITIONS), (where, key)
+        out.append(RecordDefault(key, v, entry["source"], cond, entry.get("since")))
+    return tuple(out)
 
 
 def applicable(layout, execution: Execution) -> Execution:

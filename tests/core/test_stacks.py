@@ -199,3 +199,19 @@ def test_a_layout_knob_overrides_its_convention():
     assert conventions(L.with_(grad_reduce_fp32=True)).grad_reduce_fp32
     assert conventions(Layout(stack="kempnerforge", fsdp_sync_last_microbatch=False)).grad_sync == "every_microbatch"
     assert conventions(Layout(stack="torchtitan", vocab_parallel_loss=False)).vocab_parallel_loss is False
+
+
+def test_record_defaults_name_layout_fields_and_registry_recipes():
+    # stacks.toml [NAME.record_defaults]: each a Layout field with a source; a precision default is a
+    # recipe of the registry (precision.py sits above stacks.py, so the loader cannot check it)
+    from dataclasses import fields as dc_fields
+
+    from trainplan.precision import recipe
+
+    names = {f.name for f in dc_fields(Layout)}
+    found = [d for s in stacks().values() for d in s.record_defaults]
+    assert found
+    for d in found:
+        assert d.field in names and d.source
+        if d.field == "precision":
+            assert recipe(d.value).name == d.value

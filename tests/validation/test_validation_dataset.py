@@ -110,4 +110,22 @@ def test_nemo_records_without_sequence_parallel_stated_run_their_recipes_sp_and_
     c = to_case(records["M157"])
     assert records["M157"]["train"].get("sequence_parallel") is None
     assert c.layout.sequence_parallel and c.layout.execution.tp_comm_overlap and c.layout.execution.pp_p2p_overlap
-    assert any("sequence parallel" in a for a in c.assumptions)
+    assert any("sequence_parallel = True" in a for a in c.assumptions)
+
+
+def test_a_stack_record_default_yields_to_what_the_record_states(records):
+    # stacks.toml [nemo.record_defaults]: sequence parallel with tp only when the record is silent
+    r = copy.deepcopy(records["M157"])
+    r["train"]["sequence_parallel"] = False
+    c = to_case(r)
+    assert not c.layout.sequence_parallel and not c.layout.execution.tp_comm_overlap
+    assert not any("sequence_parallel" in a for a in c.assumptions)
+
+
+def test_a_record_default_with_a_since_year_skips_older_records(records):
+    # torchtitan compiles the loss with the model since components/loss.py (2025): M064 is dated
+    # 2024; the same record undated gets the stack's default
+    r = copy.deepcopy(records["M064"])
+    assert r["train"].get("torch_compile") and not to_case(r).layout.compiled_loss
+    r["source"], r["notes"] = "torchtitan benchmark", None
+    assert to_case(r).layout.compiled_loss

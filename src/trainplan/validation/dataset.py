@@ -23,11 +23,10 @@ Mapping (the dataset `description` defines the source fields):
     micro-batches, or a layout trainplan refuses -> skipped with the reason.
   * memory conventions (how activations, gradients, the loss and fp8 copies are kept, which peak
     the logger reports) are the record's stack's (stacks.toml [NAME.conventions]), not set here.
-    Record facts beyond the schema (`_memory_conventions`, each listed as an assumption): NeMo /
-    Megatron-Bridge fp8 recipes keep fp8 parameters (fp8_param_gather=True) and their recipes run
-    sequence parallel with tp when the record does not say; torchtitan with torch.compile compiles the loss too (components/loss.py), except in
-    records dated 2024, before that existed; KempnerForge stores the model in bf16 and turns
-    sequence parallel on with tp.
+    Layout fields a record leaves unstated that its stack's code or recipes set (fp8 parameters and
+    sequence parallel in NeMo / Megatron-Bridge recipes, KempnerForge's pure bf16, torchtitan's
+    compiled loss) are the stack's `record_defaults` (stacks.toml, each with its source and
+    condition), applied by `_record_defaults` and each listed as an assumption.
   * peak memory kind: the record's, else its stack's logger (`peak_mem_kind`), else the device.
   * stack and execution settings: the record's `train.framework` names a stack preset (stacks.toml;
     `fms_fsdp` -> fms); `train.execution` (the stacks.SETTINGS keys) overrides single settings and a
@@ -54,7 +53,7 @@ from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
 from trainplan.models.stages import balanced_split, max_stage_layers
 from trainplan.parsing import read_json
 from trainplan.precision import DEFAULT as DEFAULT_PRECISION
-from trainplan.precision import matching, recipe
+from trainplan.precision import recipe
 from trainplan.stacks import DEFAULT_STACK, execution_from_dict, stack, stack_for_framework
 from trainplan.units import GBPS_TO_BYTES_PER_S
 
@@ -238,53 +237,42 @@ def _layout(t: dict, m: ModelSpec, assumed: list[str]) -> Layout:
     )
 
 
-# Frameworks whose fp8 recipes keep fp8 parameters (fp8_param_gather=True) when a record does not say.
-_FP8_PARAMS = ("nemo", "megatron_bridge")
-# Frameworks whose performance recipes run sequence parallel with every tp > 1 (NeMo llm/recipes
-# *_pretrain: ParallelismConfig sequence_parallel=True; Megatron-Bridge recipes likewise), for records
-# that leave it unstated.
-_SP_RECIPES = ("nemo", "megatron_bridge")
-_DATED_2024 = re.compile(r"(?<!\d)2024[-_]?\d\d|_2024\d\d|2024\d\d(?!\d)")
+# The record field that states each layout field a stack may default (stacks.toml record_defaults);
+# a field absent here (compiled_loss, precision) has no record field saying it, so the stack's applies.
+_RECORD_FIELD = {"sequence_parallel": "sequence_parallel", "fp8_allgather": "fp8_all_gather"}
+# A date in the record's source or notes ("2024-06", "2024_06", "_202406", "202406"): the year a
+# record default's `since` is compared with.
+_DATED = re.compile(r"(?<!\d)(20\d\d)[-_]?\d\d|_(20\d\d)\d\d|(20\d\d)\d\d(?!\d)")
 
 
-def _memory_conventions(r: dict, layout: Layout, assumed: list[str]) -> Layout:
-    """Framework defaults that change memory but are not record fields (see the module doc)."""
+def _year(r: dict) -> int | None:
+    """The earliest year a record's source or notes are dated with, or None."""
+    years = [int(next(g for g in m.groups() if g))
+             for m in _DATED.finditer(f"{r.get('source', '')} {r.get('notes', '')}")]
+    return min(years) if years else None
+
+
+def _record_defaults(r: dict, layout: Layout, assumed: list[str]) -> Layout:
+    """The record's stack's defaults for layout fields the record does not state (stacks.toml
+    [NAME.record_defaults], the module doc), each listed as an assumption."""
     t = r["train"]
-    fw = t.get("framework")
+    preset = stack_for_framework(t.get("framework"))
+    if preset is None:
+        return layout
+    facts = {"tied_embeddings": bool(r["model"].get("tied_embeddings")),
+             "low_precision": recipe(layout.precision).low_precision is not None}
+    year = _year(r)
     changes = {}
-    if fw in _SP_RECIPES and t.get("sequence_parallel") is None and layout.tp > 1:
-        changes["sequence_parallel"] = True
-        assumed.append(f"{fw}: sequence parallel with tp (performance recipes: sequence_parallel=True; not stated)")
-    if fw in _FP8_PARAMS and layout.sharding != "fsdp" and recipe(layout.precision).low_precision is not None \
-            and t.get("fp8_all_gather") is None:
-        changes["fp8_allgather"] = True
-        assumed.append(f"{fw}: fp8 parameters (fp8 recipes: fp8_param_gather=True)")
-    if fw == "kempnerforge":
-        # KempnerForge @01b461a (the commit its mfu_scaling.md benchmarks name):
-        # * build_parallel_model (distributed/parallel.py) and scripts/train.py call
-        #   model.to(dtype=param_dtype) with mixed_precision "bf16", so weights, gradients and the
-        #   fused AdamW states (torch keeps them in the parameter dtype) are bf16: pure bf16. Its
-        #   70B log (benchmarks/weak_scaling_160gpu, 32 GPUs TP4 x FSDP8) rises 84.6 -> 93.2 GB from
-        #   step 1 to step 2, when the AdamW states appear: 8.6 GiB, the bf16 size (fp32: 16.4).
-        # * FSDP2's MixedPrecisionPolicy reduces in fp32 and training/grad.py maybe_no_sync turns
-        #   gradient sync off on all but the last micro-batch: unsharded fp32 accumulators.
-        # * tensor_parallel.py gathers the output head to Replicate() for the loss (no loss
-        #   parallel) and turns sequence parallel on unless embeddings are tied.
-        # * the loop calls F.cross_entropy on the bf16 logits and keeps them through backward.
-        pure_bf16 = matching(master_bytes=0, param_bytes=2, optimizer_bytes=2, compute_dtype="bf16",
-                             low_precision=None)
-        # (the loss and gradient-sync facts are the kempnerforge stack's conventions, stacks.toml)
-        changes["precision"] = pure_bf16.name
-        if layout.tp > 1 and not r["model"].get("tied_embeddings"):
-            changes["sequence_parallel"] = True
-        assumed.append("kempnerforge: bf16 weights, gradients and AdamW states (model.to(bf16)); "
-                       "sequence parallel with tp")
-    if fw == "torchtitan" and layout.torch_compile:
-        if _DATED_2024.search(f"{r.get('source', '')} {r.get('notes', '')}"):
-            assumed.append("torchtitan 2024: loss not compiled (components/loss.py came in 2025)")
+    for d in preset.record_defaults:
+        if d.field in _RECORD_FIELD and t.get(_RECORD_FIELD[d.field]) is not None:
+            continue
+        if not d.holds(layout, facts):
+            continue
+        if d.predates(year):
+            assumed.append(f"{preset.name} {year}: {d.field} not {d.value} (before {d.since}: {d.source})")
         else:
-            changes["compiled_loss"] = True
-            assumed.append("torchtitan with compile: loss compiled too (components/loss.py)")
+            changes[d.field] = d.value
+            assumed.append(f"{preset.name}: {d.field} = {d.value} ({d.source})")
     return layout.with_(**changes) if changes else layout
 
 
@@ -366,7 +354,7 @@ def to_case(r: dict) -> Case:
             raise TrainplanError(f"{hw['num_gpus']} GPUs do not fill nodes of {hw['gpus_per_node']}")
         node = _node(hw, assumed)
         m = check_spec(model_spec(r["model"], t["seq_len"]), "model")
-        layout = _with_stack(r, _memory_conventions(r, _layout(t, m, assumed), assumed), assumed)
+        layout = _with_stack(r, _record_defaults(r, _layout(t, m, assumed), assumed), assumed)
         job = Job(m, Cluster(node, hw["num_gpus"] // node.gpus_per_node),
                   Workload(seq_len=t["seq_len"], global_batch=t["global_batch"]))
         check_layout(job, layout)

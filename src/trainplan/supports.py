@@ -16,15 +16,14 @@ from dataclasses import dataclass
 
 from trainplan.errors import TrainplanError
 from trainplan.precision import no_converter, recipe, registry
-from trainplan.stacks import DEFAULT_STACK, SETTINGS, conventions, stack
+from trainplan.stacks import COMPLETE_STACK, DEFAULT_STACK, SETTINGS, conventions, stack
 
 TRAINER_STACK = DEFAULT_STACK
 # Values the trainer runs besides its preset's: the chunked loss (runtime/loss.py, with the
 # planner's chunk count) when the layout's chunked_loss asks for it.
 ALSO_RUNS = {"cross_entropy": ("chunked",)}
-# The stack named in refusals and in `plan`'s reasons: Megatron-Core with TransformerEngine runs
-# every parallel dimension and every value of every setting.
-OTHER_STACK = "megatron"
+# The stack named in refusals and in `plan`'s reasons (stacks.py).
+OTHER_STACK = COMPLETE_STACK
 
 
 # Layout fields the trainer fixes whatever a search or a flag would choose: runtime/parallel.apply_tp

@@ -9,6 +9,7 @@ from trainplan.errors import TrainplanError
 from trainplan.hardware.types import NodeType
 from trainplan.models.checks import context_limit
 from trainplan.models.spec import ModelSpec
+from trainplan.stacks import DEFAULT_STACK
 
 # Default tokens per optimizer step when no --global-batch is given: 4 Mi tokens, the batch
 # Llama 3 405B pre-training started with (Llama 3 paper, arXiv:2407.21783, section 3.4.1:
@@ -106,7 +107,7 @@ class Query:
     def seq_limit(self) -> int:
         """The longest sequence --seq-len max may reach: the model's context, and MAX_SEQ_LEN."""
         return min(MAX_SEQ_LEN, context_limit(self.model, self.allow_long_context) or MAX_SEQ_LEN)
-    stack: str = "trainplan"  # the software every candidate layout runs on (stacks.py)
+    stack: str = DEFAULT_STACK  # the software every candidate layout runs on (stacks.py)
     execution: object = None  # its stacks.Execution; None: the stack's preset
 
     def node_range(self) -> tuple[int, int, bool]:

@@ -83,13 +83,15 @@ def run_one(cfg: dict, device) -> dict:
     return out
 
 
-def main():
+def serve(run) -> None:
+    """The driver loop of a test worker: argv OUT_JSON CONFIGS_JSON; `run(config, device)` per named
+    config, a failure recorded under its name; rank 0 writes the results."""
     out_path, configs = sys.argv[1], json.loads(sys.argv[2])
     device = distributed.init()
     results = {}
     for name, cfg in configs.items():
         try:
-            results[name] = run_one(cfg, device)
+            results[name] = run(cfg, device)
         except Exception as e:  # noqa: BLE001 - recorded, so one failing layout does not hide the others
             results[name] = {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
         dist.barrier()
@@ -100,4 +102,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    serve(run_one)

@@ -7,14 +7,11 @@ argv: OUT_JSON CONFIGS_JSON, CONFIGS_JSON = {"name": {layout fields}, ...} ("exe
 overrides settings of the trainplan preset).
 """
 
-import json
-import sys
-import traceback
-
 import torch.distributed as dist
+from _worker import serve  # the layout worker's driver loop (the script dir is on sys.path)
 from torch.distributed.tensor import DTensor
 
-from trainplan.runtime import distributed, parallel
+from trainplan.runtime import parallel
 from trainplan.runtime.build import build_model
 from trainplan.runtime.data import make_batches
 from trainplan.runtime.demo import demo_plan
@@ -70,24 +67,13 @@ def run_one(fields: dict, device) -> dict:
     return out
 
 
-def main():
-    out_path, configs = sys.argv[1], json.loads(sys.argv[2])
-    device = distributed.init()
-    results = {}
-    for name, fields in configs.items():
-        try:
-            r = run_one(fields, device)
-            every = [None] * dist.get_world_size()
-            dist.all_gather_object(every, r)
-            results[name] = {**every[0], "ranks": every}
-        except Exception as e:  # noqa: BLE001 - recorded, so one failing layout does not hide the others
-            results[name] = {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
-        dist.barrier()
-    if dist.get_rank() == 0:
-        with open(out_path, "w") as f:
-            json.dump(results, f, indent=1)
-    distributed.shutdown()
+def run_gathered(fields: dict, device) -> dict:
+    """run_one on every rank; the first rank's numbers, with every rank's under "ranks"."""
+    r = run_one(fields, device)
+    every = [None] * dist.get_world_size()
+    dist.all_gather_object(every, r)
+    return {**every[0], "ranks": every}
 
 
 if __name__ == "__main__":
-    main()
+    serve(run_gathered)

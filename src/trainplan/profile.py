@@ -51,7 +51,7 @@ class Profile:
     overlap: float = 0.8
     # Fraction of tensor-parallel and expert all-to-all communication hidden (async-TP,
     # Megatron tp_comm_overlap, DeepEP), applied only where the layout's execution settings turn that
-    # overlap on (costs/steptime.py). Prior 0.0.
+    # overlap on (costs/step_terms.py). Prior 0.0.
     tp_overlap: float = 0.0
     # Residual corrections on the machine profile's measured rates (trainplan/machine/), used only where
     # a table covers a kernel: kernels inside a training step against the same kernels run alone.

@@ -13,7 +13,7 @@ import pkgutil
 import sys
 
 from trainplan import __version__
-from trainplan.errors import EXIT_USAGE, TrainplanError
+from trainplan.errors import EXIT_USAGE, OneLineParser, TrainplanError
 
 
 def _command_modules():
@@ -22,16 +22,6 @@ def _command_modules():
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
         if not info.name.startswith("_"):
             yield importlib.import_module(f"trainplan.commands.{info.name}")
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse whose usage errors are one line, like every other trainplan error:
-    `trainplan plan: error: argument --nodes: expected a positive integer, got 'x' (see --help)`,
-    exit 2. Subcommand parsers inherit the class (add_subparsers uses the parent's type)."""
-
-    def error(self, message: str):
-        one_line = " ".join(message.split())
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line} (see --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

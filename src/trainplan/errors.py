@@ -7,6 +7,7 @@ exits with code 2. `assert` stays for programmer invariants.
 
 from __future__ import annotations
 
+import argparse
 import difflib
 from collections.abc import Iterable
 
@@ -32,3 +33,14 @@ def unknown(
     return TrainplanError(
         f"unknown {kind} {name!r}: {did_you_mean}known: {', '.join(known)}.{tail}"
     )
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line, like every other trainplan error:
+    `trainplan plan: error: argument --nodes: expected a positive integer, got 'x' (see --help)`,
+    exit 2. Subcommand parsers inherit the class (add_subparsers uses the parent's type). Used by
+    the CLI and by each rank's entry (`python -m trainplan.runtime`)."""
+
+    def error(self, message: str):
+        one_line = " ".join(message.split())
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line} (see --help)\n")

@@ -55,6 +55,36 @@ def test_a_nan_streak_stops_with_one_line_and_keeps_the_checkpoint_before_it(tmp
     assert s["stopped_by"] == "non-finite" and s["skipped_steps"] == 4 and s["steps"] == 6
 
 
+def test_trainplan_train_says_a_stop_once_without_torchruns_failure_report(tmp_path):
+    # Under `trainplan train` the ranks leave the stop's line to it (summary.json) and exit 0, so
+    # torchrun prints no ChildFailedError report; the command still fails (exit 2).
+    import os
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "trainplan", "train", "--nproc", "2", "--steps", "8", "--out", str(tmp_path / "run")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRAINPLAN_FAULT": "nan@3-"}
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env, check=False)
+    assert p.returncode == 2, p.stderr[-3000:]
+    errors = [line for line in p.stderr.splitlines() if "error" in line.lower()]
+    expected = ("trainplan train: error: loss or gradient norm not finite for 3 steps in a row (steps 3-5, "
+                "--max-nonfinite 3); stopped without saving; no checkpoint was written before it: lower the "
+                "learning rate, check the data at those steps, or resume from that checkpoint")
+    assert errors == [expected], p.stderr[-3000:]
+    assert "FAILED" not in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_rank_usage_error_is_one_line():
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "trainplan.runtime", "--steps", "x"], capture_output=True, text=True,
+                       timeout=120, check=False)
+    assert p.returncode == 2
+    assert p.stderr == ("python -m trainplan.runtime: error: argument --steps: invalid int value: 'x' "
+                        "(see --help)\n")
+
+
 def test_a_plan_without_a_gpu_is_refused_unless_device_cpu(tmp_path):
     import torch
 

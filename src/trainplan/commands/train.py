@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -12,7 +13,7 @@ from trainplan.commands._common import positive_int, print_json
 from trainplan.errors import TrainplanError
 from trainplan.launch import supervise
 from trainplan.parsing import check_output
-from trainplan.runtime.args import PASSED, add_run_arguments
+from trainplan.runtime.args import PASSED, SUPERVISED, add_run_arguments
 
 NAME = "train"
 HELP = "Train a plan.json on this machine (torchrun, FSDP2); without --plan, a tiny demo on CPU/GPU."
@@ -120,7 +121,8 @@ def run(args) -> int:
     # themselves: each saves a checkpoint at the end of its step and exits 0, so torchrun sees a
     # clean finish (signalled itself, it would pass SIGTERM/SIGINT on too, but exit with an error,
     # and SIGKILL ranks still saving after its shutdown timeout, 30 s by default).
-    code = supervise.run(argv, on_signal=_note, signals=STOP_SIGNALS, targets=_ranks)
+    env = {**os.environ, SUPERVISED: "1"}  # a stop the ranks agree on is said once, below
+    code = supervise.run(argv, env=env, on_signal=_note, signals=STOP_SIGNALS, targets=_ranks)
     summary_file = out / "summary.json"
     summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
     if summary is not None and summary.get("error"):

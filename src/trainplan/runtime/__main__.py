@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
-from trainplan.errors import EXIT_USAGE, TrainplanError
-from trainplan.runtime.args import add_run_arguments
+from trainplan.errors import EXIT_USAGE, OneLineParser, TrainplanError
+from trainplan.runtime.args import SUPERVISED, add_run_arguments
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m trainplan.runtime", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m trainplan.runtime", description=__doc__.splitlines()[0])
     add_run_arguments(p)
     p.add_argument("--demo", action="store_true", help="run the tiny demo model (FSDP over all processes)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON on rank 0")
@@ -25,8 +26,6 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import os
-
     args = parser().parse_args(argv)
     from trainplan.runtime.trainer import RunOptions, sagemaker_defaults, train
 
@@ -44,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
             plan = demo_plan(world, steps=args.steps or 30, model=demo_model(args.model), ep=args.ep or 1)
         out = Path(args.out or sm.get("out") or f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}")
+        args.out = str(out)  # the stop below writes there
         ckpt = args.checkpoint_dir or sm.get("checkpoint_dir")
         opts = RunOptions(
             out=out, steps=args.steps, checkpoint_dir=Path(ckpt) if ckpt else None,
@@ -57,8 +57,16 @@ def main(argv: list[str] | None = None) -> int:
     except TrainplanError as e:
         from trainplan.runtime.distributed import RunStopped
 
+        rank0 = os.environ.get("RANK", "0") == "0"
+        if isinstance(e, RunStopped) and os.environ.get(SUPERVISED) and args.out:
+            # Under `trainplan train` a stop every rank agreed on is said once, by it, from
+            # summary.json; the ranks exit 0 so that torchrun adds no failure report of its own.
+            # Under a bare torchrun (a cluster's launcher) the exit status must say the run failed.
+            if rank0:
+                _record_stop(Path(args.out), str(e))
+            return 0
         # A stop every rank agreed on is said once, by rank 0; other errors by each rank that has one.
-        if not isinstance(e, RunStopped) or os.environ.get("RANK", "0") == "0":
+        if not isinstance(e, RunStopped) or rank0:
             print(f"trainplan.runtime: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     if summary and args.json:
@@ -69,6 +77,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _record_stop(out: Path, error: str) -> None:
+    """The stop's reason in summary.json for the supervisor, unless the run's summary already says it
+    (a stop inside the loop writes the full summary first)."""
+    from trainplan.fileio import write_atomic
+
+    f = out / "summary.json"
+    try:
+        if f.is_file() and json.loads(f.read_text()).get("error"):
+            return
+    except (OSError, ValueError):
+        pass
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(f, json.dumps({"error": error, "stopped_by": "error"}, indent=2) + "\n")
+
+
 def _exit(code: int) -> None:
     """Leave without interpreter finalization. The run has closed everything it writes and destroyed
     its process groups by now, but gloo's C++ worker threads can still own work objects whose tensors
@@ -77,7 +100,6 @@ def _exit(code: int) -> None:
     runs of the fault suite; pytorch/pytorch#179291 describes the mechanism), which torchrun reports as
     a failed job."""
     import logging
-    import os
 
     logging.shutdown()
     sys.stdout.flush()

@@ -7,6 +7,10 @@ from __future__ import annotations
 from trainplan.runtime.numerics import DEFAULT_MAX_IN_ROW
 from trainplan.runtime.preflight import DEFAULT_KEEP
 
+# Set by `trainplan train` in the environment of the ranks it starts: it reads their summary.json
+# and says a stop they agreed on itself, so a rank then exits 0 without printing it.
+SUPERVISED = "TRAINPLAN_SUPERVISED"
+
 
 def at_least(low: int):
     """argparse type: an integer >= low, with a message that says so."""

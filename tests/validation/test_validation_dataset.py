@@ -129,3 +129,24 @@ def test_a_record_default_with_a_since_year_skips_older_records(records):
     assert r["train"].get("torch_compile") and not to_case(r).layout.compiled_loss
     r["source"], r["notes"] = "torchtitan benchmark", None
     assert to_case(r).layout.compiled_loss
+
+
+def test_a_moe_record_routes_as_its_catalog_architecture(records):
+    # The schema has no routing fields: a DeepSeek-V3 record gets the deepseek-v3 config's
+    # node-limited routing (8 expert groups, top-4 groups, sigmoid), as `--model deepseek-v3` does,
+    # and says so; DeepEP's cross-node bytes depend on it (costs/moe.reached_nodes).
+    from trainplan.costs.moe import reached_nodes
+    from trainplan.models.library import catalog
+
+    case = to_case(records["M209"])
+    moe, ref = case.job.model.moe, catalog()["deepseek-v3"].moe
+    assert (moe.num_groups, moe.topk_groups, moe.router_score) == (ref.num_groups, ref.topk_groups, "sigmoid") == (8, 4, "sigmoid")
+    assert any(a.startswith("MoE routing of the deepseek-v3 config") for a in case.assumptions)
+    # 8 nodes: a token reaches 4 x (1 - (3/4)^8) = 3.60 nodes, not 8 x (1 - (7/8)^8) = 5.25
+    assert reached_nodes(case.job.model, 8) == pytest.approx(3.6, abs=0.01)
+    # an architecture the catalog does not hold keeps the schema's defaults, with no assumption
+    r = copy.deepcopy(records["M209"])
+    r["model"]["num_layers"] = 60
+    case = to_case(r)
+    assert case.job.model.moe.num_groups == 1
+    assert not any(a.startswith("MoE routing") for a in case.assumptions)

@@ -141,7 +141,29 @@ def _node(hw: dict, assumed: list[str]) -> NodeType:
     )
 
 
-def model_spec(md: dict, seq_len: int) -> ModelSpec:
+# Routing fields of MoESpec the dataset schema has no field for: a record whose architecture is a
+# catalog model's routes as that model's config says (the published runs train the published
+# architecture; Megatron's DeepSeek-V3 configs set moe_router_num_groups 8, group_topk 4, sigmoid).
+_ROUTING = ("num_groups", "topk_groups", "router_score", "load_balance", "router_score_correction_bias")
+
+
+def _catalog_routing(moe: MoESpec, num_layers: int, hidden: int, assumed: list[str]) -> MoESpec:
+    """`moe` with the routing of the catalog model of the same architecture (layers, hidden size,
+    experts, top-k), listed as an assumption when it changes anything; else `moe` unchanged."""
+    from trainplan.models.library import catalog
+
+    for name, c in catalog().items():
+        if (c.moe is not None and c.num_layers == num_layers and c.hidden_size == hidden
+                and (c.moe.num_experts, c.moe.experts_per_token) == (moe.num_experts, moe.experts_per_token)):
+            routed = replace(moe, **{k: getattr(c.moe, k) for k in _ROUTING})
+            if routed != moe:
+                assumed.append(f"MoE routing of the {name} config (expert groups {c.moe.num_groups}, "
+                               f"top-{c.moe.topk_groups} groups, {c.moe.router_score} scores): not in the record")
+            return routed
+    return moe
+
+
+def model_spec(md: dict, seq_len: int, assumed: list[str] | None = None) -> ModelSpec:
     ae = md.get("arch_extra") or {}
     heads = md["num_attention_heads"]
     moe = None
@@ -153,6 +175,7 @@ def model_spec(md: dict, seq_len: int) -> ModelSpec:
             shared_expert_ffn_size=shared * md["moe_ffn_hidden_size"],
             first_dense_layers=md.get("num_dense_layers") or 0,
         )
+        moe = _catalog_routing(moe, md["num_layers"], md["hidden_size"], [] if assumed is None else assumed)
     mla = None
     if md.get("attention") == "mla":
         mla = MLASpec(ae.get("q_lora_rank"), ae["kv_lora_rank"], ae["qk_nope_head_dim"],
@@ -353,7 +376,7 @@ def to_case(r: dict) -> Case:
         if hw["num_gpus"] % min(hw["gpus_per_node"], hw["num_gpus"]):
             raise TrainplanError(f"{hw['num_gpus']} GPUs do not fill nodes of {hw['gpus_per_node']}")
         node = _node(hw, assumed)
-        m = check_spec(model_spec(r["model"], t["seq_len"]), "model")
+        m = check_spec(model_spec(r["model"], t["seq_len"], assumed), "model")
         layout = _with_stack(r, _record_defaults(r, _layout(t, m, assumed), assumed), assumed)
         job = Job(m, Cluster(node, hw["num_gpus"] // node.gpus_per_node),
                   Workload(seq_len=t["seq_len"], global_batch=t["global_batch"]))

@@ -1,7 +1,16 @@
 """Layout: one candidate way to run a job (precision, checkpointing, batch split, parallel degrees).
 
-GPU count = dp_replicate * dp_shard * tp * pp * cp. Expert parallelism (ep) is carved out of
-dp_shard * cp, as in torchtitan (Megatron carves it out of dp; for cp = 1 the two agree).
+GPU count = dp_replicate * dp_shard * tp * pp * cp. The routed experts are laid out on their own
+grid over the same ranks ("parallel folding": Megatron-Core parallel_state.py builds the expert
+groups from their own RankGenerator, order tp-ep-dp; torchtitan's ParallelDims the same two ways):
+per pipeline stage and data-parallel replica, dp_shard * cp * tp = etp * ep * edp_shard, etp
+innermost (contiguous ranks), then ep (stride etp), then edp_shard (stride etp * ep). `etp` (expert
+tensor parallelism) splits each expert's matrices, `ep` splits the experts, and the experts' states
+are sharded over edp_shard (and replicated over dp_replicate). etp is 1 or tp (torchtitan's two
+foldings: etp = tp takes ep out of dp_shard * cp, etp = 1 out of dp_shard * cp * tp); None is the
+stack's default (stacks.toml [NAME.conventions] expert_tp: Megatron's = tp, torchtitan's 1 once
+ep > 1). `expert_groups` is the one home of these degrees: memory, step time, the dispatcher's
+groups and the search read them there.
 `sharding` applies over the dp_shard group: "fsdp" shards parameters, gradients and optimizer
 states (FSDP2 / ZeRO-3; with dp_replicate > 1 this is HSDP); "zero2" shards gradients and optimizer
 states; "zero1" shards optimizer states and fp32 master weights (Megatron's distributed optimizer);
@@ -25,6 +34,7 @@ from trainplan.stacks import (
     DEFAULT_STACK,
     Execution,
     applicable,
+    conventions,
     cp_heads_split,
     execution_from_dict,
 )
@@ -43,7 +53,7 @@ AC_MODES = ("none", "selective", "full", "partial", "offload")
 PP_SCHEDULES = ("1f1b", "interleaved", "gpipe")
 
 
-_OPTIONAL = ("grad_reduce_fp32", "compiled_loss", "vocab_parallel_loss", "bf16_loss", "fsdp_sync_last_microbatch",
+_OPTIONAL = ("etp", "grad_reduce_fp32", "compiled_loss", "vocab_parallel_loss", "bf16_loss", "fsdp_sync_last_microbatch",
              "pp_first_stage_layers", "pp_last_stage_layers", "pp_embedding_in_split", "pp_loss_in_split")
 
 
@@ -72,6 +82,7 @@ class Layout:
     pp_loss_in_split: bool = False  # --account-for-loss-in-pipeline-split
     cp: int = 1
     ep: int = 1
+    etp: int | None = None  # expert tensor parallel size: 1 or tp; None = the stack's (expert_groups)
     fp8_allgather: bool = False  # FSDP all-gathers fp8 weights (fp8 recipes only)
     chunked_loss: bool = False  # cross-entropy over vocabulary chunks, no full fp32 logits
     optimizer_offload: bool = False  # optimizer states and master weights in host memory
@@ -165,10 +176,60 @@ class Layout:
         return " ".join(parts)
 
 
+@dataclass(frozen=True, slots=True)
+class ExpertGroups:
+    """The routed experts' parallel degrees for one layout (module doc: the folding)."""
+
+    tp: int  # the dense tensor-parallel size
+    etp: int  # ranks splitting each expert's matrices (column-parallel w1/w3, row-parallel w2)
+    ep: int  # ranks splitting the experts
+    edp_shard: int  # ranks sharding (fsdp / zero) each expert's states: dp_shard * cp * tp / (ep * etp)
+
+    @property
+    def weight_split(self) -> int:
+        """Ways a layer's routed-expert weights are divided before data-parallel sharding: the
+        number of ranks that share one copy of them."""
+        return self.ep * self.etp
+
+    @property
+    def ep_stride(self) -> int:
+        """Rank stride of the ep group (etp innermost)."""
+        return self.etp
+
+    @property
+    def edp_stride(self) -> int:
+        return self.ep * self.etp
+
+    @property
+    def routed_share(self) -> float:
+        """Rows each rank runs through its experts, as a share of its micro-batch's routed copies
+        (tokens x top-k): sequence parallel leaves tokens/tp on a rank and the etp group gathers
+        etp of those shares; without sequence parallel the tp ranks hold the same tokens and
+        etp = tp (check_layout), so the share is 1 both ways."""
+        return self.etp / self.tp
+
+
+def expert_tp(L: Layout) -> int:
+    """The layout's etp: its own, else its stack's default (stacks.toml expert_tp)."""
+    if L.etp is not None:
+        return L.etp
+    if conventions(L).expert_tp == "one_under_ep" and L.ep > 1:
+        return 1
+    return L.tp
+
+
+def expert_groups(L: Layout) -> ExpertGroups:
+    """The one home of the rule 'how many ranks share one expert's weights' (module doc)."""
+    etp = expert_tp(L)
+    return ExpertGroups(tp=L.tp, etp=etp, ep=L.ep, edp_shard=max(1, L.dp_shard * L.cp * L.tp // (L.ep * etp)))
+
+
 # Fields the head of Layout.short() spells in its own notation.
 _HEAD = ("precision", "ac", "micro_batch", "grad_accum", "dp_replicate", "dp_shard", "sharding", "tp", "pp",
          "cp", "ep")
 _ABBREV = {"mb": "micro_batch", "ga": "grad_accum"}
+# Integer fields whose null means "the stack's default".
+_INT_OR_NULL = ("etp",)
 
 
 def _text(v) -> str:
@@ -209,7 +270,8 @@ def parse_layout(text: str, where: str = "--layout") -> Layout:
         elif key in SETTINGS:
             settings[key] = parse_assignment(tok)[1]
         elif _ABBREV.get(key, key) in names and key != "execution":
-            data[_ABBREV.get(key, key)] = _value(raw, getattr(Layout(), _ABBREV.get(key, key)), tok, where)
+            name = _ABBREV.get(key, key)
+            data[name] = _value(raw, getattr(Layout(), name), tok, where, name)
         else:
             raise TrainplanError(f"{where}: unknown key {key!r} in {tok!r}; known: mb, ga, dp, "
                                  f"{', '.join(n for n in names if n != 'execution')}, {', '.join(SETTINGS)}")
@@ -218,8 +280,12 @@ def parse_layout(text: str, where: str = "--layout") -> Layout:
     return layout_from_dict(data, where)
 
 
-def _value(raw: str, default, tok: str, where: str):
+def _value(raw: str, default, tok: str, where: str, name: str = ""):
     """A field's text as the type of its default (layout_from_dict then checks it)."""
+    if name in _INT_OR_NULL:
+        default = 0 if raw != "null" else None
+        if default is None:
+            return None
     if isinstance(default, bool) or default is None:  # None: a convention knob (a boolean)
         if raw not in ("true", "false"):
             raise TrainplanError(f"{where}: {tok!r} must be true or false")
@@ -249,7 +315,10 @@ def layout_from_dict(data: dict, where: str = "layout") -> Layout:
         if k == "execution":
             continue
         default = getattr(Layout(), k)
-        if default is None:  # a convention knob: a boolean, or null for the stack's convention
+        if k in _INT_OR_NULL:
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise TrainplanError(f"{where}: {k} must be an integer or null, got {v!r}")
+        elif default is None:  # a convention knob: a boolean, or null for the stack's convention
             if v is not None and not isinstance(v, bool):
                 raise TrainplanError(f"{where}: {k} must be true, false or null, got {v!r}")
         elif isinstance(default, bool):
@@ -310,13 +379,9 @@ def check_layout(job, layout: Layout) -> None:
             f"cp_comm {L.execution.cp_comm!r} splits each tp rank's {m.num_heads // L.tp} attention heads {split} ways "
             f"(all-to-all over cp); choose cp dividing them, or --set cp_comm=p2p"
         )
-    if L.ep > 1:
-        if m.moe is None:
-            raise TrainplanError(f"ep={L.ep} but {m.name} has no experts; use ep=1")
-        if m.moe.num_experts % L.ep:
-            raise TrainplanError(f"ep={L.ep} does not divide the {m.moe.num_experts} experts of {m.name}")
-        if (L.dp_shard * L.cp) % L.ep:
-            raise TrainplanError(f"ep={L.ep} must divide dp_shard*cp = {L.dp_shard * L.cp}")
+    why = expert_refusal(m, L)
+    if why:
+        raise TrainplanError(why)
     if L.num_gpus != c.num_gpus:
         raise TrainplanError(
             f"layout uses dp_replicate*dp_shard*tp*pp*cp = {L.dp_replicate}*{L.dp_shard}*{L.tp}*{L.pp}*{L.cp}"
@@ -335,3 +400,28 @@ def check_layout(job, layout: Layout) -> None:
             f"global batch {w.global_batch} != micro_batch*grad_accum*dp = "
             f"{L.micro_batch}*{L.grad_accum}*{L.dp}; change the micro-batch or gradient accumulation"
         )
+
+
+def expert_refusal(m, L: Layout) -> str | None:
+    """What is wrong with ep and etp against the model's experts and the expert folding (module
+    doc), as a one-line message with what to do, or None. check_layout raises it; the search skips
+    such candidates."""
+    if L.etp is not None and L.etp <= 0:
+        return f"etp must be a positive integer or null, got {L.etp}"
+    etp = expert_tp(L)
+    if etp not in (1, L.tp):
+        return (f"etp={etp} with tp={L.tp}: trainplan folds the experts with etp = 1 or etp = tp "
+                f"(torchtitan's two foldings); use etp=1 or etp={L.tp}")
+    if m.moe is not None and etp < L.tp and not L.sequence_parallel:
+        return (f"etp={etp} with tp={L.tp} needs sequence_parallel (each tp rank routes its own share of the "
+                f"tokens); set sequence_parallel true, or etp={L.tp}")
+    if L.ep > 1:
+        if m.moe is None:
+            return f"ep={L.ep} but {m.name} has no experts; use ep=1"
+        if m.moe.num_experts % L.ep:
+            return f"ep={L.ep} does not divide the {m.moe.num_experts} experts of {m.name}"
+    ranks = L.dp_shard * L.cp * L.tp // etp
+    if ranks % L.ep:
+        what = "dp_shard*cp" if etp == L.tp else "dp_shard*cp*tp"
+        return f"ep={L.ep} must divide {what} = {ranks} (etp={etp}); change ep or dp_shard"
+    return None

@@ -79,6 +79,7 @@ CONVENTION_CHOICES = {
     "bf16_loss": bool,
     "grad_sync": ("every_microbatch", "last_microbatch"),
     "peak_memory": ("reserved", "allocated", "device"),
+    "expert_tp": ("tp", "one_under_ep"),
 }
 # Layout knobs that override a convention for one layout (None: the stack's): knob -> convention.
 LAYOUT_OVERRIDES = {"grad_reduce_fp32": "grad_reduce_fp32", "vocab_parallel_loss": "vocab_parallel_loss",
@@ -125,6 +126,7 @@ class Conventions:
     bf16_loss: bool  # eager loss on bf16 logits kept through backward
     grad_sync: str  # "every_microbatch" | "last_microbatch" (FSDP with gradient accumulation)
     peak_memory: str  # what the stack logs as peak memory: "reserved" | "allocated" | "device"
+    expert_tp: str  # etp when the layout states none: "tp" | "one_under_ep" (layout.expert_groups)
 
     @property
     def torch_style(self) -> bool:

@@ -75,6 +75,8 @@ _OTHER_STR = {"precision": "fp8_rowwise", "ac": "selective", "sharding": "zero1"
 
 
 def _changed(name, default):
+    if name == "etp":  # an integer whose None is the stack's default
+        return 2
     if default is None:  # a convention knob (None: the stack's), set explicitly
         return False
     if isinstance(default, bool):
@@ -120,3 +122,34 @@ def test_a_malformed_layout_string_is_a_one_line_error(text, message):
 
     with pytest.raises(TrainplanError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_layout(text)
+
+
+# ---- expert tensor parallelism (etp) ------------------------------------------------------------
+def test_etp_round_trips_through_the_layout_string_and_a_dict():
+    from trainplan.layout import parse_layout
+
+    for etp in (1, 4, None):
+        L = Layout(tp=4, dp_shard=2, ep=2, etp=etp)
+        assert parse_layout(L.short()) == L and layout_from_dict(L.to_dict()) == L
+        assert ("etp=" in L.short()) == (etp is not None) and ("etp" in L.to_dict()) == (etp is not None)
+    assert parse_layout("bf16 ac=none mb=1 ga=1 dp=1x2(fsdp) tp=4 etp=null").etp is None
+    with pytest.raises(TrainplanError, match="etp must be an integer or null, got '2'"):
+        layout_from_dict({"etp": "2"})
+    with pytest.raises(TrainplanError, match="etp must be an integer or null, got True"):
+        layout_from_dict({"etp": True})
+
+
+@pytest.mark.parametrize("layout, message", [
+    (Layout(tp=4, dp_shard=2, etp=2), "etp=2 with tp=4: trainplan folds the experts with etp = 1 or etp = tp"),
+    (Layout(tp=4, dp_shard=2, etp=0), "etp must be a positive integer or null, got 0"),
+    (Layout(tp=2, dp_shard=4, etp=1, sequence_parallel=False), "etp=1 with tp=2 needs sequence_parallel"),
+    (Layout(tp=2, dp_shard=4, ep=8, etp=2), "ep=8 must divide dp_shard*cp = 4 (etp=2)"),
+])
+def test_an_expert_folding_trainplan_does_not_model_is_refused(layout, message):
+    with pytest.raises(TrainplanError) as e:
+        check_layout(job(MOE), layout)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_etp_one_lets_ep_take_the_tp_ranks():
+    check_layout(job(MOE), Layout(tp=2, dp_shard=4, ep=8, etp=1, micro_batch=2))  # 4 x 2 ranks, 8 experts

@@ -156,17 +156,17 @@ def test_every_stack_is_listed():
 
 # Which memory convention each stack runs with (stacks.toml [NAME.conventions], each from the
 # framework's code): activations, low-precision weight copies, ZeRO-1 and ZeRO-2 flavours, fp32 gradients,
-# vocabulary-parallel loss, bf16 loss, FSDP gradient sync, the peak its logger reports.
+# vocabulary-parallel loss, bf16 loss, FSDP gradient sync, the peak its logger reports, the default etp.
 CONVENTIONS = {
-    "trainplan": ("pytorch", "per_use", "zero_redundancy", "fsdp2_no_reshard", True, False, False, "every_microbatch", "reserved"),
-    "torchtitan": ("pytorch", "per_use", "distributed_optimizer", "deepspeed", True, True, False, "every_microbatch", "reserved"),
-    "megatron": ("megatron", "cached", "distributed_optimizer", "deepspeed", True, True, False, "every_microbatch", "device"),
-    "nemo": ("megatron", "cached", "distributed_optimizer", "deepspeed", False, True, False, "every_microbatch", "device"),
+    "trainplan": ("pytorch", "per_use", "zero_redundancy", "fsdp2_no_reshard", True, False, False, "every_microbatch", "reserved", "tp"),
+    "torchtitan": ("pytorch", "per_use", "distributed_optimizer", "deepspeed", True, True, False, "every_microbatch", "reserved", "one_under_ep"),
+    "megatron": ("megatron", "cached", "distributed_optimizer", "deepspeed", True, True, False, "every_microbatch", "device", "tp"),
+    "nemo": ("megatron", "cached", "distributed_optimizer", "deepspeed", False, True, False, "every_microbatch", "device", "tp"),
     "megatron_bridge": ("megatron", "cached", "distributed_optimizer", "deepspeed", False, True, False, "every_microbatch",
-                        "device"),
-    "composer": ("pytorch", "per_use", "distributed_optimizer", "deepspeed", True, True, False, "every_microbatch", "device"),
-    "fms": ("pytorch", "per_use", "distributed_optimizer", "deepspeed", True, True, False, "every_microbatch", "device"),
-    "kempnerforge": ("pytorch", "per_use", "distributed_optimizer", "deepspeed", True, False, True, "last_microbatch", "allocated"),
+                        "device", "tp"),
+    "composer": ("pytorch", "per_use", "distributed_optimizer", "deepspeed", True, True, False, "every_microbatch", "device", "tp"),
+    "fms": ("pytorch", "per_use", "distributed_optimizer", "deepspeed", True, True, False, "every_microbatch", "device", "tp"),
+    "kempnerforge": ("pytorch", "per_use", "distributed_optimizer", "deepspeed", True, False, True, "last_microbatch", "allocated", "tp"),
 }
 
 

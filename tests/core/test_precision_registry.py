@@ -83,7 +83,7 @@ BYTES_PER_PARAM = {  # recipe: (megatron, fsdp2)
 # e8m0 scale; NVFP4 = 16 e2m1 + one e4m3 scale; per-tensor fp8 = 1).
 WEIGHT_BYTES = {"fp8_tensorwise": 1, "fp8_rowwise": 1, "fp8_delayed": 1, "mxfp8": 1 + 1 / 32, "nvfp4": 0.5 + 1 / 16}
 
-KW = {"dp_shard": 1, "cp": 1, "ep": 1, "pp": 1, "optimizer_offload": False}
+KW = {"dp_shard": 1, "cp": 1, "edp_shard": 1, "pp": 1, "optimizer_offload": False}
 
 
 @pytest.mark.parametrize("name", KNOWN)

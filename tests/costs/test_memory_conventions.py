@@ -59,7 +59,7 @@ def test_bf16_gradient_buffer_and_fp8_params_under_megatron():
     m = resolve("llama-3.1-8b")
     sp = stage_params(m, 1, 1, 1)[0]
     n = count_params(m).total
-    kw = {"sharding": "zero1", "recipe": recipe("fp8_tensorwise"), "dp_shard": 8, "cp": 1, "ep": 1, "pp": 1, "optimizer_offload": False}
+    kw = {"sharding": "zero1", "recipe": recipe("fp8_tensorwise"), "dp_shard": 8, "cp": 1, "edp_shard": 8, "pp": 1, "optimizer_offload": False}
     fp32 = state_bytes(sp, fp8_allgather=False, **kw)
     bf16 = state_bytes(sp, fp8_allgather=False, grad_fp32=False, **kw)
     # Megatron-LM dist_optimizer.md: 6 + 12/d with fp32 gradients; bf16 gradients are 2 bytes, and

@@ -15,7 +15,7 @@ from trainplan.layout import Layout, check_layout, layout_from_dict
 from trainplan.models import count_params, resolve
 from trainplan.precision import recipe
 
-KW = {"sharding": "fsdp", "dp_shard": 8, "cp": 1, "ep": 1, "pp": 1, "optimizer_offload": False,
+KW = {"sharding": "fsdp", "dp_shard": 8, "cp": 1, "edp_shard": 8, "pp": 1, "optimizer_offload": False,
       "fp8_allgather": False, "recipe": recipe("bf16_pure")}
 
 

@@ -91,6 +91,9 @@ class ActivationContext:
     tp: int = 1
     sequence_parallel: bool = True
     cp: int = 1
+    # rows a rank's routed experts run, as a share of its micro-batch's tokens x top_k
+    # (layout.ExpertGroups.routed_share: etp / tp)
+    routed_share: float = 1.0
     # bf16/fp16 activations. fp8 recipes keep this: torchao's float8 linear saves its high-precision
     # input for backward (torchao/float8/float8_linear.py, matmul_with_hp_or_float8_args:
     # save_for_backward(input_hp, weight_hp_t)). Transformer Engine saves fp8 copies of linear
@@ -186,7 +189,8 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActi
         # router logits and softmax probabilities in fp32, top-k ids and weights
         routing = (2 * FP32 * E + (INDEX + FP32) * k) / sp
         # each token is copied top_k times: gathered expert inputs, expert intermediates, outputs
-        dispatch = k * (2 * e * h + _mlp_hidden(m, moe.expert_ffn_size / t, e, c))
+        # (etp < tp: a rank runs etp/tp of them, each through the whole expert width / etp)
+        dispatch = k * (2 * e * h * c.routed_share + _mlp_hidden(m, moe.expert_ffn_size / t, e, c))
         hidden = _mlp_hidden(m, moe.shared_expert_ffn_size / t, e, c) if moe.num_shared_experts else 0.0
     else:
         hidden = _mlp_hidden(m, m.ffn_size / t, e, c)
@@ -254,7 +258,7 @@ def layer_selective(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> Laye
         f_shared = moe.shared_expert_ffn_size / t if moe.num_shared_experts else 0.0
         mlp_hidden = e * f_shared  # shared-expert gate output kept
         # grouped expert GEMMs: gathered inputs and gate outputs kept, act/product/up recomputed
-        dispatch = moe.experts_per_token * (e * h + e * moe.expert_ffn_size / t)
+        dispatch = moe.experts_per_token * (e * h * c.routed_share + e * moe.expert_ffn_size / t)
         routing = full.moe_routing
     else:
         mlp_hidden = e * m.ffn_size / t  # w1 (gate) output; w3 recomputed

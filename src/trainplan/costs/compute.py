@@ -137,7 +137,7 @@ def _layer_nongemm_bytes(m: ModelSpec, gemms, is_moe: bool, fused: bool, tp: int
 
 def microbatch_compute(
     m: ModelSpec, mf: ModelFlops, gpu: GPUSpec, prof: Profile, *, recipe: Recipe, tokens: float,
-    seq_len: int, tp: int, ep: int, layers_on_stage: float, head_on_stage: bool, recompute_frac: float,
+    seq_len: int, tp: int, ep: int, etp: int | None = None, layers_on_stage: float, head_on_stage: bool, recompute_frac: float,
     selective: bool, flash: bool = True, fused: bool = False, compiled_loss: bool = False,
     te_attention: bool = False, family: str = "pytorch", moe_imbalance: float = 1.0,
 ) -> MicrobatchCompute:
@@ -151,7 +151,11 @@ def microbatch_compute(
     `te_attention`: Transformer Engine's attention (cuDNN / FA3-class) rather than PyTorch SDPA (FA2).
     `moe_imbalance`: the busiest expert-parallel rank runs this many times the mean routed rows
     through its experts (costs/moe.py); the step waits for it.
+    `etp`: the expert tensor-parallel size (layout.expert_groups; None: tp). The routed-expert GEMMs
+    split their matrices over etp instead of tp and run etp/tp of the micro-batch's routed rows
+    (ExpertGroups.routed_share): the same FLOPs per rank, in other shapes.
     """
+    etp = tp if etp is None else etp
     policies = [(p, share) for p, share in (("full", recompute_frac),
                                              ("selective", (1.0 - recompute_frac) if selective else 0.0))
                 if share > 0]
@@ -174,8 +178,11 @@ def microbatch_compute(
         rec = [(share, layer_recompute(kind, p, family)) for p, share in policies]
         for i, (k, n, c, what) in enumerate(kind.gemms):
             row = n == m.hidden_size  # row-parallel (output to the residual stream): K is split
-            kk, nn = (k / tp, n) if row else (k, n / tp)
-            mm = tokens * c * ep / m.moe.num_experts if what == "expert" else tokens  # balanced routing
+            split = etp if what == "expert" else tp
+            kk, nn = (k / split, n) if row else (k, n / split)
+            # rows this rank runs through the GEMM; an expert's: balanced routing over the ep ranks
+            rows = tokens * c * (etp / tp if what == "expert" else 1.0)
+            mm = rows * ep / m.moe.num_experts if what == "expert" else tokens
             f = 2.0 * tokens * c * k * n / tp
             passes = _gemm_passes(mach, recipe.gemm_dtype, f, mm, kk, nn, what == "expert",
                                   m.moe.num_experts / ep if what == "expert" else 1, prof)
@@ -191,7 +198,7 @@ def microbatch_compute(
                 rec_flops += share * r.gemms[i] * count * f
             if lp is not None:  # quantisation terms (module docstring); weights once per micro-batch
                 n_w = m.moe.num_experts / ep if what == "expert" else c  # weight matrices held here
-                cast_bytes += count * (n_w * kk * nn * lp.weight_cast_bytes + tokens * c * (kk * cast_k + nn * cast_n))
+                cast_bytes += count * (n_w * kk * nn * lp.weight_cast_bytes + rows * (kk * cast_k + nn * cast_n))
         kpq = keys_per_query(seq_len, kind.window)
         af = count * tokens * kind.attn_pair_flops * kpq / tp
         seqs = tokens / seq_len  # sequences (of this GPU's share of a sequence) in the micro-batch

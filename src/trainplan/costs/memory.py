@@ -26,7 +26,7 @@ from trainplan.costs.activations import (
     microbatches_in_flight,
 )
 from trainplan.costs.states import StageParams, stage_params, state_bytes
-from trainplan.layout import Layout
+from trainplan.layout import Layout, expert_groups
 from trainplan.models.layers import moe_flags
 from trainplan.models.stages import EVEN, Uneven
 from trainplan.precision import recipe
@@ -109,9 +109,10 @@ def memory_breakdown(job, layout: Layout) -> MemoryBreakdown:
     """
     L = layout
     m = job.model
-    stages = stage_params(m, L.tp, L.ep, L.pp, L.vp, L.uneven)
+    split = expert_groups(L).weight_split
+    stages = stage_params(m, L.tp, split, L.pp, L.vp, L.uneven)
     best, best_total = None, 0.0
-    for i in _candidate_stages(m, L.tp, L.ep, L.pp, L.vp, L.uneven):
+    for i in _candidate_stages(m, L.tp, split, L.pp, L.vp, L.uneven):
         t, parts = _stage_terms(job, L, i, stages[i])
         if best is None or t > best_total:
             best, best_total = parts, t
@@ -119,13 +120,13 @@ def memory_breakdown(job, layout: Layout) -> MemoryBreakdown:
 
 
 @functools.lru_cache(maxsize=1024)
-def _candidate_stages(m, tp: int, ep: int, pp: int, vp: int, uneven: Uneven = EVEN) -> tuple[int, ...]:
+def _candidate_stages(m, tp: int, expert_split: int, pp: int, vp: int, uneven: Uneven = EVEN) -> tuple[int, ...]:
     """The stages that can be the worst: the first of each group of stages holding the same
     parameters and layer kinds. Within a group only the micro-batches in flight differ, and they
     never grow with the stage index (1F1B, interleaved, GPipe), so the group's first stage has the
     largest total (and the first of equal totals, as a scan of every stage would pick)."""
     kinds = moe_flags(m)
-    stages = stage_params(m, tp, ep, pp, vp, uneven)
+    stages = stage_params(m, tp, expert_split, pp, vp, uneven)
     seen, out = set(), []
     for i, sp in enumerate(stages):
         key = (i == 0, i == pp - 1, sp.num_layers, sp.moe_layers, sp.dense, sp.experts, sp.fp8_linear,
@@ -166,14 +167,15 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[
     r = recipe(L.precision)
     lp = r.low_precision
     conv = conventions(L)  # the stack's (stacks.toml), never inferred from sharding
-    st = state_bytes(sp, sharding=L.sharding, recipe=r, dp_shard=L.dp_shard, cp=L.cp, ep=L.ep, pp=L.pp,
+    st = state_bytes(sp, sharding=L.sharding, recipe=r, dp_shard=L.dp_shard, cp=L.cp,
+                     edp_shard=expert_groups(L).edp_shard, pp=L.pp,
                      optimizer_offload=L.optimizer_offload, fp8_allgather=L.fp8_allgather,
                      grad_fp32=conv.grad_reduce_fp32,
                      sync_last_microbatch=conv.grad_sync == "last_microbatch" and L.grad_accum > 1,
                      zero1_replicated=conv.zero1 == "zero_redundancy")
     tokens = L.micro_batch * w.seq_len / L.cp  # tokens of one micro-batch on this GPU
     ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile,
-                   conv.torch_style, None if lp is None else lp.weight_bytes)
+                   conv.torch_style, None if lp is None else lp.weight_bytes, expert_groups(L).routed_share)
     per_mb, working, grads, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, sp.layers)
     in_flight = microbatches_in_flight(L.pp, i, L.grad_accum, L.pp_schedule, L.vp)
     activations = per_mb * tokens * in_flight
@@ -220,7 +222,8 @@ def _cp_buffers(m, L: Layout, tokens: float, gpus_per_node: int) -> float:
 
 
 @functools.lru_cache(maxsize=256)
-def _context(seq_len, tp, sequence_parallel, cp, flash, compiled, torchtitan, lowp_bytes) -> ActivationContext:
+def _context(seq_len, tp, sequence_parallel, cp, flash, compiled, torchtitan, lowp_bytes,
+             routed_share: float = 1.0) -> ActivationContext:
     # torchtitan: the stack's `activations` convention is "pytorch" (DTensor TP/SP, per-op selective
     # checkpointing, eager SwiGLU unless compiled, torchao fp8 linears that save their bf16 input);
     # otherwise Megatron's with Transformer Engine (re-gathered SP inputs, attention-core recompute,
@@ -230,7 +233,7 @@ def _context(seq_len, tp, sequence_parallel, cp, flash, compiled, torchtitan, lo
                              flash_attention=flash, fused_pointwise=compiled, sp_saves_gathered=torchtitan,
                              per_op_selective=torchtitan, fused_swiglu=not torchtitan,
                              fp8_linear_inputs=lowp_bytes is not None and not torchtitan,
-                             lowp_bytes=lowp_bytes or 1.0)
+                             lowp_bytes=lowp_bytes or 1.0, routed_share=routed_share)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -17,9 +17,18 @@ routing, hidden size h, bf16 activations:
             M nodes it may reach (M = N, or node-limited routing's topk_groups groups of the
             model's num_groups, each group on N / num_groups nodes), then the k routed copies over
             NVLink inside each node. The ledger lists the two legs apart.
-  allgather Megatron's MoEAllGatherTokenDispatcher: every rank all-gathers the ep group's tokens
-            (S = T*ep*h*2) and reduce-scatters the outputs; imbalance does not change the bytes
-            (every rank gets every token) but still the expert GEMMs.
+  allgather Megatron's MoEAllGatherTokenDispatcher: every rank all-gathers the tokens of the
+            tp_ep group (the ep * etp contiguous ranks; S = T*ep*etp*h*2) and reduce-scatters the
+            outputs; imbalance does not change the bytes (every rank gets every token) but still
+            the expert GEMMs.
+
+Expert tensor parallelism (etp > 1, layout.expert_groups) in Megatron-Core's alltoall dispatcher
+(token_dispatcher.py MoEAlltoAllTokenDispatcher dispatch_postprocess / combine_preprocess): the
+routed copies a rank received are all-gathered over the etp group before the expert GEMMs
+(S = etp x the rank's a2a bytes) and the outputs reduce-scattered after, once each per pass;
+`etp_gather` names that group (1: no gather, as when the tp ranks hold the same tokens). The
+deepep (flex) dispatcher exchanges over the same tp_ep group; it is priced as its all-to-all plus
+the same gather.
 
 Expert GEMMs: the busiest rank runs `moe_imbalance` x the mean rows through its local experts
 (costs/compute.py applies it to the routed-expert GEMMs), and the step waits for it.
@@ -73,23 +82,30 @@ def router_bytes_per_token(m: ModelSpec) -> float:
 
 def dispatch_exchanges(m: ModelSpec, dispatcher: str, imbalance: float, tokens: float, ep: int,
                        moe_layers: float, passes: float, hidden_overlap: float,
-                       ep_nodes: int = 1, per_node: int = 0) -> list[Exchange]:
+                       ep_nodes: int = 1, per_node: int = 0, etp_gather: int = 1) -> list[Exchange]:
     """The dispatcher's collectives per step on the slowest rank (module doc). `tokens`: tokens of
-    one micro-batch on this GPU after sequence parallel's split; `moe_layers`: MoE layers on the
-    stage; `passes`: forward + backward + recomputed forwards, per micro-batch, times micro-batches;
-    `ep_nodes`, `per_node`: the NVLink domains the ep group spans and its ranks on each
-    (costs/comm.Span domains, per_domain)."""
+    one micro-batch on this GPU entering the dispatcher (after sequence parallel's split);
+    `moe_layers`: MoE layers on the stage; `passes`: forward + backward + recomputed forwards, per
+    micro-batch, times micro-batches; `ep_nodes`, `per_node`: the NVLink domains the ep group spans
+    and its ranks on each (costs/comm.Span domains, per_domain); `etp_gather`: the expert
+    tensor-parallel group the routed copies are gathered over (contiguous ranks; 1: none)."""
     h = m.hidden_size
     if dispatcher == "allgather":
-        gathered = tokens * ep * h * BF16_BYTES
+        gathered = tokens * ep * etp_gather * h * BF16_BYTES
         calls = moe_layers * passes
-        return [Exchange("all_gather", gathered, calls, 0.0), Exchange("reduce_scatter", gathered, calls, 0.0)]
+        group = ep * etp_gather if etp_gather > 1 else 0  # the tp_ep group, contiguous; else the ep group
+        return [Exchange("all_gather", gathered, calls, 0.0, group), Exchange("reduce_scatter", gathered, calls, 0.0, group)]
     a2a = tokens * m.moe.experts_per_token * h * BF16_BYTES * imbalance
     calls = 2 * moe_layers * passes  # dispatch and combine
+    gather = [] if etp_gather <= 1 else [
+        Exchange("all_gather", etp_gather * a2a, calls / 2, 0.0, etp_gather),
+        Exchange("reduce_scatter", etp_gather * a2a, calls / 2, 0.0, etp_gather)]
+    if ep <= 1:
+        return gather
     if dispatcher != "deepep":
-        return [Exchange("all_to_all", a2a, calls, 0.0)]
+        return [Exchange("all_to_all", a2a, calls, 0.0), *gather]
     if ep_nodes <= 1:
-        return [Exchange("all_to_all", a2a, calls, hidden_overlap)]
+        return [Exchange("all_to_all", a2a, calls, hidden_overlap), *gather]
     rail = tokens * reached_nodes(m, ep_nodes) * h * BF16_BYTES * imbalance
     return [Exchange("all_to_all", rail, calls, hidden_overlap, ep_nodes, per_node),
-            Exchange("all_to_all", a2a, calls, hidden_overlap, per_node, 1)]
+            Exchange("all_to_all", a2a, calls, hidden_overlap, per_node, 1), *gather]

@@ -27,9 +27,10 @@ never inferred from sharding (costs/memory.py):
 Pure bf16 keeps weights, gradients and AdamW states in bf16 (2 + 2 + 4 = 8 bytes/param) under
 either convention. The bytes per element of each state are the recipe's (recipes.toml: param_bytes,
 grad_bytes, master_bytes, optimizer_bytes per AdamW moment); the numbers above are bf16 mixed's. Data-parallel sharding runs over dp_shard * cp (torchtitan's fsdp mesh and
-Megatron's data-parallel-with-context-parallel group); routed experts are sharded over ep and then
-over dp_shard * cp / ep, and divided by tp too (expert tensor parallelism = tp; torchtitan's
-default for MoE with TP, Megatron's --expert-tensor-parallel-size defaults to tp). Tensor
+Megatron's data-parallel-with-context-parallel group); a layer's routed experts are divided over
+ep * etp ranks and their states sharded over the edp_shard ranks of the expert folding
+(layout.expert_groups: weight_split and edp_shard; etp = 1 or tp, the stack's default unless the
+layout sets it). Tensor
 parallelism divides the attention and MLP matrices and the
 vocabulary-parallel embedding and head; norms and the MoE router are replicated on TP ranks
 (sequence parallelism shards norm activations, not norm weights).
@@ -57,7 +58,7 @@ class StageParams:
     layers: tuple[int, ...]  # the decoder layers the stage holds (models/stages.py)
     moe_layers: int
     dense: float  # replicated over the data-parallel group: attention, MLP, norms, embedding, head
-    experts: float  # routed experts (divided by ep and tp)
+    experts: float  # routed experts (divided by ep * etp)
     fp8_linear: float  # of dense + experts: the transformer-block matmul weights an fp8 recipe casts
     largest_unit: float  # largest FSDP unit on the stage: one block, the embedding or the head
     largest_unit_linear: float  # fp8-castable weights of the largest block
@@ -68,9 +69,11 @@ class StageParams:
 
 
 @functools.lru_cache(maxsize=4096)
-def stage_params(m: ModelSpec, tp: int, ep: int, pp: int, vp: int = 1, uneven: Uneven = EVEN) -> tuple[StageParams, ...]:
+def stage_params(m: ModelSpec, tp: int, expert_split: int, pp: int, vp: int = 1,
+                 uneven: Uneven = EVEN) -> tuple[StageParams, ...]:
     """Per-stage parameters held by one GPU of each pipeline rank (its layers: models/stages.py);
-    cached because the search calls it for every layout."""
+    `expert_split`: ranks sharing one copy of a layer's routed experts (ExpertGroups.weight_split,
+    ep * etp). Cached because the search calls it for every layout."""
     pc = _counts(m)
     h = m.hidden_size
     kv_frac = max(1 / tp, 1 / m.num_kv_heads)  # tp beyond the kv-head count replicates kv heads
@@ -88,7 +91,7 @@ def stage_params(m: ModelSpec, tp: int, ep: int, pp: int, vp: int = 1, uneven: U
             mlp = mlp_linear + router
         else:
             mlp = mlp_linear = lp.mlp / tp
-        experts = lp.experts / (ep * tp)
+        experts = lp.experts / expert_split
         dense = attn + mlp + lp.norms
         per_layer.append((dense, experts, attn + mlp_linear + experts))
     emb = pc.embedding / tp
@@ -146,7 +149,7 @@ class StateBytes:
     bytes_per_param: float  # persistent bytes/param of the dense part (the golden-table number)
 
 
-def state_bytes(sp: StageParams, *, sharding: str, recipe: Recipe, dp_shard: int, cp: int, ep: int, pp: int,
+def state_bytes(sp: StageParams, *, sharding: str, recipe: Recipe, dp_shard: int, cp: int, edp_shard: int, pp: int,
                 optimizer_offload: bool, fp8_allgather: bool,
                 grad_fp32: bool = True, sync_last_microbatch: bool = False,
                 zero1_replicated: bool = False) -> StateBytes:
@@ -176,7 +179,7 @@ def state_bytes(sp: StageParams, *, sharding: str, recipe: Recipe, dp_shard: int
     # bytes an fp8 (all-)gathered weight saves over its compute copy
     lowp_saving = (cpy - r.low_precision.weight_bytes) * fp8_allgather if r.low_precision else 0.0
     d = dp_shard * cp  # data-parallel sharding group of the dense parameters
-    d_exp = max(d // ep, 1)  # routed experts: ep takes its share of dp_shard * cp first
+    d_exp = edp_shard  # routed experts: sharded over the expert folding's edp_shard (layout.expert_groups)
 
     def per_gpu(dense_bytes: float, sharded: bool) -> float:
         return dense_bytes * sp.dense / (d if sharded else 1) + dense_bytes * sp.experts / (d_exp if sharded else 1)

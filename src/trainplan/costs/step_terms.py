@@ -38,7 +38,7 @@ from trainplan.costs.comm import (
 )
 from trainplan.costs.compute import MicrobatchCompute
 from trainplan.hardware import GPUSpec, NodeType
-from trainplan.layout import Layout
+from trainplan.layout import Layout, expert_groups
 from trainplan.models.params import count_params
 from trainplan.models.spec import ModelSpec
 from trainplan.precision import Recipe
@@ -128,15 +128,39 @@ def _priced(st: Stage, op: str, dim: str, nbytes: float, sp: Span, calls: float,
     return Term(e, (entry,), outside)
 
 
+def moe_tokens(st: Stage) -> tuple[float, int]:
+    """(tokens of a micro-batch entering the MoE dispatcher on one GPU, the expert tensor-parallel
+    group its routed copies are gathered over). With sequence parallel each tp rank routes its own
+    tokens/tp: Megatron-Core (the "megatron" activations convention) then gathers the routed copies
+    over etp (costs/moe.py), and with etp = 1 nothing is gathered in any stack. DTensor stacks with
+    etp = tp (torchtitan apply_moe_ep_tp: the MoE block's input made Replicate over tp, its output
+    Partial then reduce-scattered) and every stack without sequence parallel hold the whole tokens
+    on every tp rank: the tp term gathers and reduces the block like a dense MLP."""
+    L, g = st.L, expert_groups(st.L)
+    if L.tp > 1 and L.sequence_parallel and (g.etp == 1 or not conventions(L).torch_style):
+        return st.tokens / L.tp, g.etp
+    return st.tokens, 1
+
+
+def _moe_layers(st: Stage) -> float:
+    """MoE layers on the slowest stage."""
+    m = st.m
+    return m.num_moe_layers * st.layers / m.num_layers if m.moe is not None else 0.0
+
+
 def tp_term(st: Stage) -> Term:
-    """Tensor parallel: two collectives per layer and pass (forward, backward, recomputed forward)."""
+    """Tensor parallel: two collectives per layer and pass (forward, backward, recomputed forward),
+    one around attention, one around the MLP; an MoE layer whose tokens enter the dispatcher
+    sequence-split (moe_tokens) has no MLP collective unless shared experts run on the tp group."""
     L, ex = st.L, st.L.execution
     if L.tp <= 1:
         return Term()
     sp_tp = span(L.tp, 1, st.node)
     act = st.tokens * st.m.hidden_size * 2  # bf16 activation of the full (gathered) sequence
     passes = 2 + st.r  # forward + backward + recomputed forward
-    calls = 2 * st.layers * passes * st.n_mb
+    moe = st.m.moe
+    split_moe = _moe_layers(st) if moe and not moe.num_shared_experts and moe_tokens(st)[0] < st.tokens else 0.0
+    calls = (2 * st.layers - split_moe) * passes * st.n_mb
     window = st.gemm_window * st.n_mb
     overlap = st.prof.tp_overlap if ex.tp_comm_overlap else 0.0
     ops = ("all_gather", "reduce_scatter") if L.sequence_parallel else ("all_reduce",)
@@ -159,24 +183,26 @@ def cp_term(st: Stage) -> Term:
 
 
 def ep_term(st: Stage) -> Term:
-    """Expert parallel: dispatch and combine of the routed tokens per MoE layer (costs/moe.py)."""
+    """Expert parallel: dispatch and combine of the routed tokens per MoE layer, and with expert
+    tensor parallelism the gather of the routed copies over etp (costs/moe.py)."""
     m, L, ex, n_mb = st.m, st.L, st.L.execution, st.n_mb
-    if L.ep <= 1 or m.moe is None:
+    if m.moe is None:
         return Term()
-    # Megatron-Core "parallel folding" (and torchtitan with etp=1) forms expert groups from
-    # contiguous ranks, so an EP group of up to a node's size stays on NVLink.
-    sp_ep = span(L.ep, 1, st.node)
-    moe_layers = m.num_moe_layers * st.layers / m.num_layers
-    # each routed copy of a token (top-k) travels out and back in bf16; with sequence parallel
-    # the tokens of a micro-batch are split over the tp ranks before dispatch
-    sp_div = L.tp if L.sequence_parallel else 1
+    g = expert_groups(L)
+    tokens, etp_gather = moe_tokens(st)
+    if L.ep * etp_gather <= 1:
+        return Term()
+    # the expert folding (layout.expert_groups): etp innermost, so the ep group strides over etp
+    # ranks; with etp = 1 it is contiguous and an ep group of up to a node's size stays on NVLink
+    sp_ep = span(L.ep, g.ep_stride, st.node)
     # ep_comm_overlap (Megatron-Core's batch-level overlap): a micro-batch's all-to-alls run
     # beside another micro-batch's compute, so every micro-batch but one lends its whole compute
     ep_batch = ex.ep_comm_overlap and ex.moe_dispatcher != "allgather" and n_mb > 1
     terms = []
-    for x in moe_cost.dispatch_exchanges(m, ex.moe_dispatcher, ex.moe_imbalance, st.tokens / sp_div, L.ep,
-                                         moe_layers, (2 + st.r) * n_mb, st.prof.tp_overlap,
-                                         sp_ep.domains, sp_ep.per_domain):
+    # each routed copy of a token (top-k) travels out and back in bf16
+    for x in moe_cost.dispatch_exchanges(m, ex.moe_dispatcher, ex.moe_imbalance, tokens, L.ep,
+                                         _moe_layers(st), (2 + st.r) * n_mb, st.prof.tp_overlap,
+                                         sp_ep.domains, sp_ep.per_domain, etp_gather):
         sp_x = span(x.ranks, x.stride, st.node) if x.ranks else sp_ep
         window, hidden = ((st.mb.total * (n_mb - 1), st.prof.overlap) if ep_batch
                           else (st.gemm_window * n_mb, x.hidden))
@@ -207,7 +233,7 @@ def _param_split(m: ModelSpec) -> tuple[float, float, float]:
 def _gpu_params(m: ModelSpec, L: Layout) -> tuple[float, float]:
     """(dense, routed-expert) parameters one GPU of the fullest stage holds before sharding."""
     dense, experts, embed = _param_split(m)
-    return (dense / L.pp + embed) / L.tp, experts / L.pp / (L.ep * L.tp)
+    return (dense / L.pp + embed) / L.tp, experts / L.pp / expert_groups(L).weight_split
 
 
 def shard_calls(L: Layout) -> tuple[int, int]:
@@ -251,7 +277,8 @@ def shard_calls(L: Layout) -> tuple[int, int]:
 
 def dp_term(st: Stage) -> Term:
     """Data parallel and sharding: weight gathers, gradient reduce-scatters and all-reduces, for
-    the dense parameters over dp_shard * cp and the routed experts over (dp_shard * cp) / ep."""
+    the dense parameters over dp_shard * cp and the routed experts over the expert folding's
+    edp_shard (layout.expert_groups)."""
     L, rec, node, n_mb = st.L, st.rec, st.node, st.n_mb
     ex = L.execution
     gather_overlap = st.prof.overlap if ex.param_gather_overlap else 0.0
@@ -263,9 +290,12 @@ def dp_term(st: Stage) -> Term:
     pbytes = rec.low_precision.weight_bytes if L.fp8_allgather else rec.param_bytes
     gbytes = rec.param_bytes if L.sharding in ("zero1", "none") else rec.grad_bytes
     shard = L.dp_shard * L.cp
-    groups = [(p_dense, span(shard, L.tp, node), shard)]
+    g = expert_groups(L)
+    # (params, sharding group, its size, plain data parallel's all-reduce group)
+    groups = [(p_dense, span(shard, L.tp, node), shard, span(L.dp_replicate * L.cp, L.tp, node))]
     if p_exp:
-        groups.append((p_exp, span(max(1, shard // L.ep), L.tp * L.ep, node), max(1, shard // L.ep)))
+        groups.append((p_exp, span(g.edp_shard, g.edp_stride, node), g.edp_shard,
+                       span(g.edp_shard * L.dp_replicate, g.edp_stride, node)))
     sp_rep = span(L.dp_replicate, L.tp * L.cp * L.dp_shard, node)
     ag_calls, rs_calls = shard_calls(L)
     # a collective issued once per step hides behind one micro-batch's pass, one per micro-batch
@@ -273,7 +303,7 @@ def dp_term(st: Stage) -> Term:
     ag_window = st.fwd if ag_calls == 1 else (st.fwd + st.bwd) * n_mb
     rs_window = st.bwd if rs_calls == 1 else st.bwd * n_mb
     terms = []
-    for params, sp_sh, n_sh in groups:
+    for params, sp_sh, n_sh, full in groups:
         if L.sharding == "zero1" and conventions(L).zero1 == "zero_redundancy":
             # torch ZeRO-1 (runtime/parallel.apply_zero1): DDP all-reduces the gradients, in the
             # parameters' dtype, on every micro-batch over all data-parallel ranks; after the step
@@ -292,7 +322,6 @@ def dp_term(st: Stage) -> Term:
             terms.append(_priced(st, "all_reduce", "dp", params * gbytes / n_sh, sp_rep, 1, st.bwd,
                                  reduce_overlap))
         else:  # plain data parallel: one all-reduce over every replica (and cp rank)
-            full = span(L.dp_replicate * L.cp, L.tp, node)
             terms.append(_priced(st, "all_reduce", "dp", params * gbytes, full, 1, st.bwd, reduce_overlap))
     return _combine(terms)
 
@@ -324,7 +353,7 @@ def optimizer_time(st: Stage) -> float:
     p_dense, p_exp = _gpu_params(st.m, L)
     shard = L.dp_shard * L.cp
     local = p_dense / (shard if L.sharding != "none" else 1) + p_exp / (
-        max(1, shard // L.ep) if L.sharding != "none" else 1)
+        expert_groups(L).edp_shard if L.sharding != "none" else 1)
     # the optimizer's weights (master copy, else the compute copy), gradient and m, v read; weights,
     # m, v written; with a master copy the compute copy is written too (bf16 mixed: 16 + 12 + 2 = 30)
     weights = rec.master_bytes or rec.param_bytes

@@ -25,7 +25,7 @@ from trainplan.costs.compute import MicrobatchCompute, microbatch_compute
 from trainplan.costs.flops import model_flops, recompute_fraction
 from trainplan.costs.step_terms import exposed, shard_calls
 from trainplan.job import Job
-from trainplan.layout import Layout
+from trainplan.layout import Layout, expert_groups
 from trainplan.models.stages import stage_layers
 from trainplan.precision import recipe
 from trainplan.profile import Profile
@@ -94,7 +94,7 @@ def slowest_stage(job: Job, L: Layout, prof: Profile) -> terms.Stage:
     def stage_compute(layers: int, head: bool) -> tuple[MicrobatchCompute, float]:
         r = recompute_fraction(L.ac, L.ac_layers, layers) if layers else 0.0
         return microbatch_compute(
-            m, mf, gpu, prof, recipe=rec, tokens=tokens, seq_len=s, tp=L.tp, ep=L.ep,
+            m, mf, gpu, prof, recipe=rec, tokens=tokens, seq_len=s, tp=L.tp, ep=L.ep, etp=expert_groups(L).etp,
             layers_on_stage=layers, head_on_stage=head, recompute_frac=r,
             selective=L.ac == "selective", flash=L.flash_attention,
             fused=L.torch_compile or st.fused_kernels, compiled_loss=L.loss_kind == "fused",

@@ -27,6 +27,8 @@ Mapping (the dataset `description` defines the source fields):
     sequence parallel in NeMo / Megatron-Bridge recipes, KempnerForge's pure bf16, torchtitan's
     compiled loss) are the stack's `record_defaults` (stacks.toml, each with its source and
     condition), applied by `_record_defaults` and each listed as an assumption.
+  * expert tensor parallelism: the record's `train.etp`; null is its stack's default
+    (stacks.toml expert_tp: Megatron-family = tp, torchtitan 1 once ep > 1; layout.expert_groups).
   * peak memory kind: the record's, else its stack's logger (`peak_mem_kind`), else the device.
   * stack and execution settings: the record's `train.framework` names a stack preset (stacks.toml;
     `fms_fsdp` -> fms); `train.execution` (the stacks.SETTINGS keys) overrides single settings and a
@@ -34,8 +36,9 @@ Mapping (the dataset `description` defines the source fields):
     a preset ('other') runs on trainplan's preset, listed as an assumption.
 
 The packaged dev dataset (DEV_DATASET: data/published_dev.json) is the shared file with the
-`train.execution` objects of data/annotations.json added, each with a note saying which source
-states it; `trainplan validate` reads it when no --dataset is given.
+`train.execution` objects (and the null train fields a source states, ANNOTATED_TRAIN) of
+data/annotations.json added, each with a note saying which source states it; `trainplan validate`
+reads it when no --dataset is given.
 """
 
 from __future__ import annotations
@@ -87,13 +90,21 @@ class Case:
         return self.record.get("measured", {})
 
 
+# Record train fields an annotation may fill where the record left them null and its source states them.
+ANNOTATED_TRAIN = ("etp",)
+
+
 def annotate(data: dict, annotations: dict) -> dict:
-    """`data` with each annotation's settings as its record's train.execution (data/annotations.json)."""
-    by_id = {a["id"]: a["execution"] for a in annotations["annotations"]}
+    """`data` with each annotation's settings as its record's train.execution and its `train` fields
+    (ANNOTATED_TRAIN) in the record's train (data/annotations.json)."""
+    by_id = {a["id"]: a for a in annotations["annotations"]}
     out = {**data, "records": []}
     for r in data["records"]:
-        if r.get("id") in by_id:
-            r = {**r, "train": {**r["train"], "execution": {**r["train"].get("execution", {}), **by_id[r["id"]]}}}
+        a = by_id.get(r.get("id"))
+        if a is not None:
+            assert set(a.get("train", {})) <= set(ANNOTATED_TRAIN), a["id"]  # packaged data
+            r = {**r, "train": {**r["train"], **a.get("train", {}),
+                                "execution": {**r["train"].get("execution", {}), **a["execution"]}}}
         out["records"].append(r)
     return out
 
@@ -250,7 +261,7 @@ def _layout(t: dict, m: ModelSpec, assumed: list[str]) -> Layout:
         assumed.append(f"fp8_all_gather dropped: FSDP all-gathers {r.name} weights in bf16")
     return Layout(
         precision=r.name, ac=mode, ac_layers=ac_layers, micro_batch=mb, grad_accum=gb // (mb * dp),
-        tp=t["tp"], pp=pp, cp=t["cp"], ep=t.get("ep") or 1, vp=vp,
+        tp=t["tp"], pp=pp, cp=t["cp"], ep=t.get("ep") or 1, etp=t.get("etp"), vp=vp,
         pp_schedule="interleaved" if vp > 1 else "1f1b",
         pp_embedding_in_split=split.embedding, pp_loss_in_split=split.loss,
         sequence_parallel=bool(t.get("sequence_parallel")) and t["tp"] > 1,
@@ -366,7 +377,7 @@ def to_case(r: dict) -> Case:
     try:
         hw, t = r["hardware"], r["train"]
         _positive_ints(hw, ("num_gpus", "gpus_per_node"), "hardware")
-        _positive_ints(t, ("seq_len", "global_batch", "dp", "tp", "pp", "cp"), "train")
+        _positive_ints(t, ("seq_len", "global_batch", "dp", "tp", "pp", "cp", "ep", "etp"), "train")
         _numbers(r.get("measured") or {}, _MEASURED_NUMBERS, "measured")
         for k in ("gpu", "detail", "inter_node"):
             if hw.get(k) is not None and not isinstance(hw[k], str):

@@ -25,3 +25,15 @@ def test_moe_plan_says_what_its_ep_sends_and_over_which_link():
 def test_dense_plan_has_no_ep_reason():
     r = search(Query(resolve("llama-3.1-8b"), P6, nodes=1))
     assert not any(x.startswith("ep=") for x in r.reasons)
+
+
+def test_moe_plan_with_tp_says_what_its_etp_trades_in_numbers():
+    # Megatron runs both foldings; the reason compares the chosen etp with the other on the same tp
+    r = search(Query(resolve("mixtral-8x22b"), (find_node("ml.p5.48xlarge"),), nodes=4, stack="megatron"))
+    L = r.chosen.layout
+    assert L.tp > 1 and L.etp in (1, L.tp)  # the search states the folding it costed
+    (line,) = [x for x in r.reasons if x.startswith(f"etp={L.etp}")]
+    est = r.chosen.estimate
+    nv = sum(e.bytes - e.network_bytes for e in est.comm if e.dimension == "ep")
+    assert f"expert exchange {nv / 1e9:.1f} GB over NVLink" in line and f"{est.time.dp:.2f} s exposed" in line
+    assert re.search(r"vs the best etp=\d+ \(expert exchange [\d.]+ GB", line)

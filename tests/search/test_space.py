@@ -47,6 +47,18 @@ def test_cp_opens_up_with_long_sequences_and_ep_only_for_moe():
     assert max(x.ep for x in space.meshes(moe, B200, 1, 8192)) > 1
 
 
+def test_moe_meshes_with_tp_try_both_expert_foldings():
+    moe = resolve("qwen3-30b-a3b")
+    meshes = list(space.meshes(moe, B200, 1, 4096))
+    assert {x.etp for x in meshes if x.tp == 1} == {None}  # no tp: the stack's (etp = 1 = tp)
+    for tp in (2, 4):
+        assert {x.etp for x in meshes if x.tp == tp} == {tp, 1}
+    # etp = 1 lets ep take the tp ranks too: ep = 8 on tp = 2 with dp_shard = 4
+    assert any(x.ep == 8 and x.etp == 1 for x in meshes if x.tp == 2 and x.dp_shard == 4)
+    assert not any(x.ep == 8 and x.etp == 2 for x in meshes if x.tp == 2 and x.dp_shard == 4)
+    assert {x.etp for x in space.meshes(resolve("llama-3.1-8b"), B200, 1, 4096)} == {None}
+
+
 def test_vp_gives_chunks_of_one_two_or_four_layers():
     assert space.vp_options(96, 8) == [2, 3, 6, 12]  # Nemotron-4 340B: NVIDIA runs vp=12
     # 126 layers do not divide over 8 ranks; 126 + embedding + loss = 128 do (models/stages.py)

@@ -30,7 +30,7 @@ from trainplan.costs.fit import longest_seq as longest_seq_len
 from trainplan.errors import TrainplanError
 from trainplan.hardware.types import Cluster, NodeType
 from trainplan.job import Job, Workload
-from trainplan.layout import Layout
+from trainplan.layout import Layout, expert_refusal
 from trainplan.models.checks import context_limit
 from trainplan.models.stages import balanced_split, max_stage_layers
 from trainplan.precision import DEFAULT, recipe, searched
@@ -118,6 +118,8 @@ class _Count:
                         chunked_loss=self.context, stack=self.q.stack, execution=self.q.execution,
                         **mesh.layout_fields())
         layout = layout.with_(**trainer_fields(self.q.stack, mesh.tp))
+        if mesh.etp is not None and expert_refusal(self.q.model, layout):  # etp = 1 without sequence parallel
+            return None
         return self.job(seq, mesh.dp * mb * ga), layout
 
     def fits(self, mesh, prec, ac, k, mb, seq, sched) -> bool:
@@ -260,8 +262,8 @@ def _family(mesh: space.Mesh) -> tuple | None:
     if mesh.sharding == "none":
         return None
     if mesh.dp_replicate > 1:  # HSDP: states sharded over a fixed dp_shard
-        return (mesh.tp, mesh.pp, mesh.cp, mesh.ep, "hsdp", mesh.dp_shard)
-    return (mesh.tp, mesh.pp, mesh.cp, mesh.ep, mesh.sharding)
+        return (mesh.tp, mesh.pp, mesh.cp, mesh.ep, mesh.etp, "hsdp", mesh.dp_shard)
+    return (mesh.tp, mesh.pp, mesh.cp, mesh.ep, mesh.etp, mesh.sharding)
 
 
 class Memo:
@@ -284,10 +286,10 @@ def search_count(q: Query, node: NodeType, nodes: int, ev: Counting, obj: Object
     ref = q.precision or DEFAULT
     screened: list[tuple[space.Mesh, Candidate]] = []
     memo = Memo() if memo is None else memo
-    no_fsdp: set[tuple] = set()  # (tp, pp, cp, ep) where full FSDP does not fit on these nodes
+    no_fsdp: set[tuple] = set()  # (tp, pp, cp, ep, etp) where full FSDP does not fit on these nodes
     for mesh in space.meshes(q.model, node, nodes, q.seq_len):
         stats.meshes += 1
-        fam, degrees = _family(mesh), (mesh.tp, mesh.pp, mesh.cp, mesh.ep)
+        fam, degrees = _family(mesh), (mesh.tp, mesh.pp, mesh.cp, mesh.ep, mesh.etp)
         # ZeRO-1 and HSDP hold more than FSDP over all of dp (space.shardings yields it first)
         skip = fam in memo.dead or (mesh.sharding != "fsdp" or mesh.dp_replicate > 1) and degrees in no_fsdp
         c = None if skip else sc.screen(mesh, ref, memo.floor.get(fam))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from trainplan.costs.fit import MAX_SEQ_LEN
+from trainplan.layout import expert_groups, expert_refusal
 from trainplan.precision import recipe, searched
 from trainplan.search import space
 from trainplan.search.candidate import Candidate
@@ -151,6 +152,38 @@ def ep_reason(best: Candidate, pool: list[Candidate], ev: Counting) -> str | Non
             f"tokens/s ({alt.layout.short()})")
 
 
+def _etp_text(c: Candidate, ev: Counting) -> str:
+    """The traffic etp trades: the expert exchange (dispatch, and the gather of routed copies over
+    etp) against the data-parallel sharding of the expert weights, which etp = 1 holds tp x."""
+    nv, net, exposed = _ep_traffic(c, ev)
+    e = ev.detail(c.job, c.layout)
+    return (f"expert exchange {nv / 1e9:.1f} GB over NVLink + {net / 1e9:.1f} GB over the network per GPU per "
+            f"step, {exposed:.2f} s exposed; weight sharding {e.time.dp:.2f} s exposed")
+
+
+def etp_reason(best: Candidate, pool: list[Candidate], ev: Counting) -> str | None:
+    """MoE models with tp > 1: the chosen expert tensor-parallel size against the best plan with
+    the other one (same hardware, sequence, precision and tp), in the traffic each moves."""
+    L = best.layout
+    if best.job.model.moe is None or L.tp == 1:
+        return None
+    etp = expert_groups(L).etp
+    others = [c for c in pool if c.instance == best.instance and c.nodes == best.nodes and c.seq_len == best.seq_len
+              and c.layout.precision == L.precision and c.layout.tp == L.tp and expert_groups(c.layout).etp != etp]
+    other = 1 if etp == L.tp else L.tp
+    if others:
+        alt = max(others, key=lambda c: c.tokens_per_s)
+    else:  # the same layout with the other etp, when that layout is a valid one
+        why = expert_refusal(best.job.model, replace(L, etp=other))
+        if why:
+            return f"etp={etp}: etp={other} cannot run this layout ({why})"
+        fits, alt = _variant(best, ev, etp=other)
+        if not fits:
+            return f"etp={etp} ({_etp_text(best, ev)}): etp={other} {_needs(alt, ev)}"
+    return (f"etp={etp} ({_etp_text(best, ev)}) vs the best etp={other} "
+            f"({_etp_text(alt, ev)}): {_pct(alt.tokens_per_s, best.tokens_per_s)} tokens/s ({alt.layout.short()})")
+
+
 # Overlap settings (stacks.py), the communication each hides, and when the layout has any of it.
 _OVERLAPS = (
     ("tp_comm_overlap", "tp communication", lambda L: L.tp > 1),
@@ -249,9 +282,9 @@ def reasons(best: Candidate, pool: list[Candidate], q: Query, ev: Counting, no_f
     else:
         out.append(f"sequence {best.seq_len}: the longest that fits this layout at micro-batch 1")
     out += degree_reasons(best, pool)
-    why_ep = ep_reason(best, pool, ev)
-    if why_ep:
-        out.append(why_ep)
+    for why in (ep_reason(best, pool, ev), etp_reason(best, pool, ev)):
+        if why:
+            out.append(why)
     out += execution_reasons(best, ev)
     out.append(f"binding: {best.metrics.binding}")
     if risky:

@@ -18,7 +18,12 @@ and gradient accumulation are chosen). Pruning rules, and why each one is safe:
     data parallelism (reduce-scatter + all-gather = all-reduce) and holds less, so plain DP is
     dominated and only offered when dp = 1. The sharded forms offered are ZeRO-1, FSDP over all of
     dp, and HSDP (FSDP inside a node, replicas across nodes).
-  * ep (MoE only) is a power of two dividing the experts and dp_shard * cp.
+  * ep (MoE only) is a power of two dividing the experts and the ranks the expert folding leaves
+    it (layout.expert_groups: dp_shard * cp * tp / etp). With tp > 1 both foldings are offered,
+    etp = tp and etp = 1 (torchtitan's two; Megatron-Core runs both): etp = 1 keeps each expert
+    whole, so its GEMMs are wider and no routed copy is gathered over tp, at the price of
+    tp x the expert weights per rank before sharding. Dense models and tp = 1 leave etp to the
+    stack (None).
   * With the sequence searched (priority context) pp stays 1: a 1F1B pipeline keeps pp
     micro-batches in flight on its first stage, pp x (layers / pp) = as many layers' activations
     as no pipeline (Narayanan et al. 2021, section 2.2.1), so it cannot lengthen the sequence;
@@ -51,13 +56,14 @@ class Mesh:
     dp_replicate: int
     dp_shard: int
     sharding: str
+    etp: int | None = None  # MoE with tp > 1: 1 or tp; else None (the stack's)
 
     @property
     def dp(self) -> int:
         return self.dp_replicate * self.dp_shard
 
     def layout_fields(self) -> dict:
-        return {"tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep,
+        return {"tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep, "etp": self.etp,
                 "dp_replicate": self.dp_replicate, "dp_shard": self.dp_shard,
                 "sharding": self.sharding}
 
@@ -88,11 +94,17 @@ def cp_options(seq_len: int | None) -> list[int]:
     return [c for c in powers_of_two(MAX_CP) if seq_len % c == 0 and (c == 1 or seq_len // c >= MIN_CP_TOKENS)]
 
 
-def ep_options(m: ModelSpec, dp_shard: int, cp: int) -> list[int]:
+def etp_options(m: ModelSpec, tp: int) -> list[int | None]:
+    """Expert tensor-parallel sizes searched (module doc)."""
+    return [tp, 1] if m.moe is not None and tp > 1 else [None]
+
+
+def ep_options(m: ModelSpec, dp_shard: int, cp: int, tp: int = 1, etp: int | None = None) -> list[int]:
     if m.moe is None:
         return [1]
+    ranks = dp_shard * cp * tp // (tp if etp is None else etp)
     return [e for e in powers_of_two(min(MAX_EP, m.moe.num_experts))
-            if m.moe.num_experts % e == 0 and (dp_shard * cp) % e == 0]
+            if m.moe.num_experts % e == 0 and ranks % e == 0]
 
 
 def shardings(dp: int, gpus_per_node: int, tp: int, cp: int) -> list[tuple[int, int, str]]:
@@ -120,8 +132,9 @@ def meshes(m: ModelSpec, node: NodeType, nodes: int, seq_len: int | None) -> Ite
                     continue
                 dp = gpus // (tp * pp * cp)
                 for rep, shard, sharding in shardings(dp, node.gpus_per_node, tp, cp):
-                    for ep in ep_options(m, shard, cp):
-                        yield Mesh(tp, pp, cp, ep, rep, shard, sharding)
+                    for etp in etp_options(m, tp):
+                        for ep in ep_options(m, shard, cp, tp, etp):
+                            yield Mesh(tp, pp, cp, ep, rep, shard, sharding, etp)
 
 
 def vp_options(num_layers: int, pp: int) -> list[int]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainplan.errors import TrainplanError
+from trainplan.layout import expert_tp
 from trainplan.precision import no_converter, recipe, registry
 from trainplan.stacks import COMPLETE_STACK, DEFAULT_STACK, SETTINGS, conventions, stack
 
@@ -64,7 +65,7 @@ def refusal(layout, device: str = "cuda", model=None) -> Refusal | None:
             "torch; run on GPUs, or choose a plan with cp = 1", None)
     if not recipe(L.precision).runnable:  # recipes.toml: no runtime converter
         return Refusal(f"{no_converter(recipe(L.precision))}, or --stack {OTHER_STACK}", OTHER_STACK)
-    for rule in (_hf_only, _tensor_parallel, _pipeline, _zero1, _aux_loss_scaling, _settings):
+    for rule in (_hf_only, _expert_tp, _tensor_parallel, _pipeline, _zero1, _aux_loss_scaling, _settings):
         r = rule(L, model)
         if r is not None:
             return r
@@ -86,6 +87,20 @@ def _hf_only(L, model) -> Refusal | None:
                    f"Face model (--hf), which has no expert, context, tensor or pipeline parallelism (plan has "
                    f"{', '.join(degrees)}); choose a plan with data parallelism only, or --stack {OTHER_STACK}",
                    OTHER_STACK)
+
+
+def _expert_tp(L, model) -> Refusal | None:
+    """The trainer's expert tensor parallelism is etp = tp (stacks.toml [trainplan.conventions]
+    expert_tp): with tp each expert's matrices are split over the tp ranks like the dense MLP's.
+    A plan costed with another etp (experts whole on every tp rank) is refused. Without the model,
+    an etp the layout states is checked as if the model had experts."""
+    if L.tp == 1 or (model is not None and model.moe is None) or (model is None and L.etp is None):
+        return None
+    etp = expert_tp(L)
+    if etp == L.tp:
+        return None
+    return Refusal(f"the trainer splits each expert over the tp ranks (etp = tp = {L.tp}), not etp={etp}: "
+                   f"plan with etp={L.tp} (or leave etp unset), or --stack {OTHER_STACK}", OTHER_STACK)
 
 
 def _tensor_parallel(L, model) -> Refusal | None:

@@ -97,3 +97,15 @@ def test_llama3_405b_on_16k_gpus_as_megatron_splits_it_reports_goodput(cli):
     # without the split the 128 chunks cannot hold 126 layers
     code, _, err = cli(*[a for a in argv if a not in ("--pp-embedding-in-split", "--pp-loss-in-split")])
     assert code == 2 and "pp_embedding_in_split" in err
+
+
+def test_etp_flag_reaches_the_layout_and_the_folding_check(cli):
+    base = ("estimate", "--model", "qwen3-30b-a3b", "--nodes", "1", "--tp", "2", "--ep", "4", "--seq-len", "4096",
+            "--json", "--stack", "megatron")
+    code, out, err = cli(*base, "--etp", "1")
+    assert code == 0, err
+    assert json.loads(out)["layout"]["etp"] == 1
+    code, out, err = cli(*base, "--etp", "2")
+    assert code == 0 and json.loads(out)["layout"]["etp"] == 2
+    code, out, err = cli("estimate", "--model", "qwen3-30b-a3b", "--nodes", "1", "--tp", "4", "--etp", "2")
+    assert code == 2 and "etp=2 with tp=4" in err and err.count("\n") == 1

@@ -34,6 +34,15 @@ def test_round_trip_keeps_every_field(tmp_path):
     assert json.loads(f.read_text())["schema"] == SCHEMA
 
 
+def test_plan_json_carries_etp_when_the_plan_states_it(tmp_path):
+    job = Job(DSV3_LIKE, cluster("ml.p6-b200.48xlarge", 4), Workload(seq_len=4096, global_batch=64))
+    for etp in (1, 2, None):
+        p = Plan(job, Layout(dp_shard=16, tp=2, ep=8, etp=etp, micro_batch=4, grad_accum=1))
+        f = tmp_path / "plan.json"
+        f.write_text(p.to_json())
+        assert json.loads(f.read_text())["layout"].get("etp") == etp and load_plan(f).layout == p.layout
+
+
 def test_plan_json_carries_the_stack_and_every_execution_setting(tmp_path):
     from trainplan.stacks import SETTINGS
 
@@ -110,6 +119,8 @@ def _set(path: str, value):
     (_set("workload.optimizer", "sgd"), "workload: unknown optimizer 'sgd'; known: adamw"),
     (_set("cluster.instance", 5), "cluster.instance must be a string, got 5"),
     (_set("layout", "fsdp"), "layout must be an object, got str"),
+    (_set("layout.etp", "one"), "layout: etp must be an integer or null, got 'one'"),
+    (_set("layout.etp", 2), "etp=2 with tp=1: trainplan folds the experts with etp = 1 or etp = tp"),
     (_set("estimate", 3), "estimate must be an object, got int"),
     (_set("reasons", "because"), "reasons must be a list of strings"),
 ])

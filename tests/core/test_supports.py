@@ -166,3 +166,17 @@ def test_estimate_costs_tensor_parallel_as_the_trainer_runs_it(cli):
     assert refusal(layout_from_dict(L), "cuda") is None  # the trainer runs what estimate costed
     code, text, err = cli(*args, "--stack", "megatron")
     assert code == 0 and json.loads(text)["layout"]["sequence_parallel"] is True
+
+
+def test_the_trainer_runs_experts_split_over_tp_only():
+    # etp = tp is the trainer's expert tensor parallelism (stacks.toml [trainplan.conventions]);
+    # a plan costed with whole experts on every tp rank is refused before anything starts
+    moe = resolve("qwen3-30b-a3b")
+    whole = Layout(tp=2, dp_shard=4, ep=2, etp=1, sequence_parallel=False, vocab_parallel_loss=False)
+    r = refusal(whole, "cuda", moe)
+    assert r is not None and "etp = tp = 2), not etp=1" in r.reason and r.stack == "megatron"
+    assert "not etp=1" in refusal(whole, "cuda").reason  # an etp the plan states, without the model
+    for ok in (whole.with_(etp=None), whole.with_(etp=2)):
+        r = refusal(ok, "cuda", moe)
+        assert r is None or "etp" not in r.reason
+    assert refusal(whole, "cuda", resolve("llama-3.1-8b")) is None  # no experts: etp means nothing

@@ -66,6 +66,8 @@ def add_layout_arguments(p) -> None:
                    help="the output layer and loss count as a layer in the pipeline split")
     p.add_argument("--cp", type=positive_int, default=1)
     p.add_argument("--ep", type=positive_int, default=1)
+    p.add_argument("--etp", type=positive_int, default=None,
+                   help="expert tensor parallel size, 1 or tp (default: the stack's; layout.expert_groups)")
     p.add_argument("--chunked-loss", action="store_true", help="cross-entropy over vocabulary chunks")
     p.add_argument("--compiled-loss", action="store_true", help="the loss is compiled with the model (torch.compile)")
     p.add_argument("--fp8-allgather", action="store_true", help="FSDP all-gathers fp8 weights")
@@ -120,7 +122,7 @@ def job_and_layout(args, *, tokens: int = 0, price: float | None = None):
         pp_schedule=args.pp_schedule or ("interleaved" if args.vp > 1 else "1f1b"), vp=args.vp,
         pp_first_stage_layers=args.pp_first_stage_layers, pp_last_stage_layers=args.pp_last_stage_layers,
         pp_embedding_in_split=args.pp_embedding_in_split, pp_loss_in_split=args.pp_loss_in_split,
-        cp=args.cp, ep=args.ep, fp8_allgather=args.fp8_allgather, chunked_loss=args.chunked_loss,
+        cp=args.cp, ep=args.ep, etp=args.etp, fp8_allgather=args.fp8_allgather, chunked_loss=args.chunked_loss,
         optimizer_offload=args.optimizer_offload, flash_attention=not args.no_flash_attention,
         torch_compile=args.torch_compile, compiled_loss=args.compiled_loss,
         grad_reduce_fp32=False if args.grad_reduce_bf16 else None, stack=stack_name, execution=execution,

@@ -58,6 +58,15 @@ def test_whole_experts_hold_twice_the_weights_and_the_same_sharded_states():
     assert a.master_params == pytest.approx(b.master_params)
 
 
+def test_a_rank_keeps_the_routed_copies_it_runs():
+    # Megatron with sequence parallel: etp=2 gathers the etp group's copies (T x k per rank), etp=1
+    # runs its own T/tp x k; the expert intermediates are T x k x ffn / tp either way
+    a, b = memory_breakdown(job(), layout(1)), memory_breakdown(job(), layout(2))
+    h, k = QWEN.hidden_size, QWEN.moe.experts_per_token
+    kept = 48 * 4096 * k * 2 * 2 * h  # layers x tokens x copies x (input + output) x bf16 x hidden
+    assert b.activation_groups["moe_dispatch"] - a.activation_groups["moe_dispatch"] == pytest.approx(kept / 2)
+
+
 def test_expert_gemms_split_over_etp_with_the_same_flops():
     kw = {"recipe": recipe("bf16"), "tokens": 4096, "seq_len": 4096, "tp": 2, "ep": 4, "layers_on_stage": 48,
           "head_on_stage": True, "recompute_frac": 0.0, "selective": False}

@@ -22,6 +22,8 @@ QUERIES = {
     "8b-p6": lambda: Query(resolve("llama-3.1-8b"), P6, nodes=1),
     "8b-p6-context": lambda: Query(resolve("llama-3.1-8b"), P6, nodes=1, seq_len=None, priority="context"),
     "70b-p5-communication": lambda: Query(resolve("llama-3.1-70b"), P5, max_nodes=8, priority="communication"),
+    # MoE with tp > 1 on a stack that runs both expert foldings: plans state etp
+    "mixtral-p5-megatron": lambda: Query(resolve("mixtral-8x22b"), P5, nodes=4, stack="megatron"),
 }
 
 
@@ -41,6 +43,7 @@ def test_every_plan_parses_back_to_its_layout_and_estimate(results):
             assert e.fits and e.tokens_per_s == pytest.approx(c.tokens_per_s, rel=1e-12)
             options |= {t.split("=")[0] for t in text.split()[5:] if "=" in t}
     assert "fp8_allgather" in options  # the field the old string hid is among them
+    assert "etp" in options  # the expert folding of the MoE plans
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))

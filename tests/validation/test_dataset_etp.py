@@ -30,8 +30,10 @@ def test_the_source_states_etp_one_for_the_qwen3_row(m216):
 
 def test_a_null_etp_is_the_stacks_default(m216):
     assert expert_groups(_with(m216, etp=None).layout).etp == 2  # Megatron: = tp
-    tt = _with(m216, etp=None, framework="torchtitan")
-    assert tt.skipped_reason is None and expert_groups(tt.layout).etp == 1  # torchtitan: 1 with ep
+    # torchtitan: 1 with ep, on the sequence-split tokens torchtitan's tp always runs (its record
+    # default), even where the record leaves sequence parallel unstated
+    tt = _with(m216, etp=None, framework="torchtitan", sequence_parallel=None)
+    assert tt.skipped_reason is None and expert_groups(tt.layout).etp == 1 and tt.layout.sequence_parallel
 
 
 @pytest.mark.parametrize("etp, message", [(3, "etp=3 with tp=2"), (0, "train.etp must be a positive integer"),

@@ -34,6 +34,7 @@ from trainplan.stacks import (
     DEFAULT_STACK,
     Execution,
     applicable,
+    check_settings,
     conventions,
     cp_heads_split,
     execution_from_dict,
@@ -382,6 +383,7 @@ def check_layout(job, layout: Layout) -> None:
     why = expert_refusal(m, L)
     if why:
         raise TrainplanError(why)
+    check_settings(L, m.moe is not None)  # capacity factor for MoE only; the frameworks' own refusals
     if L.num_gpus != c.num_gpus:
         raise TrainplanError(
             f"layout uses dp_replicate*dp_shard*tp*pp*cp = {L.dp_replicate}*{L.dp_shard}*{L.tp}*{L.pp}*{L.cp}"

@@ -18,17 +18,33 @@ Settings (exactly these keys, so plans and datasets can carry them):
                         compute (Megatron-Core --overlap-moe-expert-parallel-comm)
   moe_imbalance         routed tokens on the busiest expert-parallel rank over the mean (>= 1): the
                         slowest rank's expert GEMMs and dispatch bytes (costs/moe.py); 1 = balanced
+  moe_capacity_factor   null = dropless; c > 0: each expert keeps at most ceil(c * T * k / E) of the
+                        T*k routed copies of a rank's T tokens (GShard per-group capacity; Megatron-Core
+                        --moe-expert-capacity-factor), the rest dropped (costs/moe.routed_load)
+  moe_pad_to_capacity   every expert's input padded to its capacity (Megatron-Core
+                        --moe-pad-expert-input-to-capacity): exactly c x the balanced rows and bytes
   cp_comm               p2p (ring) | a2a (Ulysses) | allgather | a2a+p2p: context-parallel exchange
   cross_entropy         plain (fp32 logits) | fused (fused kernel, no fp32 copy) | chunked (vocabulary
                         chunks, no full logits)
   cuda_graphs           the step is captured as CUDA graphs (no launch gaps)
   power_limit_w         a GPU power cap in watts, or null (the GPU's own limit)
+
+The capacity factor is a setting, not a Layout field: like moe_imbalance it is a property of how the
+run routes its tokens, which the search never varies (it changes what the model learns, not where
+tensors live), a validation record states it beside the dispatcher (train.execution), and every
+framework that has it spells it as a run flag; a setting reaches --set, plan.json, the layout line and
+the trainer through the one parse below.
+
+RULES: values a framework's own argument checks refuse on some layouts. Asked for explicitly, they are
+a one-line refusal naming the rule and its source (check_settings, called by layout.check_layout); a
+preset's own value is turned off where a rule fails (applicable), as `only_if` does.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -45,8 +61,8 @@ CHOICES = {
     "cross_entropy": ("plain", "fused", "chunked"),
 }
 BOOLEAN = ("tp_comm_overlap", "grad_reduce_overlap", "param_gather_overlap", "pp_p2p_overlap", "ep_comm_overlap",
-           "cuda_graphs")
-NUMBER_OR_NULL = ("power_limit_w",)
+           "moe_pad_to_capacity", "cuda_graphs")
+NUMBER_OR_NULL = ("moe_capacity_factor", "power_limit_w")  # a finite number > 0, or null
 # Conditions a preset's `only_if` names (stacks.toml): a boolean setting is off unless the layout
 # meets its condition, as the framework's own argument checks force it.
 CONDITIONS = {
@@ -54,6 +70,50 @@ CONDITIONS = {
     "tp_sequence_parallel": lambda L: L.tp > 1 and L.sequence_parallel,
 }
 AT_LEAST_ONE = ("moe_imbalance",)
+# Where the rules below come from (the version read).
+_MCORE = "Megatron-Core transformer_config.py TransformerConfig.__post_init__ (NVIDIA/Megatron-LM @d98e8a64dd)"
+FULL_RECOMPUTE = ("full", "partial", "offload")  # layout AC modes that recompute whole layers
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A value of `setting` that a framework refuses unless `holds(layout, execution)`: `needs` says
+    what it asks in the layout's terms, `source` where the check is and the framework's own words."""
+
+    setting: str
+    holds: Callable[..., bool]  # (layout, Execution) -> the framework accepts the value
+    needs: str
+    source: str
+
+
+# Megatron-Core's checks of overlap_moe_expert_parallel_comm (ep_comm_overlap), each as asserted there.
+# Read and left out: torch >= 2.6; bf16 or fp16 model (every recipe of recipes.toml runs a bf16 or
+# fp16 model); moe_shared_expert_overlap and MTP > 1 layer (not layout fields); CUDA graphs only when
+# scoped to the moe / mlp modules (cuda_graph_modules default "full" passes, and cuda_graphs here is
+# whole-step capture).
+RULES = (
+    Rule("ep_comm_overlap", lambda L, ex: L.ep > 1, "expert parallelism (ep > 1)",
+         f"{_MCORE}: 'overlap_moe_expert_parallel_comm is only supported with expert model parallelism'"),
+    Rule("ep_comm_overlap", lambda L, ex: ex.moe_dispatcher in ("alltoall", "deepep"),
+         "the alltoall or deepep dispatcher (--set moe_dispatcher=alltoall)",
+         f"{_MCORE}: 'overlap_moe_expert_parallel_comm is supported with alltoall/flex token dispatcher'"),
+    Rule("ep_comm_overlap", lambda L, ex: L.pp == 1 or L.vp > 1,
+         "virtual pipeline stages with pp > 1 (the interleaved schedule, vp > 1)",
+         f"{_MCORE}: 'virtual_pipeline_model_parallel_size must be specified when pipeline_model_parallel_size"
+         " > 1'; megatron/training/arguments.py turns vp = 1 into None"),
+    Rule("ep_comm_overlap", lambda L, ex: L.ac not in FULL_RECOMPUTE,
+         "no full-layer recompute (ac none or selective)",
+         f"{_MCORE}: 'disable full recomputation' / 'disable recomputation method' / 'recompute_num_layers "
+         "must be None' when enabling overlap_moe_expert_parallel_comm"),
+    Rule("moe_pad_to_capacity", lambda L, ex: ex.moe_capacity_factor is not None,
+         "a capacity factor (--set moe_capacity_factor=C)",
+         f"{_MCORE}: 'moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity'"),
+    Rule("moe_pad_to_capacity", lambda L, ex: ex.moe_dispatcher != "deepep",
+         "a dispatcher other than deepep",
+         f"{_MCORE}: 'Flex token dispatcher with deepep backend does not support "
+         "moe_pad_expert_input_to_capacity'"),
+)
+_OFF = {"ep_comm_overlap": False, "moe_pad_to_capacity": False}  # a ruled setting's value when off
 FAMILIES = ("pytorch", "megatron")
 _STACK_KEYS = {"description", "recompute_family", "fused_kernels", "frameworks", "source", "settings", "conventions"}
 # [NAME.record_defaults] (optional): layout fields the stack's code or recipes set that a validation
@@ -97,6 +157,8 @@ class Execution:
     moe_dispatcher: str
     ep_comm_overlap: bool
     moe_imbalance: float
+    moe_capacity_factor: float | None
+    moe_pad_to_capacity: bool
     cp_comm: str
     cross_entropy: str
     cuda_graphs: bool
@@ -176,7 +238,7 @@ def _allowed(key: str) -> str:
     if key in BOOLEAN:
         return "true or false"
     if key in NUMBER_OR_NULL:
-        return "a number or null"
+        return "a finite number > 0, or null"
     if key in AT_LEAST_ONE:
         return "a number >= 1"
     return " | ".join(CHOICES[key])
@@ -188,7 +250,7 @@ def check_value(key: str, value, where: str):
         raise TrainplanError(f"{where}: unknown execution setting {key!r}; allowed: {', '.join(SETTINGS)}")
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     ok = (isinstance(value, bool) if key in BOOLEAN else
-          (value is None or (number and value > 0)) if key in NUMBER_OR_NULL else
+          (value is None or (number and 0 < value < float("inf"))) if key in NUMBER_OR_NULL else
           (number and 1 <= value < float("inf")) if key in AT_LEAST_ONE else value in CHOICES[key])
     if not ok:
         raise TrainplanError(f"{where}: {key} must be {_allowed(key)}, got {value!r}")
@@ -263,10 +325,50 @@ def _load_record_defaults(raw: dict, where: str) -> tuple[RecordDefault, ...]:
 def applicable(layout, execution: Execution) -> Execution:
     """`execution` as the layout's stack really runs it: every setting whose `only_if` condition the
     layout does not meet is off (stacks.toml; e.g. Megatron overlaps pipeline P2P only when
-    interleaved). The one place conditional defaults are applied: Layout calls it on construction."""
-    off = {key: False for key, cond in stack(layout.stack).only_if
+    interleaved), and so is a setting left at its preset's value where a RULES rule fails (asked for
+    explicitly, check_settings refuses it instead). The one place conditional defaults are applied:
+    Layout calls it on construction."""
+    preset = stack(layout.stack)
+    off = {key: False for key, cond in preset.only_if
            if getattr(execution, key) and not CONDITIONS[cond](layout)}
+    for rule in broken_rules(layout, execution):
+        if getattr(execution, rule.setting) == getattr(preset.execution, rule.setting):
+            off[rule.setting] = _OFF[rule.setting]
     return replace(execution, **off) if off else execution
+
+
+def broken_rules(layout, execution: Execution) -> list[Rule]:
+    """The RULES that `execution`, run with `layout`, breaks (a setting off breaks none)."""
+    return [r for r in RULES if getattr(execution, r.setting) != _OFF[r.setting] and not r.holds(layout, execution)]
+
+
+def check_settings(layout, has_experts: bool) -> None:
+    """Refuse, in one line, settings the layout's model or its framework cannot run: a capacity factor
+    without experts, and every broken RULES rule with its source."""
+    ex = layout.execution
+    check_experts(ex, has_experts)
+    for r in broken_rules(layout, ex):
+        raise TrainplanError(f"{r.setting}={_text(getattr(ex, r.setting))} needs {r.needs} ({r.source}); "
+                             f"change the layout or --set {r.setting}={_text(_OFF[r.setting])}")
+
+
+def check_experts(ex: Execution, has_experts: bool) -> None:
+    """The capacity settings need a model with experts (`plan` checks them once for its whole search)."""
+    if not has_experts and (ex.moe_capacity_factor is not None or ex.moe_pad_to_capacity):
+        key = "moe_capacity_factor" if ex.moe_capacity_factor is not None else "moe_pad_to_capacity"
+        raise TrainplanError(f"{key} applies to mixture-of-experts models only; this model has no experts "
+                             f"(drop --set {key})")
+
+
+def drop_refused(layout):
+    """`layout` with every setting whose RULES fail on it turned off: a search applies one --set to
+    layouts where the framework accepts it and to layouts where it does not, and costs each as it runs."""
+    off = {r.setting: _OFF[r.setting] for r in broken_rules(layout, layout.execution)}
+    return replace(layout, execution=replace(layout.execution, **off)) if off else layout
+
+
+def _text(v) -> str:
+    return "null" if v is None else str(v).lower()
 
 
 def _load_conventions(raw: dict, where: str) -> tuple[Conventions, dict]:

@@ -171,6 +171,8 @@ def _settings(L, model) -> Refusal | None:
             continue  # _zero1: its gather is not overlapped, false is what runs
         if key == "moe_imbalance":
             continue  # what the routing will do, assumed for the estimate; nothing the trainer runs
+        if key == "moe_capacity_factor":
+            continue  # any value: runtime/build.py gives the plan's to every MoE layer (runtime/moe.py)
         if s[key] not in runs[key]:
             ok = " or ".join(_text(v) for v in runs[key])
             return Refusal(f"the trainer does not implement {key}={_text(s[key])} (it runs {key}={ok}); "

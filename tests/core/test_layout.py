@@ -103,7 +103,7 @@ def test_every_execution_setting_that_differs_from_the_preset_round_trips():
     for key in SETTINGS:
         v = getattr(base.execution, key)
         new = (not v if isinstance(v, bool) else 650.0 if key == "power_limit_w"
-               else 1.25 if key == "moe_imbalance" else next(c for c in CHOICES[key] if c != v))
+               else 1.25 if key in ("moe_imbalance", "moe_capacity_factor") else next(c for c in CHOICES[key] if c != v))
         L = base.with_stack("megatron", **{key: new})
         assert parse_layout(L.short()) == L, L.short()
         assert f"{key}=" in L.short() and "stack=megatron" in L.short()

@@ -55,6 +55,26 @@ def test_plan_json_carries_the_stack_and_every_execution_setting(tmp_path):
     assert load_plan(f).layout.execution == p.layout.execution
 
 
+def test_a_capacity_factor_round_trips_and_a_dense_model_refuses_it(tmp_path):
+    p = Plan(make_plan().job, make_plan(ep=8).layout.with_stack("trainplan", moe_capacity_factor=1.25))
+    d = json.loads(p.to_json())
+    assert d["layout"]["execution"]["moe_capacity_factor"] == 1.25
+    assert d["layout"]["execution"]["moe_pad_to_capacity"] is False
+    f = tmp_path / "plan.json"
+    f.write_text(p.to_json())
+    assert load_plan(f).layout.execution.moe_capacity_factor == 1.25 and load_plan(f).layout == p.layout
+    # the same setting in a dense model's plan: refused at load, one line
+    from dataclasses import replace
+
+    dense = replace(DSV3_LIKE, moe=None, mla=None, name="tiny-dense")
+    d["model"] = json.loads(Plan(Job(dense, p.job.cluster, p.job.workload), Layout(dp_shard=32, micro_batch=2))
+                            .to_json())["model"]
+    d["layout"]["ep"] = 1
+    with pytest.raises(TrainplanError, match="moe_capacity_factor applies to mixture-of-experts models only") as e:
+        plan_from_dict(d)
+    assert "\n" not in str(e.value)
+
+
 def test_unknown_schema_is_refused_with_what_to_do():
     d = make_plan().to_dict() | {"schema": "trainplan-plan/99"}
     with pytest.raises(TrainplanError, match=r"unknown schema 'trainplan-plan/99'.*re-create the plan"):

@@ -18,7 +18,8 @@ from trainplan.stacks import (
 )
 
 ISSUE_KEYS = ("tp_comm_overlap", "grad_reduce_overlap", "param_gather_overlap", "pp_p2p_overlap",
-              "moe_dispatcher", "ep_comm_overlap", "moe_imbalance", "cp_comm", "cross_entropy", "cuda_graphs", "power_limit_w")
+              "moe_dispatcher", "ep_comm_overlap", "moe_imbalance", "moe_capacity_factor", "moe_pad_to_capacity",
+              "cp_comm", "cross_entropy", "cuda_graphs", "power_limit_w")
 
 
 def test_moe_imbalance_is_a_ratio_of_at_least_one():
@@ -115,7 +116,7 @@ def test_nemo_tp_overlap_needs_sequence_parallel():
     ({"execution": {"tp_overlap": True}}, "unknown key 'tp_overlap'; allowed keys: cp_comm"),
     ({"execution": {"cp_comm": "ring"}}, "cp_comm must be p2p | a2a | allgather | a2a+p2p, got 'ring'"),
     ({"execution": {"cuda_graphs": "yes"}}, "cuda_graphs must be true or false"),
-    ({"execution": {"power_limit_w": -5}}, "power_limit_w must be a number or null"),
+    ({"execution": {"power_limit_w": -5}}, "power_limit_w must be a finite number > 0, or null"),
 ])
 def test_bad_settings_in_a_file_are_one_line_errors(data, message):
     with pytest.raises(TrainplanError) as e:

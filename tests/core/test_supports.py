@@ -67,6 +67,7 @@ def test_megatron_and_nemo_ask_for_settings_the_trainer_does_not_run():
     ({"cp_comm": "a2a"}, "cp_comm"), ({"power_limit_w": 700.0}, "power_limit_w"),
     ({"cross_entropy": "fused"}, "cross_entropy"), ({"grad_reduce_overlap": False}, "grad_reduce_overlap"),
     ({"ep_comm_overlap": True}, "ep_comm_overlap"),  # Megatron-Core batch-level EP overlap: not in runtime/moe.py
+    ({"moe_capacity_factor": 1.0, "moe_pad_to_capacity": True}, "moe_pad_to_capacity"),  # runtime/moe.py drops only
 ])
 def test_settings_the_trainer_does_not_implement_are_refused(settings, key):
     with pytest.raises(TrainplanError, match=f"does not implement {key}="):
@@ -101,6 +102,13 @@ def test_what_the_trainer_runs_passes():
               Layout(tp=2, sequence_parallel=False, vocab_parallel_loss=False, precision="fp8_tensorwise"),
               Layout(precision="fp16"), Layout(precision="bf16_pure")):
         assert refusal(L, "cuda") is None, L.short()
+
+
+def test_the_trainer_runs_any_capacity_factor():
+    # runtime/build.py gives the plan's factor to every MoE layer (tests/runtime/test_runtime_moe.py)
+    for c in (None, 0.5, 1.25, 4.0):
+        assert refusal(Layout(ep=8, dp_shard=8).with_stack(TRAINER_STACK, moe_capacity_factor=c), "cpu",
+                       resolve("qwen3-30b-a3b")) is None
 
 
 def test_expert_parallel_runs_on_the_trainers_own_model_only():

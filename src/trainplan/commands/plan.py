@@ -110,6 +110,9 @@ def query(args):
     if args.nodes and args.max_nodes:
         raise TrainplanError("give --nodes (a fixed count) or --max-nodes (a range), not both")
     stack_name, execution = stack_and_execution(args)
+    from trainplan.stacks import check_experts
+
+    check_experts(execution, model.moe is not None)
     # Without --seq-len: DEFAULT_SEQ_LEN, or the model's context when that is shorter (GPT-3: 2048)
     seq = seq_len(args.seq_len) if args.seq_len else min(DEFAULT_SEQ_LEN, context_limit(model) or DEFAULT_SEQ_LEN)
     min_seq = 0

@@ -40,6 +40,7 @@ from trainplan.search.capability import runnable
 from trainplan.search.evaluator import Counting, Evaluator
 from trainplan.search.objectives import Objective, objective
 from trainplan.search.query import Query
+from trainplan.stacks import drop_refused
 from trainplan.supports import trainer_fields
 
 KEEP = 3  # meshes expanded per node count and per ranking (throughput, priority)
@@ -117,7 +118,8 @@ class _Count:
                         and mesh.sharding == "fsdp",
                         chunked_loss=self.context, stack=self.q.stack, execution=self.q.execution,
                         **mesh.layout_fields())
-        layout = layout.with_(**trainer_fields(self.q.stack, mesh.tp))
+        # a --set the stack refuses on this layout (stacks.RULES) is costed off here, as it would run
+        layout = drop_refused(layout.with_(**trainer_fields(self.q.stack, mesh.tp)))
         if mesh.etp is not None and expert_refusal(self.q.model, layout):  # etp = 1 without sequence parallel
             return None
         return self.job(seq, mesh.dp * mb * ga), layout

@@ -3,7 +3,12 @@ element-wise bytes, and the busiest expert-parallel rank setting the expert GEMM
 
 import pytest
 
-from trainplan.costs.moe import dispatch_exchanges, reached_nodes, router_bytes_per_token
+from trainplan.costs.moe import (
+    dispatch_exchanges,
+    reached_nodes,
+    routed_load,
+    router_bytes_per_token,
+)
 from trainplan.costs.steptime import step_time
 from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
@@ -94,3 +99,81 @@ def test_imbalance_slows_the_step_through_experts_and_dispatch():
     no_ep = Layout(dp_shard=8, micro_batch=1)
     assert step_time(job, no_ep.with_stack("trainplan", moe_imbalance=1.3), prof).time.total == \
         step_time(job, no_ep, prof).time.total
+
+
+# ---- capacity factor (costs/moe.routed_load) ---------------------------------------------------
+
+@pytest.mark.parametrize("imbalance,capacity,pad,ep,load", [
+    (1.3, None, False, 8, 1.3),   # dropless: the busiest rank's whole excess
+    (1.3, None, False, 1, 1.0),   # no ep: every rank holds every expert
+    (1.3, 1.1, False, 8, 1.1),    # capacity caps the busiest expert at c x its balanced share
+    (1.05, 1.25, False, 8, 1.05),  # a cap above the imbalance changes nothing
+    (1.0, 0.5, False, 8, 0.5),    # c < 1 drops even balanced rows
+    (1.0, 0.5, False, 1, 0.5),
+    (1.0, 1.25, True, 8, 1.25),   # Megatron's pad_to_capacity: exactly c x balanced
+    (1.3, 0.8, True, 1, 0.8),
+])
+def test_routed_load_is_the_imbalance_capped_by_the_capacity_or_padded_to_it(imbalance, capacity, pad, ep, load):
+    assert routed_load(imbalance, capacity, pad, ep) == pytest.approx(load)
+
+
+def _ep8(instance="ml.p5.48xlarge"):
+    return (Job(QWEN, Cluster(find_node(instance), 1), Workload(4096, 8)),
+            Layout(dp_shard=8, ep=8, micro_batch=1).with_stack("megatron", moe_dispatcher="alltoall"))
+
+
+def _ep_bytes(r):
+    return sum(e.bytes for e in r.comm if e.dimension == "ep")
+
+
+def test_a_capacity_factor_caps_what_the_imbalance_costs():
+    job, base = _ep8()
+    prof = default_profile()
+    t = {name: step_time(job, base.with_stack("megatron", moe_dispatcher="alltoall", **kw), prof) for name, kw in {
+        "even": {}, "busy": {"moe_imbalance": 1.3}, "capped": {"moe_imbalance": 1.3, "moe_capacity_factor": 1.1},
+        "at_cap": {"moe_imbalance": 1.1}}.items()}
+    assert _ep_bytes(t["capped"]) == pytest.approx(1.1 * _ep_bytes(t["even"]))
+    assert t["capped"].microbatch.gemm == pytest.approx(t["at_cap"].microbatch.gemm)
+    assert t["even"].microbatch.gemm < t["capped"].microbatch.gemm < t["busy"].microbatch.gemm
+    assert t["capped"].time.total < t["busy"].time.total
+
+
+def test_padding_to_capacity_costs_c_times_balanced_whatever_the_routing():
+    job, base = _ep8()
+    prof = default_profile()
+
+    def run(**kw):
+        return step_time(job, base.with_stack("megatron", moe_dispatcher="alltoall", **kw), prof)
+
+    even, padded = run(), run(moe_capacity_factor=1.25, moe_pad_to_capacity=True)
+    assert _ep_bytes(padded) == pytest.approx(1.25 * _ep_bytes(even))
+    assert padded.microbatch.gemm == pytest.approx(run(moe_imbalance=1.25).microbatch.gemm)
+    # unpadded, the same factor costs nothing under balanced routing: no expert reaches its cap
+    assert run(moe_capacity_factor=1.25).time.total == pytest.approx(even.time.total)
+
+
+def test_the_machine_profile_path_prices_the_busiest_rank_too():
+    # B200 has grouped-GEMM tables (machine profile): the load scales those times as it does the formula's
+    job, base = _ep8("ml.p6-b200.48xlarge")
+    prof = default_profile()
+    even = step_time(job, base, prof).microbatch.gemm
+    busy = step_time(job, base.with_stack("megatron", moe_dispatcher="alltoall", moe_imbalance=1.3), prof)
+    dropping = step_time(job, base.with_stack("megatron", moe_dispatcher="alltoall", moe_capacity_factor=0.5), prof)
+    assert dropping.microbatch.gemm < even < busy.microbatch.gemm
+
+
+def test_dispatched_copies_in_memory_follow_the_capacity():
+    from trainplan.costs.memory import memory_breakdown
+
+    job = Job(QWEN, Cluster(find_node("ml.p6-b200.48xlarge"), 1), Workload(4096, 8))
+    base = Layout(dp_shard=8, ep=8, micro_batch=1)
+
+    def dispatch(**kw):
+        return memory_breakdown(job, base.with_stack("megatron", moe_dispatcher="alltoall", **kw)) \
+            .activation_groups["moe_dispatch"]
+
+    even = dispatch()
+    assert even > 0
+    assert dispatch(moe_capacity_factor=0.5) == pytest.approx(0.5 * even)  # dropped copies are not kept
+    assert dispatch(moe_capacity_factor=1.25) == pytest.approx(even)  # balanced: nothing reaches the cap
+    assert dispatch(moe_capacity_factor=1.25, moe_pad_to_capacity=True) == pytest.approx(1.25 * even)

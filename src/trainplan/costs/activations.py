@@ -22,7 +22,8 @@ a trace of the real model (issue 3) can check each one:
   moe_routing    router logits / probabilities (fp32) and the chosen expert ids and weights
   moe_dispatch   the token copies sent to experts (tokens * top_k), the experts' intermediates and
                  their outputs before the weighted combine; routing is assumed balanced (an
-                 expert-parallel rank receives tokens * top_k copies), no capacity-factor padding
+                 expert-parallel rank receives tokens * top_k copies) times `moe_load`, what a
+                 capacity factor keeps or pads to (costs/moe.routed_load)
   mla_latents    DeepSeek MLA: the compressed q and kv latents and their norms
 
 Reference: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
@@ -127,6 +128,9 @@ class ActivationContext:
     # bytes per element of that copy: the recipe's format, scales included (recipes.toml
     # weight_bytes: fp8 1, MXFP8 1 + 1/32, NVFP4 0.5 + 1/16)
     lowp_bytes: float = 1.0
+    # Routed copies this GPU holds over the balanced tokens * top_k (costs/moe.routed_load with
+    # balanced routing): below 1 when a capacity factor < 1 drops copies, c when padded to capacity.
+    moe_load: float = 1.0
 
 
 def _heads_per_rank(n: int, tp: int) -> float:
@@ -189,8 +193,9 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActi
         # router logits and softmax probabilities in fp32, top-k ids and weights
         routing = (2 * FP32 * E + (INDEX + FP32) * k) / sp
         # each token is copied top_k times: gathered expert inputs, expert intermediates, outputs
-        # (etp < tp: a rank runs etp/tp of them, each through the whole expert width / etp)
-        dispatch = k * (2 * e * h * c.routed_share + _mlp_hidden(m, moe.expert_ffn_size / t, e, c))
+        # (etp < tp: a rank runs etp/tp of them, each through the whole expert width / etp), times
+        # what a capacity factor keeps or pads to (moe_load)
+        dispatch = c.moe_load * k * (2 * e * h * c.routed_share + _mlp_hidden(m, moe.expert_ffn_size / t, e, c))
         hidden = _mlp_hidden(m, moe.shared_expert_ffn_size / t, e, c) if moe.num_shared_experts else 0.0
     else:
         hidden = _mlp_hidden(m, m.ffn_size / t, e, c)
@@ -258,7 +263,7 @@ def layer_selective(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> Laye
         f_shared = moe.shared_expert_ffn_size / t if moe.num_shared_experts else 0.0
         mlp_hidden = e * f_shared  # shared-expert gate output kept
         # grouped expert GEMMs: gathered inputs and gate outputs kept, act/product/up recomputed
-        dispatch = moe.experts_per_token * (e * h * c.routed_share + e * moe.expert_ffn_size / t)
+        dispatch = c.moe_load * moe.experts_per_token * (e * h * c.routed_share + e * moe.expert_ffn_size / t)
         routing = full.moe_routing
     else:
         mlp_hidden = e * m.ffn_size / t  # w1 (gate) output; w3 recomputed
@@ -331,7 +336,8 @@ def layer_backward_grads(m: ModelSpec, moe_layer: bool, c: ActivationContext) ->
     per_f = 2 if m.gated_mlp else 1
     if moe_layer:
         moe = m.moe
-        f = moe.experts_per_token * moe.expert_ffn_size + (moe.shared_expert_ffn_size if moe.num_shared_experts else 0)
+        f = c.moe_load * moe.experts_per_token * moe.expert_ffn_size + \
+            (moe.shared_expert_ffn_size if moe.num_shared_experts else 0)
     else:
         f = m.ffn_size
     return 2 * e * m.hidden_size / sp + per_f * e * f / t

@@ -139,7 +139,7 @@ def microbatch_compute(
     m: ModelSpec, mf: ModelFlops, gpu: GPUSpec, prof: Profile, *, recipe: Recipe, tokens: float,
     seq_len: int, tp: int, ep: int, etp: int | None = None, layers_on_stage: float, head_on_stage: bool, recompute_frac: float,
     selective: bool, flash: bool = True, fused: bool = False, compiled_loss: bool = False,
-    te_attention: bool = False, family: str = "pytorch", moe_imbalance: float = 1.0,
+    te_attention: bool = False, family: str = "pytorch", moe_load: float = 1.0,
 ) -> MicrobatchCompute:
     """`tokens` = tokens of the micro-batch on this GPU (micro_batch * seq_len / cp).
 
@@ -149,8 +149,9 @@ def microbatch_compute(
     shape's rate, the attention core at its kernel's forward rate.
     `fused`: element-wise ops run as fused kernels (torch.compile or a TE-based framework).
     `te_attention`: Transformer Engine's attention (cuDNN / FA3-class) rather than PyTorch SDPA (FA2).
-    `moe_imbalance`: the busiest expert-parallel rank runs this many times the mean routed rows
-    through its experts (costs/moe.py); the step waits for it.
+    `moe_load`: the busiest rank runs this many times the balanced routed rows through its experts
+    (costs/moe.routed_load: imbalance under ep, capped or padded by a capacity factor); the step
+    waits for it. It scales the expert GEMMs' times whichever way they are priced.
     `etp`: the expert tensor-parallel size (layout.expert_groups; None: tp). The routed-expert GEMMs
     split their matrices over etp instead of tp and run etp/tp of the micro-batch's routed rows
     (ExpertGroups.routed_share): the same FLOPs per rank, in other shapes.
@@ -187,8 +188,10 @@ def microbatch_compute(
             passes = _gemm_passes(mach, recipe.gemm_dtype, f, mm, kk, nn, what == "expert",
                                   m.moe.num_experts / ep if what == "expert" else 1, prof)
             if passes is None:
-                eff = shape_eff(mm, kk, nn, d) * (prof.moe_gemm_eff / moe_imbalance if what == "expert" else 1.0)
+                eff = shape_eff(mm, kk, nn, d) * (prof.moe_gemm_eff if what == "expert" else 1.0)
                 passes = measured.PassTimes(f / (rate * eff), 2 * f / (rate * eff))
+            if what == "expert" and moe_load != 1.0:
+                passes = measured.PassTimes(passes.fwd * moe_load, passes.bwd * moe_load, passes.notes)
             notes.update(passes.notes)
             gemm_fwd += count * passes.fwd
             gemm_bwd += count * passes.bwd

@@ -25,6 +25,7 @@ from trainplan.costs.activations import (
     layer_backward_grads,
     microbatches_in_flight,
 )
+from trainplan.costs.moe import routed_load
 from trainplan.costs.states import StageParams, stage_params, state_bytes
 from trainplan.layout import Layout, expert_groups
 from trainplan.models.layers import moe_flags
@@ -174,8 +175,10 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[
                      sync_last_microbatch=conv.grad_sync == "last_microbatch" and L.grad_accum > 1,
                      zero1_replicated=conv.zero1 == "zero_redundancy")
     tokens = L.micro_batch * w.seq_len / L.cp  # tokens of one micro-batch on this GPU
+    ex = L.execution
     ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile,
-                   conv.torch_style, None if lp is None else lp.weight_bytes, expert_groups(L).routed_share)
+                   conv.torch_style, None if lp is None else lp.weight_bytes, expert_groups(L).routed_share,
+                   routed_load(1.0, ex.moe_capacity_factor, ex.moe_pad_to_capacity, L.ep))
     per_mb, working, grads, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, sp.layers)
     in_flight = microbatches_in_flight(L.pp, i, L.grad_accum, L.pp_schedule, L.vp)
     activations = per_mb * tokens * in_flight
@@ -223,17 +226,19 @@ def _cp_buffers(m, L: Layout, tokens: float, gpus_per_node: int) -> float:
 
 @functools.lru_cache(maxsize=256)
 def _context(seq_len, tp, sequence_parallel, cp, flash, compiled, torchtitan, lowp_bytes,
-             routed_share: float = 1.0) -> ActivationContext:
+             routed_share: float = 1.0, moe_load: float = 1.0) -> ActivationContext:
     # torchtitan: the stack's `activations` convention is "pytorch" (DTensor TP/SP, per-op selective
     # checkpointing, eager SwiGLU unless compiled, torchao fp8 linears that save their bf16 input);
     # otherwise Megatron's with Transformer Engine (re-gathered SP inputs, attention-core recompute,
     # fused bias-SwiGLU, fp8 linears that save fp8 inputs). Both use fused norm kernels.
     # lowp_bytes: the recipe's low-precision element size, None without low-precision linears.
+    # moe_load: the routed copies held, capacity-capped or padded, under balanced routing (the
+    # memory model's assumption: costs/moe.routed_load with imbalance 1).
     return ActivationContext(seq_len=seq_len, tp=tp, sequence_parallel=sequence_parallel, cp=cp,
                              flash_attention=flash, fused_pointwise=compiled, sp_saves_gathered=torchtitan,
                              per_op_selective=torchtitan, fused_swiglu=not torchtitan,
                              fp8_linear_inputs=lowp_bytes is not None and not torchtitan,
-                             lowp_bytes=lowp_bytes or 1.0, routed_share=routed_share)
+                             lowp_bytes=lowp_bytes or 1.0, routed_share=routed_share, moe_load=moe_load)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -33,6 +33,15 @@ the same gather.
 Expert GEMMs: the busiest rank runs `moe_imbalance` x the mean rows through its local experts
 (costs/compute.py applies it to the routed-expert GEMMs), and the step waits for it.
 
+Capacity (moe_capacity_factor c, GShard per-group capacity; Megatron-Core moe_utils.get_capacity):
+each expert keeps at most ceil(c * T * k / E) of a rank's T*k routed copies, so no rank's experts
+receive more than c x the balanced T*k rows (ep source ranks x E/ep experts x c*T*k/E), and the
+busiest rank's load is min(imbalance, c) (c < 1 drops rows even under balanced routing). Megatron's
+moe_pad_expert_input_to_capacity pads every expert to its capacity (token_dispatcher.py
+MoEAlltoAllTokenDispatcher.preprocess: num_out_tokens = capacity * num_experts): exactly c x the
+balanced rows, through the GEMMs and the all-to-all alike. `routed_load` is the one rule; compute,
+the dispatcher's bytes and the memory of the dispatched copies all read it.
+
 Router and permutation element-wise work (costs/compute.py, memory-bound): the router's fp32
 logits, soft-max/sigmoid and top-k read and write E values per token; the permutation and its
 inverse read and write the k routed copies.
@@ -74,28 +83,40 @@ def reached_nodes(m: ModelSpec, nodes: int) -> float:
     return reach * (1 - (1 - 1 / reach) ** k)
 
 
+def routed_load(imbalance: float, capacity_factor: float | None, pad_to_capacity: bool, ep: int) -> float:
+    """Routed rows the busiest rank's experts process, and its dispatcher moves, over the balanced
+    share (module doc). Without ep every rank holds every expert: nothing to be uneven about.
+    The memory model, which assumes balanced routing, calls it with imbalance 1."""
+    busiest = imbalance if ep > 1 else 1.0
+    if capacity_factor is None:
+        return busiest
+    return capacity_factor if pad_to_capacity else min(busiest, capacity_factor)
+
+
 def router_bytes_per_token(m: ModelSpec) -> float:
     """HBM bytes per token of one MoE layer's router and (un)permutation, forward."""
     e, k, h = m.moe.num_experts, m.moe.experts_per_token, m.hidden_size
     return ROUTER_PASSES * e * FP32_BYTES + 4 * k * h * BF16_BYTES
 
 
-def dispatch_exchanges(m: ModelSpec, dispatcher: str, imbalance: float, tokens: float, ep: int,
+def dispatch_exchanges(m: ModelSpec, dispatcher: str, load: float, tokens: float, ep: int,
                        moe_layers: float, passes: float, hidden_overlap: float,
                        ep_nodes: int = 1, per_node: int = 0, etp_gather: int = 1) -> list[Exchange]:
-    """The dispatcher's collectives per step on the slowest rank (module doc). `tokens`: tokens of
-    one micro-batch on this GPU entering the dispatcher (after sequence parallel's split);
-    `moe_layers`: MoE layers on the stage; `passes`: forward + backward + recomputed forwards, per
-    micro-batch, times micro-batches; `ep_nodes`, `per_node`: the NVLink domains the ep group spans
-    and its ranks on each (costs/comm.Span domains, per_domain); `etp_gather`: the expert
-    tensor-parallel group the routed copies are gathered over (contiguous ranks; 1: none)."""
+    """The dispatcher's collectives per step on the slowest rank (module doc). `load`: its routed
+    rows over the balanced share (routed_load; the all-gather dispatcher moves every token whatever
+    it is). `tokens`: tokens of one micro-batch on this GPU entering the dispatcher (after sequence
+    parallel's split); `moe_layers`: MoE layers on the stage; `passes`: forward + backward +
+    recomputed forwards, per micro-batch, times micro-batches; `ep_nodes`, `per_node`: the NVLink
+    domains the ep group spans and its ranks on each (costs/comm.Span domains, per_domain);
+    `etp_gather`: the expert tensor-parallel group the routed copies are gathered over (contiguous
+    ranks; 1: none)."""
     h = m.hidden_size
     if dispatcher == "allgather":
         gathered = tokens * ep * etp_gather * h * BF16_BYTES
         calls = moe_layers * passes
         group = ep * etp_gather if etp_gather > 1 else 0  # the tp_ep group, contiguous; else the ep group
         return [Exchange("all_gather", gathered, calls, 0.0, group), Exchange("reduce_scatter", gathered, calls, 0.0, group)]
-    a2a = tokens * m.moe.experts_per_token * h * BF16_BYTES * imbalance
+    a2a = tokens * m.moe.experts_per_token * h * BF16_BYTES * load
     calls = 2 * moe_layers * passes  # dispatch and combine
     gather = [] if etp_gather <= 1 else [
         Exchange("all_gather", etp_gather * a2a, calls / 2, 0.0, etp_gather),
@@ -106,6 +127,6 @@ def dispatch_exchanges(m: ModelSpec, dispatcher: str, imbalance: float, tokens: 
         return [Exchange("all_to_all", a2a, calls, 0.0), *gather]
     if ep_nodes <= 1:
         return [Exchange("all_to_all", a2a, calls, hidden_overlap), *gather]
-    rail = tokens * reached_nodes(m, ep_nodes) * h * BF16_BYTES * imbalance
+    rail = tokens * reached_nodes(m, ep_nodes) * h * BF16_BYTES * load
     return [Exchange("all_to_all", rail, calls, hidden_overlap, ep_nodes, per_node),
             Exchange("all_to_all", a2a, calls, hidden_overlap, per_node, 1), *gather]

@@ -199,8 +199,10 @@ def ep_term(st: Stage) -> Term:
     # beside another micro-batch's compute, so every micro-batch but one lends its whole compute
     ep_batch = ex.ep_comm_overlap and ex.moe_dispatcher != "allgather" and n_mb > 1
     terms = []
-    # each routed copy of a token (top-k) travels out and back in bf16
-    for x in moe_cost.dispatch_exchanges(m, ex.moe_dispatcher, ex.moe_imbalance, tokens, L.ep,
+    # each routed copy of a token (top-k) travels out and back in bf16, as many as routing and a
+    # capacity factor leave on the busiest rank (costs/moe.routed_load)
+    load = moe_cost.routed_load(ex.moe_imbalance, ex.moe_capacity_factor, ex.moe_pad_to_capacity, L.ep)
+    for x in moe_cost.dispatch_exchanges(m, ex.moe_dispatcher, load, tokens, L.ep,
                                          _moe_layers(st), (2 + st.r) * n_mb, st.prof.tp_overlap,
                                          sp_ep.domains, sp_ep.per_domain, etp_gather):
         sp_x = span(x.ranks, x.stride, st.node) if x.ranks else sp_ep

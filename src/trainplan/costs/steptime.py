@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainplan.costs import moe as moe_cost
 from trainplan.costs import step_terms as terms
 from trainplan.costs.comm import CommEntry
 from trainplan.costs.compute import MicrobatchCompute, microbatch_compute
@@ -99,7 +100,7 @@ def slowest_stage(job: Job, L: Layout, prof: Profile) -> terms.Stage:
             selective=L.ac == "selective", flash=L.flash_attention,
             fused=L.torch_compile or st.fused_kernels, compiled_loss=L.loss_kind == "fused",
             te_attention=st.fused_kernels, family=st.recompute_family,
-            moe_imbalance=ex.moe_imbalance if L.ep > 1 else 1.0,
+            moe_load=moe_cost.routed_load(ex.moe_imbalance, ex.moe_capacity_factor, ex.moe_pad_to_capacity, L.ep),
         ), r
 
     layers_stage, head_only = _stage_counts(m.num_layers, L)

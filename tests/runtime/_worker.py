@@ -41,6 +41,27 @@ def probe_cp_shard(device) -> dict:
             "labels": [t[2].tolist() for t in every]}
 
 
+def watch_drops(model, capacity_factor: float) -> list:
+    """After every MoE forward: [pairs the layer says it dropped, pairs its own routing of that
+    input puts past ceil(c * T * k / E) with the plan's c] (GShard's per-group capacity)."""
+    import math
+
+    seen = []
+
+    def check(mod, args, output):
+        x = args[0].reshape(-1, args[0].shape[-1])
+        with torch.no_grad():
+            _, chosen, _ = mod.route(x)
+        counts = torch.bincount(chosen.reshape(-1), minlength=mod.num_experts)
+        cap = math.ceil(capacity_factor * len(x) * mod.top_k / mod.num_experts)
+        seen.append([int(mod.dropped), int((counts - cap).clamp(min=0).sum())])
+
+    for m in model.modules():
+        if type(m).__name__ == "MoE":
+            m.register_forward_hook(check)
+    return seen
+
+
 def run_one(cfg: dict, device) -> dict:
     if cfg.get("probe") == "cp_shard":
         return probe_cp_shard(device)
@@ -50,6 +71,10 @@ def run_one(cfg: dict, device) -> dict:
 
         spec = replace(spec, moe=MoESpec(**cfg["moe"]))
     layout = dict(cfg.get("layout", {}))
+    if "execution" in cfg:  # settings over the trainer's preset, as a plan.json carries them
+        from trainplan.stacks import stack
+
+        layout["execution"] = stack("trainplan").execution.with_(**cfg["execution"])
     mb = layout.pop("micro_batch", 2)
     plan = demo_plan(dist.get_world_size(), steps=2, seq_len=64, micro_batch=mb, model=spec, **layout)
     if "hf" in cfg:
@@ -73,6 +98,8 @@ def run_one(cfg: dict, device) -> dict:
     if experts:  # what this rank holds of the first MoE layer's w1: ep splits experts, FSDP the rest
         w1 = experts[0].w1
         out["expert_w1_local"] = list((w1.to_local() if hasattr(w1, "to_local") else w1).shape)
+    if L.execution.moe_capacity_factor is not None:
+        out["drops"] = watch_drops(model, L.execution.moe_capacity_factor)
     forward_ctx = parallel.forward_context(L.precision, L.ac, device.type, fsdp)
     for step in range(2):
         loss, gn, _ = train_step(model, opt, sched, scaler, data, step, L.grad_accum, 1.0, forward_ctx, device)

@@ -185,6 +185,34 @@ def test_expert_parallel_matches_ep1_and_composes_on_four_ranks(tmp_path):
     assert [r[k]["expert_w1_local"] for k in ("ep1", "ep2", "ep4")] == [[2, 32, 64], [4, 16, 64], [2, 32, 64]]
 
 
+# The plan's capacity factor reaches every MoE layer: 0.5 drops pairs even under balanced routing.
+# Capacity is per rank, before dispatch, so ep=2 drops the same pairs as ep=1 and only moves rows.
+CAPACITY = {
+    "dropless": {"moe": MOE},
+    "capped": {"moe": MOE, "execution": {"moe_capacity_factor": 0.5}},
+    "capped_ep2": {"moe": MOE, "execution": {"moe_capacity_factor": 0.5}, "layout": {"ep": 2}},
+}
+
+
+@pytest.mark.torch
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_the_plans_capacity_factor_drops_what_the_layer_counts_and_changes_the_run(tmp_path):
+    out = tmp_path / "results.json"
+    p = torchrun(str(HERE / "_worker.py"), str(out), json.dumps(CAPACITY), nproc=2, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    r = json.loads(out.read_text())
+    errors = [f"{k}: {v['error']}\n{v.get('trace', '')}" for k, v in r.items() if "error" in v]
+    assert not errors, "\n".join(errors)
+    for name in ("capped", "capped_ep2"):
+        drops = r[name]["drops"]
+        assert drops and all(own == expected for own, expected in drops), drops
+        assert sum(own for own, _ in drops) > 0
+    assert r["capped"]["losses"] != pytest.approx(r["dropless"]["losses"], rel=1e-4)
+    assert r["capped_ep2"]["losses"] == pytest.approx(r["capped"]["losses"], rel=1e-5)
+    assert r["capped_ep2"]["drops"] == r["capped"]["drops"]
+
+
 def _demo(out, *extra, nproc=2):
     p = torchrun("-m", "trainplan.runtime", "--demo", "--model", "tiny-moe", "--no-progress", "--out", str(out),
                  *extra, nproc=nproc)

@@ -88,6 +88,9 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
             raise TrainplanError("pp > 1 is implemented for trainplan's own model, not for --hf models; use pp=1")
         if layout.ep > 1:
             raise TrainplanError("ep > 1 is implemented for trainplan's own model, not for --hf models; use ep=1")
+        if layout.execution.moe_capacity_factor is not None:
+            raise TrainplanError("moe_capacity_factor is implemented for trainplan's own MoE layer; a --hf model "
+                                 "routes with its own (dropless) code: --set moe_capacity_factor=null, or drop --hf")
         model = build_hf_model(plan.hf_config)
     else:
         if spec.mla is not None:
@@ -95,6 +98,7 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
                                  "does not build; run it through its Hugging Face config (--hf)")
         with torch.device("meta"):
             model = Decoder(spec, plan.job.workload.seq_len)
+        moe.set_capacity(model, layout.execution.moe_capacity_factor)
     model.loss_chunks = chunks_for(layout, spec.vocab_size, spec.hidden_size)
     context.check_context_parallel(layout, plan.job.workload.seq_len, device.type, use_hf)
     emesh = moe.expert_mesh(layout, device.type) if layout.ep > 1 else None

@@ -16,8 +16,12 @@ as torchtitan's and Megatron's all-to-all token dispatcher):
 
 ep = 1 runs the same code without the two exchanges, so ep only moves rows between ranks: every
 token meets the same expert weights and the losses agree to float rounding (tests/runtime).
-Capacity: dropless by default; with a capacity factor c each rank keeps at most
-ceil(c * T * k / E) pairs per expert (GShard's per-group capacity), the later ones dropped.
+Capacity: dropless by default; with a capacity factor c (the plan's moe_capacity_factor, given to
+every layer by set_capacity) each rank keeps at most ceil(c * T * k / E) pairs per expert (GShard's
+per-group capacity, Megatron-Core's get_capacity), the later ones in token order dropped (Megatron's
+moe_token_drop_policy "position") before dispatch, so ep moves the same kept rows as ep = 1. A dropped
+pair adds nothing to its token's output (the shared experts and the residual still do). `dropped`:
+the pairs the last forward dropped.
 
 Load balancing, as the model's spec says (MoESpec.load_balance):
 - "aux_loss": Switch Transformer's loss (Fedus et al. 2021, eq. 4), aux_loss_coef * E * sum_e f_e P_e
@@ -167,6 +171,7 @@ class MoE(nn.Module):
         self.balance_group = None  # set by set_balance_group (None: this process alone)
         self.aux_scale = 1.0  # 1 / grad_accum (build.py): the aux loss is averaged like the LM loss
         self.load = None  # pairs routed to each expert since the last bias update (aux_free)
+        self.dropped = None  # pairs past capacity in the last forward (a tensor: no host sync)
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(weights (T, k), chosen experts (T, k), scores (T, E) in float32)."""
@@ -221,7 +226,9 @@ class MoE(nn.Module):
         starts = counts.cumsum(0) - counts
         expert_of = torch.repeat_interleave(torch.arange(self.num_experts, device=counts.device), counts)
         pos = torch.arange(len(order), device=order.device) - starts[expert_of]
-        return order[pos < cap], counts.clamp(max=cap)
+        kept = counts.clamp(max=cap)
+        self.dropped = (counts - kept).sum()
+        return order[pos < cap], kept
 
     def _experts(self, xs: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         if self.ep_group is None:
@@ -275,6 +282,12 @@ def _recomputing() -> bool:
 
 def moe_layers(model: nn.Module) -> list[MoE]:
     return [m for m in model.modules() if isinstance(m, MoE)]
+
+
+def set_capacity(model: nn.Module, factor: float | None) -> None:
+    """The plan's moe_capacity_factor (stacks.py) on every MoE layer; None: dropless."""
+    for m in moe_layers(model):
+        m.capacity_factor = factor
 
 
 def expert_mesh(layout, device_type: str):

@@ -213,6 +213,19 @@ def test_the_plans_capacity_factor_drops_what_the_layer_counts_and_changes_the_r
     assert r["capped_ep2"]["drops"] == r["capped"]["drops"]
 
 
+def test_a_hugging_face_model_refuses_a_capacity_factor():
+    # its routing is the model's own (dropless) code: refused before anything is built
+    from trainplan.errors import TrainplanError
+    from trainplan.runtime.build import build_model
+    from trainplan.runtime.demo import demo_plan
+    from trainplan.stacks import stack
+
+    plan = demo_plan(1, model=TINY_MOE, execution=stack("trainplan").execution.with_(moe_capacity_factor=1.0))
+    plan = replace(plan, hf_config={"model_type": "deepseek_v3"})
+    with pytest.raises(TrainplanError, match="moe_capacity_factor is implemented for trainplan's own MoE layer"):
+        build_model(plan, None, torch.device("cpu"), use_hf=True)
+
+
 def _demo(out, *extra, nproc=2):
     p = torchrun("-m", "trainplan.runtime", "--demo", "--model", "tiny-moe", "--no-progress", "--out", str(out),
                  *extra, nproc=nproc)

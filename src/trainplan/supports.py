@@ -105,7 +105,8 @@ def _expert_tp(L, model) -> Refusal | None:
 
 def _tensor_parallel(L, model) -> Refusal | None:
     """runtime/parallel.apply_tp: attention and MLP split Megatron-style; norms, embeddings and
-    the LM head stay whole on every tp rank, and MoE layers are not split."""
+    the LM head stay whole on every tp rank. MoE layers: the router whole, the shared experts as
+    the MLP, and the routed experts with expert tensor parallel size etp = tp (runtime/moe.apply_ep)."""
     if L.tp == 1:
         return None
     if L.sequence_parallel:
@@ -119,9 +120,6 @@ def _tensor_parallel(L, model) -> Refusal | None:
         tw = [r.name for r in registry().values() if r.low_precision and r.low_precision.converter_recipe == "tensorwise"]
         return Refusal(f"{L.precision} with tensor parallel: torchao's float8 tp styles are tensorwise; use "
                        f"{', '.join(tw)}, or tp=1", OTHER_STACK)
-    if model is not None and model.moe is not None:
-        return Refusal(f"the trainer's tensor parallel does not split MoE layers; use tp=1, or "
-                       f"--stack {OTHER_STACK}", OTHER_STACK)
     return None
 
 

@@ -121,11 +121,14 @@ def test_expert_parallel_runs_on_the_trainers_own_model_only():
         assert "--hf" in refusal(other, "cuda", resolve("deepseek-v3")).reason  # the HF model has none
 
 
-def test_tensor_parallel_moe_needs_the_model():
-    L = Layout(tp=2, sequence_parallel=False, vocab_parallel_loss=False)
+def test_tensor_parallel_runs_moe_models_with_the_experts_split_over_tp():
+    # runtime/moe.apply_ep: the routed experts split over tp too (etp = tp), with or without ep
     moe = resolve("qwen3-30b-a3b")
-    assert refusal(L, "cuda") is None
-    assert "MoE" in refusal(L, "cuda", moe).reason
+    for L in (Layout(tp=2, sequence_parallel=False, vocab_parallel_loss=False),
+              Layout(tp=2, ep=2, dp_shard=2, sequence_parallel=False, vocab_parallel_loss=False)):
+        assert refusal(L, "cuda", moe) is None and refusal(L, "cpu", moe) is None
+    # what the trainer's tp does not do is still refused for MoE models as for dense ones
+    assert "sequence_parallel false" in refusal(Layout(tp=2, ep=2, dp_shard=2), "cuda", moe).reason
 
 
 def test_fp16_loss_scaling_with_an_moe_aux_loss_is_refused():

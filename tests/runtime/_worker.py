@@ -2,6 +2,7 @@
 group, take two optimizer steps on the same data with each, write losses and grad norms as JSON.
 
 argv: OUT_JSON CONFIGS_JSON, CONFIGS_JSON = {"name": {"layout": {...}, "model": {...}}, ...}
+("fp32_compute": true computes in float32 under FSDP instead of the recipe's dtype.)
 """
 
 import json
@@ -82,7 +83,16 @@ def run_one(cfg: dict, device) -> dict:
     L = plan.layout
     mesh = parallel.build_mesh(L, dist.get_world_size(), device.type)
     dp_rank = mesh["dp_replicate"].get_local_rank() * L.dp_shard + mesh["dp_shard"].get_local_rank()
-    model, fsdp = build_model(plan, mesh, device, use_hf=bool(cfg.get("hf")))
+    if cfg.get("fp32_compute"):
+        # FSDP computes in fp32: layouts then differ only by the order of their float32 sums
+        from unittest import mock
+
+        from torch.distributed.fsdp import MixedPrecisionPolicy
+
+        with mock.patch.object(parallel, "mp_policy", lambda precision: MixedPrecisionPolicy()):
+            model, fsdp = build_model(plan, mesh, device, use_hf=bool(cfg.get("hf")))
+    else:
+        model, fsdp = build_model(plan, mesh, device, use_hf=bool(cfg.get("hf")))
     opt, sched = make_optimizer(model, plan.train, 2)
     scaler = make_scaler(L.precision, device, fsdp)
     data = make_batches("", None, spec.vocab_size, 64, L.micro_batch, L.grad_accum, L.dp, dp_rank, 2)
@@ -107,7 +117,22 @@ def run_one(cfg: dict, device) -> dict:
         dist.all_reduce(t)
         out["losses"].append(float(t) / dist.get_world_size())
         out["grad_norms"].append(gn)
+    if L.tp > 1:
+        out["tp_replicas_agree"] = tp_replicas_agree(model, mesh["tp"].get_group())
     return out
+
+
+def tp_replicas_agree(model, tp_group) -> bool:
+    """Whether every tp rank holds the same whole model after training: a weight kept whole on
+    each tp rank (norms, the MoE router, an expert's output bias) whose gradients differed across
+    tp would drift apart. Each parameter is made full (gathered over its shards) and compared."""
+    from torch.distributed.tensor import DTensor
+
+    mine = torch.cat([(p.full_tensor() if isinstance(p, DTensor) else p).detach().float().flatten()
+                      for p in model.parameters()])
+    every = [torch.empty_like(mine) for _ in range(dist.get_world_size(tp_group))]
+    dist.all_gather(every, mine, group=tp_group)
+    return all(torch.equal(every[0], t) for t in every[1:])
 
 
 def serve(run) -> None:

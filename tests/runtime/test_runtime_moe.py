@@ -57,7 +57,7 @@ def test_grouped_gemm_path_pads_each_expert_and_equals_the_loop():
     ex = m.experts.to(torch.bfloat16)
     w = [ex.w1, ex.w2, ex.w3]
     try:
-        got = ex._grouped(x, counts, *w, [None, None, None])
+        got = ex._grouped(x, counts, *w, None, None)
     except (RuntimeError, NotImplementedError) as e:
         pytest.skip(f"no grouped_mm kernel here: {e}")
     want = ex(x, counts)  # on CPU: the loop
@@ -265,4 +265,4 @@ def test_demo_flags_are_refused_with_a_plan(cli, tmp_path):
     plan = tmp_path / "plan.json"
     plan.write_text("{}")
     code, _, err = cli("train", "--plan", str(plan), "--model", "tiny-moe")
-    assert code == 2 and "--model and --ep choose the demo" in err
+    assert code == 2 and "--model, --ep and --tp choose the demo" in err

@@ -13,7 +13,7 @@ from trainplan.commands._common import positive_int, print_json
 from trainplan.errors import TrainplanError
 from trainplan.launch import supervise
 from trainplan.parsing import check_output
-from trainplan.runtime.args import PASSED, SUPERVISED, add_run_arguments
+from trainplan.runtime.args import DEMO_ONLY, PASSED, SUPERVISED, add_run_arguments
 
 NAME = "train"
 HELP = "Train a plan.json on this machine (torchrun, FSDP2); without --plan, a tiny demo on CPU/GPU."
@@ -48,8 +48,8 @@ def _runtime_args(args, out: Path) -> list[str]:
 def _nproc(args) -> int:
     if not args.plan:
         return args.nproc or 1
-    if args.model or args.ep:
-        raise TrainplanError("--model and --ep choose the demo; a plan carries its own model and layout")
+    if args.model or args.ep or args.tp:
+        raise TrainplanError(DEMO_ONLY)
     from trainplan.plan import load_plan
 
     plan = load_plan(args.plan)  # a bad plan is refused here, in one line, before any process starts

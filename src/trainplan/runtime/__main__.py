@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from trainplan.errors import EXIT_USAGE, OneLineParser, TrainplanError
-from trainplan.runtime.args import SUPERVISED, add_run_arguments
+from trainplan.runtime.args import DEMO_ONLY, SUPERVISED, add_run_arguments
 
 
 def parser() -> argparse.ArgumentParser:
@@ -35,13 +35,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.plan and not args.demo:
             from trainplan.plan import load_plan
 
-            if args.model or args.ep:
-                raise TrainplanError("--model and --ep choose the demo; a plan carries its own model and layout")
+            if args.model or args.ep or args.tp:
+                raise TrainplanError(DEMO_ONLY)
             plan = load_plan(args.plan)
         else:
             from trainplan.runtime.demo import demo_model, demo_plan
 
-            plan = demo_plan(world, steps=args.steps or 30, model=demo_model(args.model), ep=args.ep or 1)
+            plan = demo_plan(world, steps=args.steps or 30, model=demo_model(args.model), ep=args.ep or 1,
+                             tp=args.tp or 1)
         out = Path(args.out or sm.get("out") or f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}")
         args.out = str(out)  # the stop below writes there
         ckpt = args.checkpoint_dir or sm.get("checkpoint_dir")

@@ -29,6 +29,8 @@ def at_least(low: int):
     return parse
 
 
+DEMO_ONLY = "--model, --ep and --tp choose the demo; a plan carries its own model and layout"
+
 # (flag, takes a value, argparse keywords): passed from `trainplan train` to every rank unchanged.
 PASSED = (
     ("--steps", True, {"type": int, "help": "optimizer steps (default: the plan's train.steps; demo 30)"}),
@@ -42,6 +44,8 @@ PASSED = (
     ("--no-progress", False, {"help": "no per-step progress on stderr"}),
     ("--model", True, {"help": "demo only (no --plan): tiny-moe or demo-llama-tiny (the default)"}),
     ("--ep", True, {"type": int, "help": "demo only (no --plan): expert parallel degree (divides the processes)"}),
+    ("--tp", True, {"type": int, "help": "demo only (no --plan): tensor parallel degree (divides the processes; "
+                                         "MoE experts split over it too, etp = tp)"}),
     ("--device", True, {"choices": ("cuda", "cpu"),
                         "help": "cuda (a plan's default; refused when torch sees no GPU) or cpu (gloo; the demo's "
                                 "default without a GPU)"}),

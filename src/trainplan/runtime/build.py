@@ -101,7 +101,7 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
         moe.set_capacity(model, layout.execution.moe_capacity_factor)
     model.loss_chunks = chunks_for(layout, spec.vocab_size, spec.hidden_size)
     context.check_context_parallel(layout, plan.job.workload.seq_len, device.type, use_hf)
-    emesh = moe.expert_mesh(layout, device.type) if layout.ep > 1 else None
+    emesh = moe.expert_mesh(layout, device.type) if moe.splits_experts(layout, spec) else None
     if layout.pp == 1:
         model = _parallelize(model, plan, mesh, device, emesh)
         # cp > 1: trainer.train_step runs each micro-batch inside context.sequence_shard(cp_mesh).
@@ -120,7 +120,8 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
 
 def _parallelize(model, plan, mesh, device: torch.device, emesh=None):
     """Steps 2-7 of parallel.py on one model (or one pipeline chunk); `emesh`: the experts' mesh
-    when ep > 1 (moe.expert_mesh): experts split over ep after tp, sharded over edp before FSDP."""
+    when they are split (moe.splits_experts): experts split over ep and tp after the dense tp,
+    sharded over edp before FSDP."""
     layout = plan.layout
     r = recipe(layout.precision)
     fp8 = r.low_precision is not None  # runnable (build_model checked): a torchao float8 converter
@@ -136,7 +137,7 @@ def _parallelize(model, plan, mesh, device: torch.device, emesh=None):
         if fp8:
             parallel.apply_float8(model, layout.precision, layout.fp8_allgather)
     if emesh is not None:
-        moe.apply_ep(model, emesh["ep"])
+        moe.apply_ep(model, emesh)
     parallel.apply_ac(model, layout.ac, layout.ac_layers)
     if layout.torch_compile:
         parallel.apply_compile(model)

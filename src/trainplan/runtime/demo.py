@@ -10,6 +10,7 @@ from trainplan.models.spec import ModelSpec, MoESpec
 from trainplan.plan import Plan, TrainSettings
 from trainplan.runtime.data import BYTE_TOKENIZER_VOCAB
 from trainplan.runtime.world import node_for_world
+from trainplan.supports import TRAINER_STACK, trainer_fields
 
 DEMO_MODEL = ModelSpec(
     name="demo-llama-tiny", model_type="llama", num_layers=4, hidden_size=128, num_heads=4,
@@ -41,16 +42,22 @@ def demo_model(name: str | None) -> ModelSpec:
 
 def demo_plan(world: int, steps: int = 30, seq_len: int = 128, micro_batch: int = 4, model: ModelSpec = DEMO_MODEL,
               **layout) -> Plan:
-    """FSDP over `world` processes (dp_shard = world; ep, if given, carved out of it), bf16 mixed
+    """FSDP over `world` processes (dp_shard = world / (tp * ...); ep, if given, carved out of it), bf16 mixed
     precision, no checkpointing.
     The cluster is nominal: `world` GPUs of an H200 node (the planner needs one; the demo runs
     wherever it is started)."""
-    L = Layout(micro_batch=micro_batch, dp_shard=world, **layout)
-    L = L.with_(dp_shard=world // (L.dp_replicate * L.tp * L.pp * L.cp))
+    # tp as the trainer runs it (norms and the LM head whole on every tp rank), unless a test says otherwise
+    L = Layout(micro_batch=micro_batch, dp_shard=world,
+               **{**trainer_fields(TRAINER_STACK, layout.get("tp", 1)), **layout})
+    others = L.dp_replicate * L.tp * L.pp * L.cp
+    if world % others:
+        raise TrainplanError(f"dp_replicate*tp*pp*cp = {others} does not divide the {world} processes started; "
+                             "choose degrees whose product divides them")
+    L = L.with_(dp_shard=world // others)
     job = Job(model, Cluster(node_for_world(find_node("ml.p5e.48xlarge"), world), 1),
               Workload(seq_len=seq_len, global_batch=L.micro_batch * L.grad_accum * L.dp))
-    if L.ep > 1:
-        check_layout(job, L)  # ep that does not divide the experts or the processes: one line
+    if L.ep > 1 or L.tp > 1:
+        check_layout(job, L)  # ep or tp that does not divide the experts, heads or processes: one line
     return Plan(
         job=job,
         layout=L,

@@ -10,12 +10,14 @@ as torchtitan's and Megatron's all-to-all token dispatcher):
                each pair to the rank holding its expert (experts split evenly, rank r holds
                experts [r*E/ep, (r+1)*E/ep)); received pairs regrouped by local expert
     experts    grouped GEMM over the local experts: torch._grouped_mm on CUDA (bf16), a loop of
-               matmuls elsewhere
+               matmuls elsewhere; tp > 1: each tp rank holds a slice of every expert's ffn
+               dimension (etp = tp) and the slices' partial outputs are summed over tp
     combine    the reverse all-to-all, unpermute, sum of the k outputs times their weights
     shared     shared experts (always active) added, optionally through a sigmoid gate
 
 ep = 1 runs the same code without the two exchanges, so ep only moves rows between ranks: every
-token meets the same expert weights and the losses agree to float rounding (tests/runtime).
+token meets the same expert weights and the losses agree to float rounding (tests/runtime). Under
+tp the router and the dispatch run whole, identically, on every tp rank (no sequence parallel).
 Capacity: dropless by default; with a capacity factor c (the plan's moe_capacity_factor, given to
 every layer by set_capacity) each rank keeps at most ceil(c * T * k / E) pairs per expert (GShard's
 per-group capacity, Megatron-Core's get_capacity), the later ones in token order dropped (Megatron's
@@ -69,9 +71,14 @@ class GroupedExperts(nn.Module):
         self.b2 = nn.Parameter(torch.empty(e, h)) if m.expert_bias else None
         self.b3 = nn.Parameter(torch.empty(e, f)) if m.expert_bias and spec.gated_mlp else None
         self.grad_scale = 1.0  # 1/ep under expert parallelism (apply_ep)
+        self.tp_mesh = None  # expert tensor parallelism: the tp mesh the ffn dimension is split over
 
     def forward(self, x: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-        """x: rows grouped by local expert, counts[e] rows for local expert e."""
+        """x: rows grouped by local expert, counts[e] rows for local expert e. Under expert tensor
+        parallelism (tp_mesh set by apply_ep) each tp rank holds a slice of every expert's ffn
+        dimension, as a Megatron MLP (Shoeybi et al. 2019, section 3): the rows enter whole on every
+        tp rank (`_enter_tp`), each rank's w2 product is a partial sum, summed over tp
+        (`_sum_over_tp`) before the output bias, which is added once."""
         def local(p):
             if p is None:
                 return None
@@ -79,23 +86,34 @@ class GroupedExperts(nn.Module):
             return _ScaleGrad.apply(p, self.grad_scale) if self.grad_scale != 1.0 else p
 
         w1, w2, w3 = local(self.w1), local(self.w2), local(self.w3)
-        b = [local(t) for t in (self.b1, self.b2, self.b3)]
+        b1, b2, b3 = local(self.b1), local(self.b2), local(self.b3)
+        if self.tp_mesh is not None:
+            x = _enter_tp(x, self.tp_mesh)
         if x.is_cuda and x.dtype == torch.bfloat16 and hasattr(torch, "_grouped_mm"):
-            return self._grouped(x, counts, w1, w2, w3, b)
+            y = self._grouped(x, counts, w1, w2, w3, b1, b3)
+        else:
+            y = self._loop(x, counts, w1, w2, w3, b1, b3)
+        if self.tp_mesh is not None:
+            y = _sum_over_tp(y, self.tp_mesh)
+        if b2 is not None:
+            return y + b2.repeat_interleave(counts, dim=0, output_size=len(y))
+        # DTensor's to_local returns a view, on which FSDP2 warns that in-place ops would skip its hooks
+        return y.clone() if y._base is not None else y
+
+    def _loop(self, x, counts, w1, w2, w3, b1, b3):
         outs = []
         start = 0
         # Every expert's matmul runs, even on zero rows, so every slice is in the graph.
         for e, n in enumerate(counts.tolist()):
             xe = x[start:start + n]
             start += n
-            a = xe @ w1[e].T + (b[0][e] if b[0] is not None else 0)
-            a = activation(self.kind, a)
+            a = activation(self.kind, xe @ w1[e].T + (b1[e] if b1 is not None else 0))
             if w3 is not None:
-                a = a * (xe @ w3[e].T + (b[2][e] if b[2] is not None else 0))
-            outs.append(a @ w2[e].T + (b[1][e] if b[1] is not None else 0))
+                a = a * (xe @ w3[e].T + (b3[e] if b3 is not None else 0))
+            outs.append(a @ w2[e].T)
         return torch.cat(outs)
 
-    def _grouped(self, x, counts, w1, w2, w3, b):
+    def _grouped(self, x, counts, w1, w2, w3, b1, b3):
         """torch._grouped_mm over the local experts. Each expert's rows are padded to a multiple of
         GROUP_ALIGN: the backward's weight gradient contracts over the rows, and the kernel's TMA
         loads need 16-byte-aligned groups (8 bf16 rows; torchtitan pads the same way)."""
@@ -110,10 +128,27 @@ class GroupedExperts(nn.Module):
             y = torch._grouped_mm(a, w.transpose(-2, -1), offs=offs)
             return y if bias is None else y + bias.repeat_interleave(padded, dim=0, output_size=total)
 
-        a = activation(self.kind, mm(xp, w1, b[0]))
+        a = activation(self.kind, mm(xp, w1, b1))
         if w3 is not None:
-            a = a * mm(xp, w3, b[2])
-        return mm(a, w2, b[1]).index_select(0, rows)
+            a = a * mm(xp, w3, b3)
+        return mm(a, w2, None).index_select(0, rows)
+
+
+def _enter_tp(x: torch.Tensor, tp_mesh) -> torch.Tensor:
+    """Megatron's f: identity forward; backward sums the tp ranks' partial input gradients (each
+    rank's comes from its own slice of the ffn dimension). In DTensor terms, a tensor replicated
+    over tp whose gradient is Partial: from_local's backward then all-reduces it."""
+    from torch.distributed.tensor import DTensor, Partial, Replicate
+
+    return DTensor.from_local(x, tp_mesh, [Replicate()], run_check=False).to_local(grad_placements=[Partial()])
+
+
+def _sum_over_tp(y: torch.Tensor, tp_mesh) -> torch.Tensor:
+    """Megatron's g: all-reduce the tp ranks' partial sums forward; the gradient of the (replicated)
+    sum is each partial's own, so backward passes it unchanged (DTensor Partial -> Replicate)."""
+    from torch.distributed.tensor import DTensor, Partial
+
+    return DTensor.from_local(y, tp_mesh, [Partial()], run_check=False).full_tensor()
 
 
 class _ScaleGrad(torch.autograd.Function):
@@ -278,7 +313,8 @@ def _recomputing() -> bool:
 # The mesh (layout.py): ep is carved out of dp_shard * cp, as in torchtitan. The dense parts keep
 # the (pp, dp_replicate, dp_shard, cp, tp) mesh; the experts see the same ranks as
 # (pp, dp_replicate, edp, ep, tp) with edp * ep = dp_shard * cp, ep innermost: an expert's
-# weights are split over ep and sharded (FSDP) over edp, and its gradients are summed over both.
+# weights are split over ep (and over tp: expert tensor parallel, etp = tp, Megatron-Core's default)
+# and sharded (FSDP) over edp, and its gradients are summed over ep and edp.
 
 def moe_layers(model: nn.Module) -> list[MoE]:
     return [m for m in model.modules() if isinstance(m, MoE)]
@@ -288,6 +324,12 @@ def set_capacity(model: nn.Module, factor: float | None) -> None:
     """The plan's moe_capacity_factor (stacks.py) on every MoE layer; None: dropless."""
     for m in moe_layers(model):
         m.capacity_factor = factor
+
+
+def splits_experts(layout, spec) -> bool:
+    """Whether the routed experts are split over ranks (ep > 1, or tp > 1 with etp = tp): they then
+    live on the expert mesh, with an FSDP of their own (apply_ep, apply_expert_fsdp)."""
+    return spec.moe is not None and (layout.ep > 1 or layout.tp > 1)
 
 
 def expert_mesh(layout, device_type: str):
@@ -300,28 +342,46 @@ def expert_mesh(layout, device_type: str):
     return init_device_mesh(device_type, shape, mesh_dim_names=("pp", "dp_replicate", "edp", "ep", "tp"))
 
 
-def apply_ep(model: nn.Module, ep_mesh) -> None:
-    """Split each MoE layer's stacked expert weights over the 1-D `ep_mesh` (DTensor Shard(0):
-    rank r holds experts [r*E/ep, (r+1)*E/ep)) and route its tokens through all-to-all.
+# Expert tensor parallel: the dim of each stacked expert tensor split over tp, as a Megatron MLP
+# per expert (w1, w3: (E, ffn, hidden) by output columns; w2: (E, hidden, ffn) by input rows; b1, b3
+# with their columns). b2 is replicated: it is added once, after the sum over tp.
+ETP_DIM = {"w1": 1, "w3": 1, "b1": 1, "b3": 1, "w2": 2}
+
+
+def apply_ep(model: nn.Module, emesh) -> None:
+    """Split each MoE layer's stacked expert weights over the (ep, tp) dims of the expert mesh as
+    DTensors: ep Shard(0) (rank r holds experts [r*E/ep, (r+1)*E/ep)), the tokens routed to them
+    through all-to-all over ep; tp per ETP_DIM. Every tp rank holds the same tokens (no sequence
+    parallel), so the dispatch runs identically on each and the experts' partial sums meet in one
+    all-reduce over tp (GroupedExperts.forward).
 
     Gradient average: each rank's loss is the mean over its own tokens, and an expert's gradient
     arrives summed over the tokens of all ep ranks; FSDP then averages over the edp ranks only.
     Scaling the experts' gradient by 1/ep makes it the mean over every data-parallel rank, as the
-    dense weights' (FSDP's own divide factor would need PREMUL_SUM, which gloo lacks)."""
-    from torch.distributed.tensor import Shard, distribute_tensor
+    dense weights' (FSDP's own divide factor would need PREMUL_SUM, which gloo lacks). The tp ranks
+    see the same tokens, each for its own slice: no factor."""
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
+    ep, tp = emesh["ep"].size(), emesh["tp"].size()
+    dims = tuple(d for d, n in (("ep", ep), ("tp", tp)) if n > 1)
+    mesh = emesh[dims] if len(dims) > 1 else emesh[dims[0]]
     for m in moe_layers(model):
-        m.ep_group = ep_mesh.get_group()
-        m.experts.grad_scale = 1.0 / ep_mesh.size()
+        if ep > 1:
+            m.ep_group = emesh["ep"].get_group()
+            m.experts.grad_scale = 1.0 / ep
+        if tp > 1:
+            m.experts.tp_mesh = emesh["tp"]
         for name, p in list(m.experts.named_parameters(recurse=False)):
-            setattr(m.experts, name, nn.Parameter(distribute_tensor(p.data, ep_mesh, [Shard(0)])))
+            placements = [Shard(0) if d == "ep" else Shard(ETP_DIM[name]) if name in ETP_DIM else Replicate()
+                          for d in dims]
+            setattr(m.experts, name, nn.Parameter(distribute_tensor(p.data, mesh, placements)))
 
 
 def apply_expert_fsdp(model: nn.Module, emesh, mp_policy, reshard: bool) -> None:
     """fully_shard each layer's experts over the expert-data-parallel ranks (edp, with dp_replicate:
     HSDP), before the blocks are sharded over the dense mesh (whose fully_shard then leaves them
     out). FSDP shards them on dim 1 (dim 0 is already split over ep, and E/ep may be smaller than
-    edp)."""
+    edp; where tp splits dim 1 too, FSDP shards each tp slice, a _StridedShard)."""
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import Shard
 

@@ -94,11 +94,14 @@ def apply_tp(model: nn.Module, tp_mesh, float8: bool = False) -> None:
             "attention.wv": col(),
             "attention.wo": row(),
         }
-        if not hasattr(block.feed_forward, "experts"):
-            # An MoE layer stays whole on each tp rank (its experts split over ep instead).
-            plan |= {"feed_forward.w1": col(), "feed_forward.w2": row()}
-            if block.feed_forward.w3 is not None:
-                plan["feed_forward.w3"] = col()
+        # An MoE layer: its shared experts split as the dense MLP, the router whole on every tp
+        # rank (the same routing everywhere); the routed experts split by moe.apply_ep (etp = tp).
+        mlp = block.feed_forward.shared if hasattr(block.feed_forward, "experts") else block.feed_forward
+        if mlp is not None:
+            prefix = "feed_forward.shared" if mlp is not block.feed_forward else "feed_forward"
+            plan |= {f"{prefix}.w1": col(), f"{prefix}.w2": row()}
+            if mlp.w3 is not None:
+                plan[f"{prefix}.w3"] = col()
         parallelize_module(block, tp_mesh, plan)
 
 

@@ -30,6 +30,8 @@ def run(args) -> int:
     from trainplan.validation.dataset import load_dataset
     from trainplan.validation.run import run as run_validation
 
+    # the packaged dataset is named as such in a fitted profile, not by this checkout's path
+    dataset_name = args.dataset or "the packaged dev dataset (trainplan/validation/data/published_dev.json)"
     if args.dataset is None:
         from trainplan.validation.dataset import DEV_DATASET
 
@@ -45,7 +47,7 @@ def run(args) -> int:
         machines = None
         if args.machine:
             machines = load_profiles(None, args.machine).machines
-        prof = build_profile(cases, args.dataset, progress=lambda s: print(s, file=sys.stderr), machines=machines)
+        prof = build_profile(cases, dataset_name, progress=lambda s: print(s, file=sys.stderr), machines=machines)
         write_atomic(args.fit, json.dumps(prof.to_dict(), indent=1) + "\n")
         print(f"wrote {args.fit}", file=sys.stderr)
     else:

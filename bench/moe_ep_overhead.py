@@ -1,9 +1,12 @@
-"""Expert-parallel overhead of the reference trainer on CPU: tiny-moe at ep=1, 2, 4 on 4 gloo ranks.
+"""Expert- and tensor-parallel overhead of the reference trainer on CPU: tiny-moe on 4 gloo ranks at
+(tp, ep) = (1, 1), (1, 2), (1, 4), (2, 1), (2, 2).
 
 Same model (runtime/demo.py TINY_MOE: 8 experts, top-2, 3 MoE layers of 4), same data, same global
 batch, bf16 mixed precision as the demo (a plan file holds only registry recipes; on CPUs without
 bf16 units that includes emulation, the same in every run), FSDP over the 4 ranks in every run; ep > 1 splits the experts and adds two all_to_all_single per MoE layer and pass (plus the
-token-count exchange). Runs alternate (ep=1, 2, 4, ep=1, ...) so drift in the machine's speed hits
+token-count exchange); tp = 2 splits attention, shared and routed experts over 2 ranks (etp = tp,
+runtime/moe.py) and halves the data-parallel ranks, so those runs accumulate 2 micro-batches to keep
+the tokens per step. Runs alternate (one of each layout, then again) so drift in the machine's speed hits
 all; each run yields the trainer's median step_time_s over steps 2..N. Headline: the best run of
 each ep (other processes only ever add time), medians too, and the ratio to ep=1. The losses of
 the runs are recorded as well: ep moves rows between ranks and nothing else.
@@ -27,7 +30,7 @@ from pathlib import Path
 from trainplan.runtime.demo import TINY_MOE, demo_plan
 
 WORLD, SEQ, MB = 4, 128, 4
-EPS = (1, 2, 4)
+LAYOUTS = ((1, 1), (1, 2), (1, 4), (2, 1), (2, 2))  # (tp, ep)
 
 
 def a2a_bytes_per_step(ep: int) -> float:
@@ -42,19 +45,23 @@ bf16 the experts compute in under FSDP's mixed precision."""
     return copies * TINY_MOE.hidden_size * 2 * 2 * 2 * moe_layers
 
 
-def run(ep: int, steps: int, work: Path) -> dict:
+def key(tp: int, ep: int) -> str:
+    return f"tp{tp}_ep{ep}"
+
+
+def run(tp: int, ep: int, steps: int, work: Path) -> dict:
     # A plan file names a whole node (8 GPUs); --fit-world below rescales it to the 4 ranks started.
-    p = demo_plan(8, steps=steps, seq_len=SEQ, micro_batch=MB, model=TINY_MOE, ep=ep)
+    p = demo_plan(8, steps=steps, seq_len=SEQ, micro_batch=MB, model=TINY_MOE, ep=ep, tp=tp, grad_accum=tp)
     p = replace(p, train=replace(p.train, log_every=1))
-    plan_file = work / f"plan-ep{ep}.json"
+    plan_file = work / f"plan-{key(tp, ep)}.json"
     plan_file.write_text(p.to_json())
-    out = work / f"run-ep{ep}"
+    out = work / f"run-{key(tp, ep)}"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORLD}",
-            "-m", "trainplan.runtime", "--plan", str(plan_file), "--fit-world", "--out", str(out), "--no-progress"]
+            "-m", "trainplan.runtime", "--plan", str(plan_file), "--fit-world", "--device", "cpu", "--out", str(out), "--no-progress"]
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     if proc.returncode:
-        raise SystemExit(f"ep={ep} failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"{key(tp, ep)} failed:\n{proc.stderr[-3000:]}")
     recs = [json.loads(x) for x in (out / "measurements.jsonl").read_text().splitlines() if x.strip()]
     (out / "measurements.jsonl").unlink()
     return {"step_time_s": statistics.median(r["step_time_s"] for r in recs[1:]),
@@ -67,30 +74,33 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--out", default="bench/results/moe_ep_overhead.json")
     a = ap.parse_args()
-    runs: dict[int, list[dict]] = {ep: [] for ep in EPS}
+    runs: dict[tuple, list[dict]] = {lay: [] for lay in LAYOUTS}
     with tempfile.TemporaryDirectory() as d:
         for _ in range(a.repeats):
-            for ep in EPS:
-                runs[ep].append(run(ep, a.steps, Path(d)))
-                print(f"ep={ep}: {runs[ep][-1]['step_time_s'] * 1e3:.1f} ms/step", file=sys.stderr)
-    best = {ep: min(r["step_time_s"] for r in rs) for ep, rs in runs.items()}
+            for tp, ep in LAYOUTS:
+                runs[tp, ep].append(run(tp, ep, a.steps, Path(d)))
+                print(f"{key(tp, ep)}: {runs[tp, ep][-1]['step_time_s'] * 1e3:.1f} ms/step", file=sys.stderr)
+    best = {lay: min(r["step_time_s"] for r in rs) for lay, rs in runs.items()}
+    base = best[1, 1]
     result = {
-        "what": "trainplan.runtime step time of tiny-moe on 4 CPU gloo ranks (FSDP), bf16 mixed, by expert-parallel degree",
+        "what": "trainplan.runtime step time of tiny-moe on 4 CPU gloo ranks (FSDP), bf16 mixed, by tensor- and "
+                "expert-parallel degree (tp runs accumulate tp micro-batches: same tokens per step)",
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
                     "note": "a shared machine: other processes add time; the best run is the headline"},
         "model": TINY_MOE.name, "world": WORLD, "seq_len": SEQ, "micro_batch": MB, "steps": a.steps,
         "repeats": a.repeats,
-        "by_ep": {str(ep): {
-            "best_step_time_s": best[ep],
-            "median_step_time_s": statistics.median(r["step_time_s"] for r in runs[ep]),
-            "vs_ep1": best[ep] / best[1],
-            "all_to_all_bytes_per_rank_per_step": a2a_bytes_per_step(ep),
-            "losses_first_run": runs[ep][0]["losses"],
-        } for ep in EPS},
+        "by_layout": {key(tp, ep): {
+            "tp": tp, "ep": ep,
+            "best_step_time_s": best[tp, ep],
+            "median_step_time_s": statistics.median(r["step_time_s"] for r in runs[tp, ep]),
+            "vs_tp1_ep1": best[tp, ep] / base,
+            "all_to_all_bytes_per_rank_per_step": a2a_bytes_per_step(ep) * tp,
+            "losses_first_run": runs[tp, ep][0]["losses"],
+        } for tp, ep in LAYOUTS},
     }
     Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
-    for ep in EPS:
-        print(f"ep={ep}: best {best[ep] * 1e3:.1f} ms/step ({best[ep] / best[1]:.2f}x ep=1)")
+    for tp, ep in LAYOUTS:
+        print(f"{key(tp, ep)}: best {best[tp, ep] * 1e3:.1f} ms/step ({best[tp, ep] / base:.2f}x tp=1 ep=1)")
     return 0
 
 

@@ -283,10 +283,10 @@ def parse_layout(text: str, where: str = "--layout") -> Layout:
 
 def _value(raw: str, default, tok: str, where: str, name: str = ""):
     """A field's text as the type of its default (layout_from_dict then checks it)."""
-    if name in _INT_OR_NULL:
-        default = 0 if raw != "null" else None
-        if default is None:
+    if name in _INT_OR_NULL:  # null: the stack's default; else read as an integer
+        if raw == "null":
             return None
+        default = 0
     if isinstance(default, bool) or default is None:  # None: a convention knob (a boolean)
         if raw not in ("true", "false"):
             raise TrainplanError(f"{where}: {tok!r} must be true or false")

@@ -11,14 +11,12 @@ Two patterns are caught in src/trainplan (tests and recipes.toml are free to nam
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-import trainplan
+from source_scan import offences_outside
+
 from trainplan.hardware.types import ARCH_DTYPES
 from trainplan.precision import registry
 
-SRC = Path(trainplan.__file__).parent
-ALLOWED = {SRC / "precision.py"}
 DTYPES = set().union(*ARCH_DTYPES.values())
 
 
@@ -59,11 +57,5 @@ def test_the_checker_catches_each_pattern():
 
 
 def test_no_module_outside_precision_py_names_a_recipe():
-    words = _recipe_words()
-    found = []
-    for path in sorted(SRC.rglob("*.py")):
-        if path in ALLOWED:
-            continue
-        for line, what in offences(ast.parse(path.read_text(), str(path)), words):
-            found.append(f"{path.relative_to(SRC)}:{line}: {what}")
+    found = offences_outside("precision.py", offences, _recipe_words())
     assert not found, "read the recipe registry (precision.py) instead:\n" + "\n".join(found)

@@ -18,13 +18,11 @@ supports.TRAINER_STACK is DEFAULT_STACK.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-import trainplan
+from source_scan import offences_outside
+
 from trainplan.stacks import CONVENTION_CHOICES, FAMILIES, stacks
 
-SRC = Path(trainplan.__file__).parent
-ALLOWED = {SRC / "stacks.py"}
 # Words that name something besides a stack (module doc).
 OTHER_MEANINGS = {"trainplan", *FAMILIES, *(v for c in CONVENTION_CHOICES.values() if c is not bool for v in c)}
 
@@ -69,11 +67,5 @@ def test_the_checker_catches_each_pattern():
 
 
 def test_no_module_outside_stacks_py_names_a_stack():
-    words = _stack_words()
-    found = []
-    for path in sorted(SRC.rglob("*.py")):
-        if path in ALLOWED:
-            continue
-        for line, what in offences(ast.parse(path.read_text(), str(path)), words):
-            found.append(f"{path.relative_to(SRC)}:{line}: {what}")
+    found = offences_outside("stacks.py", offences, _stack_words())
     assert not found, "read the stack's data (stacks.py, stacks.toml) instead:\n" + "\n".join(found)

@@ -17,6 +17,19 @@ def torchrun(*args: str, nproc: int = 2, timeout: float = 240, env: dict | None 
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
 
 
+def run_worker(out: Path, configs: dict, *, nproc: int = 2, timeout: float = 300, worker: str = "_worker.py",
+               allow_errors: bool = False) -> dict:
+    """Run `worker` (tests/runtime) under torchrun on `configs` (name -> config) and return its
+    results (name -> result); unless `allow_errors`, fail on any config that raised, with its trace."""
+    p = torchrun(str(HERE / worker), str(out), json.dumps(configs), nproc=nproc, timeout=timeout)
+    assert p.returncode == 0, p.stderr[-3000:]
+    results = json.loads(Path(out).read_text())
+    if not allow_errors:
+        errors = [f"{k}: {v['error']}\n{v.get('trace', '')}" for k, v in results.items() if "error" in v]
+        assert not errors, "\n".join(errors)
+    return results
+
+
 def read_jsonl(path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 

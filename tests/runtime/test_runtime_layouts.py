@@ -6,12 +6,11 @@ HSDP, tensor parallel, gradient accumulation and chunked loss only by float roun
 by their quantisation.
 """
 
-import json
 import math
 import os
 
 import pytest
-from runtime_helpers import HERE, torchrun
+from runtime_helpers import run_worker
 
 pytestmark = [pytest.mark.torch, pytest.mark.distributed, pytest.mark.slow]
 
@@ -118,10 +117,7 @@ EXPECT = {
 
 def test_every_layout_runs_and_matches_fsdp(tmp_path):
     # One test, one torchrun: a module fixture would run once per xdist worker.
-    out = tmp_path / "results.json"
-    p = torchrun(str(HERE / "_worker.py"), str(out), json.dumps(CONFIGS), timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
-    results = json.loads(out.read_text())
+    results = run_worker(tmp_path / "results.json", CONFIGS, allow_errors=True)
     failures = []
     for name, message in REFUSED.items():
         assert results.pop(name).get("error") == message, name
@@ -177,12 +173,7 @@ FOUR_EXPECT = {"pp2_dp2": ("fsdp_untied", 1e-5, 1e-4), "pp2_hsdp_2x1": ("fsdp_un
 
 
 def test_pipeline_composes_with_fsdp_hsdp_and_tp_on_four_ranks(tmp_path):
-    out = tmp_path / "results.json"
-    p = torchrun(str(HERE / "_worker.py"), str(out), json.dumps(FOUR_RANKS), nproc=4, timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
-    results = json.loads(out.read_text())
-    errors = [f"{k}: {r['error']}" for k, r in results.items() if "error" in r]
-    assert not errors, "\n".join(errors)
+    results = run_worker(tmp_path / "results.json", FOUR_RANKS, nproc=4)
     for name, (ref, rel_loss, rel_norm) in FOUR_EXPECT.items():
         r, b = results[name], results[ref]
         assert r["losses"] == pytest.approx(b["losses"], rel=rel_loss), name
@@ -192,12 +183,9 @@ def test_pipeline_composes_with_fsdp_hsdp_and_tp_on_four_ranks(tmp_path):
 @pytest.mark.skipif(not os.environ.get("TRAINPLAN_TEST_COMPILE"),
                     reason="torch.compile on CPU adds ~30 s of compilation; set TRAINPLAN_TEST_COMPILE=1")
 def test_torch_compile_matches_eager(tmp_path):
-    out = tmp_path / "results.json"
     configs = {"fsdp": {}, "compile": {"layout": {"torch_compile": True}},
                "compile_selective": {"layout": {"torch_compile": True, "ac": "selective"}}}
-    p = torchrun(str(HERE / "_worker.py"), str(out), json.dumps(configs), timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
-    r = json.loads(out.read_text())
+    r = run_worker(tmp_path / "results.json", configs, timeout=600, allow_errors=True)
     for name in ("compile", "compile_selective"):
         assert "error" not in r[name], r[name]
         assert r[name]["losses"] == pytest.approx(r["fsdp"]["losses"], rel=1e-4)

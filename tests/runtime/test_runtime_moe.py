@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from runtime_helpers import HERE, read_jsonl, torchrun
+from runtime_helpers import read_jsonl, run_worker, torchrun
 
 from trainplan.models.spec import MoESpec
 from trainplan.runtime import moe
@@ -170,12 +170,7 @@ MATCH = [("ep2", "ep1", 1e-5, 1e-3), ("ep4", "ep1", 1e-5, 1e-3), ("free_ep4", "f
 @pytest.mark.distributed
 @pytest.mark.slow
 def test_expert_parallel_matches_ep1_and_composes_on_four_ranks(tmp_path):
-    out = tmp_path / "results.json"
-    p = torchrun(str(HERE / "_worker.py"), str(out), json.dumps(FOUR), nproc=4, timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
-    r = json.loads(out.read_text())
-    errors = [f"{k}: {v['error']}\n{v.get('trace', '')}" for k, v in r.items() if "error" in v]
-    assert not errors, "\n".join(errors)
+    r = run_worker(tmp_path / "results.json", FOUR, nproc=4, timeout=600)
     for name, base, rel_loss, rel_norm in MATCH:
         assert r[name]["losses"] == pytest.approx(r[base]["losses"], rel=rel_loss), name
         assert r[name]["grad_norms"] == pytest.approx(r[base]["grad_norms"], rel=rel_norm), name
@@ -198,12 +193,7 @@ CAPACITY = {
 @pytest.mark.distributed
 @pytest.mark.slow
 def test_the_plans_capacity_factor_drops_what_the_layer_counts_and_changes_the_run(tmp_path):
-    out = tmp_path / "results.json"
-    p = torchrun(str(HERE / "_worker.py"), str(out), json.dumps(CAPACITY), nproc=2, timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
-    r = json.loads(out.read_text())
-    errors = [f"{k}: {v['error']}\n{v.get('trace', '')}" for k, v in r.items() if "error" in v]
-    assert not errors, "\n".join(errors)
+    r = run_worker(tmp_path / "results.json", CAPACITY)
     for name in ("capped", "capped_ep2"):
         drops = r[name]["drops"]
         assert drops and all(own == expected for own, expected in drops), drops

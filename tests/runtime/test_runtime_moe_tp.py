@@ -4,10 +4,9 @@ gloo ranks tp=2 (ep=1 and ep=2; with HSDP, pp, full AC) trains as tp=1 ep=1 to f
 (to 1e-6 when computing in float32), every tp rank keeps the same whole model, and a DCP resume
 with tp=2 ep=2 is bit-exact."""
 
-import json
 
 import pytest
-from runtime_helpers import HERE, read_jsonl, torchrun
+from runtime_helpers import read_jsonl, run_worker, torchrun
 
 pytestmark = [pytest.mark.torch, pytest.mark.distributed, pytest.mark.slow]
 
@@ -38,13 +37,7 @@ MATCH = [("tp2", "ep1"), ("tp2_ep2", "ep1"), ("hsdp_tp2", "ep1"), ("free_tp2_ep2
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    out = tmp_path_factory.mktemp("moe_tp") / "results.json"
-    p = torchrun(str(HERE / "_worker.py"), str(out), json.dumps(CONFIGS), nproc=4, timeout=900)
-    assert p.returncode == 0, p.stderr[-3000:]
-    r = json.loads(out.read_text())
-    errors = [f"{k}: {v['error']}\n{v.get('trace', '')}" for k, v in r.items() if "error" in v]
-    assert not errors, "\n".join(errors)
-    return r
+    return run_worker(tmp_path_factory.mktemp("moe_tp") / "results.json", CONFIGS, nproc=4, timeout=900)
 
 
 @pytest.mark.parametrize(("name", "base"), MATCH)

@@ -6,10 +6,9 @@ gradients whole on every rank, AdamW states halved. Both train like fsdp to floa
 the optimizer state bytes the planner prices for them, and resume from a checkpoint bit for bit.
 """
 
-import json
 
 import pytest
-from runtime_helpers import HERE, read_jsonl, torchrun
+from runtime_helpers import read_jsonl, run_worker, torchrun
 
 from trainplan.costs.memory import memory_breakdown
 from trainplan.runtime.demo import demo_plan
@@ -29,13 +28,7 @@ CONFIGS = {
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    out = tmp_path_factory.mktemp("zero") / "results.json"
-    p = torchrun(str(HERE / "_zero_worker.py"), str(out), json.dumps(CONFIGS), timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
-    r = json.loads(out.read_text())
-    errors = [f"{k}: {v['error']}\n{v['trace']}" for k, v in r.items() if "error" in v]
-    assert not errors, "\n".join(errors)
-    return r
+    return run_worker(tmp_path_factory.mktemp("zero") / "results.json", CONFIGS, worker="_zero_worker.py")
 
 
 def test_zero1_and_zero2_train_like_fsdp(results):

@@ -25,7 +25,7 @@ from trainplan.costs.activations import (
     layer_backward_grads,
     microbatches_in_flight,
 )
-from trainplan.costs.moe import routed_load
+from trainplan.costs.moe import layout_load
 from trainplan.costs.states import StageParams, stage_params, state_bytes
 from trainplan.layout import Layout, expert_groups
 from trainplan.models.layers import moe_flags
@@ -168,17 +168,16 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[
     r = recipe(L.precision)
     lp = r.low_precision
     conv = conventions(L)  # the stack's (stacks.toml), never inferred from sharding
-    st = state_bytes(sp, sharding=L.sharding, recipe=r, dp_shard=L.dp_shard, cp=L.cp,
-                     edp_shard=expert_groups(L).edp_shard, pp=L.pp,
+    g = expert_groups(L)
+    st = state_bytes(sp, sharding=L.sharding, recipe=r, dp_shard=L.dp_shard, cp=L.cp, edp_shard=g.edp_shard, pp=L.pp,
                      optimizer_offload=L.optimizer_offload, fp8_allgather=L.fp8_allgather,
                      grad_fp32=conv.grad_reduce_fp32,
                      sync_last_microbatch=conv.grad_sync == "last_microbatch" and L.grad_accum > 1,
                      zero1_replicated=conv.zero1 == "zero_redundancy")
     tokens = L.micro_batch * w.seq_len / L.cp  # tokens of one micro-batch on this GPU
-    ex = L.execution
     ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile,
-                   conv.torch_style, None if lp is None else lp.weight_bytes, expert_groups(L).routed_share,
-                   routed_load(1.0, ex.moe_capacity_factor, ex.moe_pad_to_capacity, L.ep))
+                   conv.torch_style, None if lp is None else lp.weight_bytes, g.routed_share,
+                   layout_load(L, balanced=True))
     per_mb, working, grads, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, sp.layers)
     in_flight = microbatches_in_flight(L.pp, i, L.grad_accum, L.pp_schedule, L.vp)
     activations = per_mb * tokens * in_flight

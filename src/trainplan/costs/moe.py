@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainplan.layout import Layout
 from trainplan.models.spec import ModelSpec
 
 BF16_BYTES = 2
@@ -91,6 +92,13 @@ def routed_load(imbalance: float, capacity_factor: float | None, pad_to_capacity
     if capacity_factor is None:
         return busiest
     return capacity_factor if pad_to_capacity else min(busiest, capacity_factor)
+
+
+def layout_load(L: Layout, balanced: bool = False) -> float:
+    """routed_load of a layout's execution settings; `balanced`: imbalance 1, the memory model's
+    assumption."""
+    ex = L.execution
+    return routed_load(1.0 if balanced else ex.moe_imbalance, ex.moe_capacity_factor, ex.moe_pad_to_capacity, L.ep)
 
 
 def router_bytes_per_token(m: ModelSpec) -> float:

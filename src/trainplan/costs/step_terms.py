@@ -201,7 +201,7 @@ def ep_term(st: Stage) -> Term:
     terms = []
     # each routed copy of a token (top-k) travels out and back in bf16, as many as routing and a
     # capacity factor leave on the busiest rank (costs/moe.routed_load)
-    load = moe_cost.routed_load(ex.moe_imbalance, ex.moe_capacity_factor, ex.moe_pad_to_capacity, L.ep)
+    load = moe_cost.layout_load(L)
     for x in moe_cost.dispatch_exchanges(m, ex.moe_dispatcher, load, tokens, L.ep,
                                          _moe_layers(st), (2 + st.r) * n_mb, st.prof.tp_overlap,
                                          sp_ep.domains, sp_ep.per_domain, etp_gather):

@@ -90,7 +90,7 @@ def slowest_stage(job: Job, L: Layout, prof: Profile) -> terms.Stage:
     mf = model_flops(m)
     s = w.seq_len
     tokens = L.micro_batch * s / L.cp  # tokens of one micro-batch on one GPU
-    st, ex = stack_preset(L.stack), L.execution
+    st = stack_preset(L.stack)
 
     def stage_compute(layers: int, head: bool) -> tuple[MicrobatchCompute, float]:
         r = recompute_fraction(L.ac, L.ac_layers, layers) if layers else 0.0
@@ -100,7 +100,7 @@ def slowest_stage(job: Job, L: Layout, prof: Profile) -> terms.Stage:
             selective=L.ac == "selective", flash=L.flash_attention,
             fused=L.torch_compile or st.fused_kernels, compiled_loss=L.loss_kind == "fused",
             te_attention=st.fused_kernels, family=st.recompute_family,
-            moe_load=moe_cost.routed_load(ex.moe_imbalance, ex.moe_capacity_factor, ex.moe_pad_to_capacity, L.ep),
+            moe_load=moe_cost.layout_load(L),
         ), r
 
     layers_stage, head_only = _stage_counts(m.num_layers, L)

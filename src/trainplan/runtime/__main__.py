@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sm = sagemaker_defaults()
     world = int(os.environ.get("WORLD_SIZE", "1"))
+    out = Path(args.out or sm.get("out") or f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         if args.plan and not args.demo:
             from trainplan.plan import load_plan
@@ -43,8 +44,6 @@ def main(argv: list[str] | None = None) -> int:
 
             plan = demo_plan(world, steps=args.steps or 30, model=demo_model(args.model), ep=args.ep or 1,
                              tp=args.tp or 1)
-        out = Path(args.out or sm.get("out") or f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}")
-        args.out = str(out)  # the stop below writes there
         ckpt = args.checkpoint_dir or sm.get("checkpoint_dir")
         opts = RunOptions(
             out=out, steps=args.steps, checkpoint_dir=Path(ckpt) if ckpt else None,
@@ -59,12 +58,12 @@ def main(argv: list[str] | None = None) -> int:
         from trainplan.runtime.distributed import RunStopped
 
         rank0 = os.environ.get("RANK", "0") == "0"
-        if isinstance(e, RunStopped) and os.environ.get(SUPERVISED) and args.out:
+        if isinstance(e, RunStopped) and os.environ.get(SUPERVISED):
             # Under `trainplan train` a stop every rank agreed on is said once, by it, from
             # summary.json; the ranks exit 0 so that torchrun adds no failure report of its own.
             # Under a bare torchrun (a cluster's launcher) the exit status must say the run failed.
             if rank0:
-                _record_stop(Path(args.out), str(e))
+                _record_stop(out, str(e))
             return 0
         # A stop every rank agreed on is said once, by rank 0; other errors by each rank that has one.
         if not isinstance(e, RunStopped) or rank0:

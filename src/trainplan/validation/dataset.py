@@ -52,6 +52,7 @@ from trainplan.hardware import Cluster, NodeType, find_gpu, nodes
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout, check_layout
 from trainplan.models.checks import check_spec
+from trainplan.models.library import catalog
 from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
 from trainplan.models.stages import balanced_split, max_stage_layers
 from trainplan.parsing import read_json
@@ -161,8 +162,6 @@ _ROUTING = ("num_groups", "topk_groups", "router_score", "load_balance", "router
 def _catalog_routing(moe: MoESpec, num_layers: int, hidden: int, assumed: list[str]) -> MoESpec:
     """`moe` with the routing of the catalog model of the same architecture (layers, hidden size,
     experts, top-k), listed as an assumption when it changes anything; else `moe` unchanged."""
-    from trainplan.models.library import catalog
-
     for name, c in catalog().items():
         if (c.moe is not None and c.num_layers == num_layers and c.hidden_size == hidden
                 and (c.moe.num_experts, c.moe.experts_per_token) == (moe.num_experts, moe.experts_per_token)):

@@ -77,3 +77,25 @@ def test_every_dev_layout_round_trips_through_its_one_line_form(packaged):
     assert {L.stack for L in layouts} >= {"megatron", "nemo", "megatron_bridge", "torchtitan", "composer", "fms"}
     for L in layouts:
         assert parse_layout(L.short()) == L, L.short()
+
+
+def test_a_correction_replaces_a_stated_field_only_while_the_record_still_states_it(annotations):
+    data = {"schema": "x", "records": [{"id": "R1", "train": {"ep": 8, "dp": 64}}]}
+    fix = {"annotations": [{"id": "R1", "execution": {}, "note": "n",
+                            "corrections": [{"field": "ep", "stated": 8, "value": 64, "source": "recipe.py @v1"}]}]}
+    (r,) = annotate(data, fix)["records"]
+    assert r["train"] == {"ep": 64, "dp": 64, "execution": {}}
+    assert r["corrected_fields"] == ["train.ep = 64, not the stated 8: recipe.py @v1"]
+    data["records"][0]["train"]["ep"] = 16  # the record changed: the correction no longer applies
+    with pytest.raises(AssertionError):
+        annotate(data, fix)
+
+
+def test_corrected_records_say_so_in_their_assumptions(packaged, annotations):
+    corrected = [a for a in annotations["annotations"] if a.get("corrections")]
+    assert corrected  # M189: the 25.11 table's EP 8 against its recipe's EP 64
+    for a in corrected:
+        c = to_case(next(r for r in packaged["records"] if r["id"] == a["id"]))
+        for fix in a["corrections"]:
+            assert getattr(c.layout, fix["field"]) == fix["value"]
+            assert any(s.startswith(f"train.{fix['field']} = {fix['value']}, not the stated") for s in c.assumptions)

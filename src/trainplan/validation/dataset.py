@@ -96,16 +96,27 @@ ANNOTATED_TRAIN = ("etp",)
 
 
 def annotate(data: dict, annotations: dict) -> dict:
-    """`data` with each annotation's settings as its record's train.execution and its `train` fields
-    (ANNOTATED_TRAIN) in the record's train (data/annotations.json)."""
+    """`data` with each annotation's settings as its record's train.execution, its `train` fields
+    (ANNOTATED_TRAIN) in the record's train, and its `corrections` applied (data/annotations.json).
+
+    A correction replaces a train field the record states with the value of the configuration the
+    run was launched from, where the two disagree at the same source revision. It names the value it
+    replaces (so a changed record stops matching it) and its source; the record carries the text in
+    `corrected_fields` and validate lists it among the case's assumptions."""
     by_id = {a["id"]: a for a in annotations["annotations"]}
     out = {**data, "records": []}
     for r in data["records"]:
         a = by_id.get(r.get("id"))
         if a is not None:
             assert set(a.get("train", {})) <= set(ANNOTATED_TRAIN), a["id"]  # packaged data
-            r = {**r, "train": {**r["train"], **a.get("train", {}),
-                                "execution": {**r["train"].get("execution", {}), **a["execution"]}}}
+            train = {**r["train"], **a.get("train", {}),
+                     "execution": {**r["train"].get("execution", {}), **a.get("execution", {})}}
+            fixed = []
+            for c in a.get("corrections", ()):
+                assert r["train"].get(c["field"]) == c["stated"], (a["id"], c["field"])  # packaged data
+                train[c["field"]] = c["value"]
+                fixed.append(f"train.{c['field']} = {c['value']}, not the stated {c['stated']}: {c['source']}")
+            r = {**r, "train": train, **({"corrected_fields": fixed} if fixed else {})}
         out["records"].append(r)
     return out
 
@@ -372,7 +383,7 @@ def to_case(r: dict) -> Case:
     if bad:
         return Case(rid, {k: v for k, v in r.items() if k not in bad}, None, None, fw, (),
                     f"{bad[0]} must be {'an object' if bad[0] in _SECTIONS else 'text'}, got {type(r[bad[0]]).__name__}")
-    assumed: list[str] = []
+    assumed: list[str] = list(r.get("corrected_fields", ()))
     try:
         hw, t = r["hardware"], r["train"]
         _positive_ints(hw, ("num_gpus", "gpus_per_node"), "hardware")

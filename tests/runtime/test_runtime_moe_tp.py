@@ -100,3 +100,16 @@ def test_the_demo_with_tp_is_a_layout_the_trainer_runs():
     assert (L.dp_shard, L.tp, L.ep) == (2, 2, 2) and refusal(L, "cpu", TINY_MOE) is None
     with pytest.raises(TrainplanError, match="does not divide the 4 processes"):
         demo_plan(4, model=TINY_MOE, tp=3)
+
+
+def test_pipeline_tensor_and_expert_parallel_compose_on_eight_ranks(tmp_path):
+    # pp=2 x tp=2 x ep=2 on 8 gloo ranks (dp_shard 2 = ep 2 x edp 1 per stage): the stage boundary
+    # carries the tp-replicated activations, each stage's experts split over (ep, tp). It trains as
+    # tp=1 ep=1 pp=1 on the same 8 ranks and the same 16 windows per step (1.5e-5 seen, bf16 as run).
+    configs = {"ep1": {"moe": MOE, "model": {"tied_embeddings": False}},
+               "pp2_tp2_ep2": {"moe": MOE, "model": {"tied_embeddings": False},
+                               "layout": {**TP2, "pp": 2, "ep": 2, "grad_accum": 2}}}
+    r = run_worker(tmp_path / "results.json", configs, nproc=8, timeout=900)
+    assert r["pp2_tp2_ep2"]["losses"] == pytest.approx(r["ep1"]["losses"], rel=1e-4)
+    assert r["pp2_tp2_ep2"]["grad_norms"] == pytest.approx(r["ep1"]["grad_norms"], rel=2e-3)
+    assert r["pp2_tp2_ep2"]["tp_replicas_agree"]

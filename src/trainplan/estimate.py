@@ -220,7 +220,7 @@ def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_m
     noncausal = w.tokens_per_step * mf.model_per_token(w.seq_len, causal=False)
     mem = memory_breakdown(job, layout) if with_memory else None
     fits = mem is None or within(mem.total, capacity(job))  # the point estimate: no band
-    err = prof.cv_error.get("tokens_per_s_per_gpu", {}).get("p90_abs", 0.25)
+    err = prof.throughput_error(job.model.moe is not None)
     return Estimate(
         memory=mem, time=r.time, comm=r.comm, flops_per_step=r.model_flops,
         hardware_flops_per_step=r.hardware_flops, tokens_per_s=tps, tokens_per_s_per_gpu=per_gpu,

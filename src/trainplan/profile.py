@@ -22,6 +22,9 @@ SCHEMA = "trainplan-profile/1"
 _HERE = Path(__file__).parent / "profiles"
 
 
+# Records a model kind needs in the fitted data before its own error widens the band (Profile.throughput_error).
+MODEL_KIND_MIN_RECORDS = 5
+
 @dataclass(frozen=True, slots=True)
 class Profile:
     """Coefficients of the step-time model (costs/compute.py, costs/steptime.py)."""
@@ -97,6 +100,19 @@ class Profile:
         if source_key in self.folds:
             return replace(self, **self.folds[source_key], name=f"{self.name} (without {source_key})")
         return self
+
+    def throughput_error(self, moe: bool) -> float:
+        """The relative error a prediction of tokens/s carries (its band): the cross-validated p90
+        |error| of the fully specified runs (cv_error tokens_per_s_per_gpu.p90_abs; 0.25 when the
+        profile has none), widened to the p90 of the model's own kind (MoE or dense, group
+        'model=...') where the profile measured one on at least MODEL_KIND_MIN_RECORDS records: an
+        MoE plan is not promised the accuracy measured on dense runs."""
+        cv = self.cv_error.get("tokens_per_s_per_gpu", {})
+        err = cv.get("p90_abs", 0.25)
+        kind = cv.get(f"model={'moe' if moe else 'dense'}", {})
+        if kind.get("count", 0) >= MODEL_KIND_MIN_RECORDS and kind.get("p90_abs") is not None:
+            err = max(err, kind["p90_abs"])
+        return err
 
     def time_factor(self, stack: str) -> float:
         """The step-time factor of the stack that runs a layout (1.0 if none was fitted)."""

@@ -27,7 +27,14 @@ def test_json_shape_and_every_record_listed(cli):
     assert full["count"] >= 50
     assert {"count", "median_abs", "p90_abs", "max_abs", "mean_signed"} == set(full)
     assert set(s["tokens_per_s_per_gpu"]) == {"all", "by_quality", "by_gpu", "by_precision", "by_framework",
-                                              "by_scale"}
+                                              "by_scale", "by_model"}
+    # MoE and dense runs are reported apart, counted from the records' own expert counts
+    ds = json.loads(DEV.read_text())
+    moe = {r["id"] for r in ds["records"] if (r["model"].get("num_experts") or 0) > 1}
+    scored = [r for r in d["records"] if r["error"] and r["error"]["tokens_per_s_per_gpu"] is not None]
+    by_model = s["tokens_per_s_per_gpu"]["by_model"]
+    assert by_model["moe"]["count"] == sum(1 for r in scored if r["id"] in moe) > 0
+    assert by_model["dense"]["count"] == sum(1 for r in scored if r["id"] not in moe) > 0
 
 
 @needs_dev

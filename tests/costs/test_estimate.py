@@ -86,3 +86,24 @@ def test_estimate_fits_is_the_fit_rule_at_the_point_estimate():
     for L in (Layout(dp_shard=8, ac="full"), Layout(dp_shard=8, ac="none", micro_batch=8)):
         assert estimate(j, L).fits is fits(j, L, memory_error=0.0)
     assert not estimate(j, Layout(dp_shard=8, ac="none", micro_batch=8)).fits
+
+
+def test_the_band_is_the_cross_validated_error_of_the_models_own_kind():
+    # p90 of fully specified runs 15%; MoE runs measured at 33% (6 records): an MoE plan gets the wider
+    # band, a dense one keeps 15%; a kind measured on too few records does not move the band.
+    cv = {"tokens_per_s_per_gpu": {"p90_abs": 0.15, "model=moe": {"count": 6, "p90_abs": 0.33},
+                                   "model=dense": {"count": 90, "p90_abs": 0.12}}}
+    prof = Profile(cv_error=cv)
+    assert prof.throughput_error(moe=True) == 0.33 and prof.throughput_error(moe=False) == 0.15
+    e = estimate(_job("mixtral-8x7b", gb=16), Layout(dp_shard=8, ep=8, ac="full"), prof)
+    assert e.band == pytest.approx((e.tokens_per_s_per_gpu / 1.33, e.tokens_per_s_per_gpu * 1.33))
+    few = Profile(cv_error={"tokens_per_s_per_gpu": {"p90_abs": 0.15, "model=moe": {"count": 2, "p90_abs": 0.5}}})
+    assert few.throughput_error(moe=True) == 0.15
+    assert Profile().throughput_error(moe=True) == 0.25  # no measured error at all: the prior
+
+
+def test_the_packaged_profile_promises_moe_plans_no_more_than_moe_runs_showed():
+    from trainplan.profile import default_profile
+
+    cv = default_profile().cv_error["tokens_per_s_per_gpu"]
+    assert default_profile().throughput_error(moe=True) == max(cv["p90_abs"], cv["model=moe"]["p90_abs"])

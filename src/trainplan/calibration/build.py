@@ -34,7 +34,7 @@ def build_profile(cases, dataset_name: str, progress=None, machines: tuple | Non
     cv = {}
     for metric in ("tokens_per_s_per_gpu", "step_time_s", "peak_mem_gib", "mfu"):
         cv[metric] = {"all": summary[metric]["all"]}
-        for group in ("quality", "gpu", "precision", "framework"):
+        for group in ("quality", "gpu", "precision", "framework", "model"):
             cv[metric] |= {f"{group}={k}": v for k, v in summary[metric][f"by_{group}"].items()}
     cv["tokens_per_s_per_gpu"]["p90_abs"] = summary["tokens_per_s_per_gpu"]["by_quality"].get(
         "full", summary["tokens_per_s_per_gpu"]["all"]).get("p90_abs", 0.25)

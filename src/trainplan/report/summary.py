@@ -150,7 +150,7 @@ def validate_text(result: dict, color: bool = False) -> str:
         entry = s[metric]
         groups = [("all", entry["all"])]
         # large runs first, under their own name ('gpus>=256'), then the other groupings
-        for g in ("by_scale", "by_quality", "by_gpu", "by_precision", "by_framework"):
+        for g in ("by_scale", "by_model", "by_quality", "by_gpu", "by_precision", "by_framework"):
             groups += [(k if g == "by_scale" else f"{g[3:]}={k}", v) for k, v in entry.get(g, {}).items()]
         stats += [[metric, name, st["count"], f"{st['median_abs']:.1%}", f"{st['p90_abs']:.1%}",
                    f"{st['max_abs']:.1%}", f"{st['mean_signed']:+.1%}"] for name, st in groups if st["count"]]

@@ -47,8 +47,13 @@ def scale_group(num_gpus: int | None) -> str:
     return f"gpus>={LARGE_SCALE_GPUS}" if num_gpus >= LARGE_SCALE_GPUS else f"gpus<{LARGE_SCALE_GPUS}"
 
 
+def model_group(num_experts) -> str:
+    """The model group of a record: 'moe' (routed experts) or 'dense'."""
+    return "moe" if isinstance(num_experts, int) and not isinstance(num_experts, bool) and num_experts > 1 else "dense"
+
+
 def summarize(rows: list[dict],
-              groupings: tuple[str, ...] = ("quality", "gpu", "precision", "framework", "scale")) -> dict:
+              groupings: tuple[str, ...] = ("quality", "gpu", "precision", "framework", "scale", "model")) -> dict:
     """rows: {"error": {metric: e|None}, "quality":..., "gpu":..., ...}. Returns per-metric stats,
     overall and per value of each grouping key."""
     out: dict = {}

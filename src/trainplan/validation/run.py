@@ -24,7 +24,7 @@ from trainplan.precision import DEFAULT, recipe
 from trainplan.profile import Profile
 from trainplan.units import TFLOPS, GiB
 from trainplan.validation.dataset import Case, peak_mem_kind
-from trainplan.validation.errors import METRICS, rel_error, scale_group, summarize
+from trainplan.validation.errors import METRICS, model_group, rel_error, scale_group, summarize
 
 
 def predict_case(case: Case, prof: Profile, cross_validated: bool = True) -> dict:
@@ -69,7 +69,8 @@ def run(cases: list[Case], prof: Profile, cross_validated: bool = True) -> dict:
         base = {"id": c.id, "source_key": c.source_key, "quality": c.quality, "framework": c.framework,
                 "gpu": c.record.get("hardware", {}).get("gpu"),
                 "precision": c.record.get("train", {}).get("precision"),
-                "scale": scale_group(c.record.get("hardware", {}).get("num_gpus"))}
+                "scale": scale_group(c.record.get("hardware", {}).get("num_gpus")),
+                "model": model_group((c.record.get("model") or {}).get("num_experts"))}
         if c.skipped_reason:
             records.append({**base, "predicted": None, "measured": None, "error": None,
                             "assumptions": list(c.assumptions), "skipped_reason": c.skipped_reason,

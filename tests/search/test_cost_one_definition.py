@@ -32,3 +32,13 @@ def test_display_units_are_conversions_of_the_one_definition(result):
     assert c == cost(result.chosen.job.cluster, tps, result.query.tokens)
     assert per_billion(c.usd_per_million_tokens) == pytest.approx(price / 3600 / tps * 1e9)
     assert days(c.hours_to_tokens) == pytest.approx(result.query.tokens / tps / 86400)
+
+
+def test_a_candidates_throughput_band_is_its_estimates(result):
+    # one rule for the band (Profile.throughput_error): what plan.json's candidate shows is the
+    # estimate's per-GPU band over every GPU, not a second error read from the profile
+    for c in (result.chosen, *result.runners_up):
+        low, high = c.to_dict(result.query.tokens)["tokens_per_s_band"]
+        n = c.job.cluster.num_gpus
+        assert (low, high) == pytest.approx((c.estimate.band[0] * n, c.estimate.band[1] * n))
+        assert low < c.tokens_per_s < high

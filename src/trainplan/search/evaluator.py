@@ -95,8 +95,6 @@ class ModelEvaluator:
         self._memory, self._estimate = memory_breakdown, estimate
         mem = self.profile.cv_error.get("peak_mem_gib", {}).get("all", {})
         self.memory_error = float(mem.get("median_abs", 0.0))
-        self.tokens_error = float(self.profile.cv_error.get("tokens_per_s_per_gpu", {})
-                                  .get("all", {}).get("median_abs", 0.0))
 
     def memory(self, job: Job, layout: Layout) -> float:
         return self._memory(job, layout).total
@@ -104,7 +102,7 @@ class ModelEvaluator:
     def evaluate(self, job: Job, layout: Layout, memory: float) -> Metrics:
         # The memory is known already (the search asked for it first): skip it in the estimate.
         est = self._estimate(job, layout, self.profile, with_memory=False)
-        return metrics_from_estimate(est, job, memory, self.memory_error, self.tokens_error)
+        return metrics_from_estimate(est, job, memory, self.memory_error)
 
     def detail(self, job: Job, layout: Layout):
         return self._estimate(job, layout, self.profile)
@@ -114,10 +112,10 @@ def model_evaluator(profile=None) -> Evaluator:
     return ModelEvaluator(profile)
 
 
-def metrics_from_estimate(est, job: Job, memory: float, memory_error: float,
-                          tokens_error: float) -> Metrics:
+def metrics_from_estimate(est, job: Job, memory: float, memory_error: float) -> Metrics:
     """The numbers the search compares, read from a `trainplan.estimate.Estimate`; traffic per
-    token by costs/comm.traffic_per_token (the bytes that cross the network, as timed)."""
+    token by costs/comm.traffic_per_token (the bytes that cross the network, as timed); the
+    throughput band is the estimate's own (Profile.throughput_error), over every GPU."""
     from trainplan.costs.comm import traffic_per_token
 
     inter, total = traffic_per_token(est.comm, job.cluster.num_gpus, job.workload.tokens_per_step)
@@ -134,6 +132,6 @@ def metrics_from_estimate(est, job: Job, memory: float, memory_error: float,
         mfu=est.mfu,
         binding=est.binding,
         recompute_s=est.time.recompute,
-        tokens_per_s_low=tps / (1 + tokens_error),
-        tokens_per_s_high=tps * (1 + tokens_error),
+        tokens_per_s_low=est.band[0] * job.cluster.num_gpus,
+        tokens_per_s_high=est.band[1] * job.cluster.num_gpus,
     )

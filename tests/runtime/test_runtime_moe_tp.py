@@ -28,11 +28,16 @@ AS_RUN = {
     # pp=2 x tp=2 leaves dp=1: 2 micro-batches of 4 hold the 8 windows
     "untied_ep1": {"moe": MOE, "model": {"tied_embeddings": False}},
     "pp2_tp2": {"moe": MOE, "model": {"tied_embeddings": False}, "layout": {**TP2, "pp": 2, "grad_accum": 2}},
+    # aux-free balancing under pp: the second step routes with the bias the first step's loads set, so
+    # a stage that counted anything but its real routing (pipeline.stage_shapes) trains differently
+    "free_untied_ep1": {"moe": FREE, "model": {"tied_embeddings": False}},
+    "free_pp2_ep2": {"moe": FREE, "model": {"tied_embeddings": False},
+                     "layout": {"pp": 2, "ep": 2, "micro_batch": 2, "grad_accum": 2}},
 }
 # The same layouts computing in float32: tp then changes only the order of float32 sums.
 CONFIGS = AS_RUN | {f"fp32_{k}": {**v, "fp32_compute": True} for k, v in AS_RUN.items()}
 MATCH = [("tp2", "ep1"), ("tp2_ep2", "ep1"), ("hsdp_tp2", "ep1"), ("free_tp2_ep2_ac", "free_ep1"),
-         ("bias_tp2_ep2", "bias_ep1"), ("pp2_tp2", "untied_ep1")]
+         ("bias_tp2_ep2", "bias_ep1"), ("pp2_tp2", "untied_ep1"), ("free_pp2_ep2", "free_untied_ep1")]
 
 
 @pytest.fixture(scope="module")
@@ -105,11 +110,16 @@ def test_the_demo_with_tp_is_a_layout_the_trainer_runs():
 def test_pipeline_tensor_and_expert_parallel_compose_on_eight_ranks(tmp_path):
     # pp=2 x tp=2 x ep=2 on 8 gloo ranks (dp_shard 2 = ep 2 x edp 1 per stage): the stage boundary
     # carries the tp-replicated activations, each stage's experts split over (ep, tp). It trains as
-    # tp=1 ep=1 pp=1 on the same 8 ranks and the same 16 windows per step (1.5e-5 seen, bf16 as run).
-    configs = {"ep1": {"moe": MOE, "model": {"tied_embeddings": False}},
-               "pp2_tp2_ep2": {"moe": MOE, "model": {"tied_embeddings": False},
-                               "layout": {**TP2, "pp": 2, "ep": 2, "grad_accum": 2}}}
+    # tp=1 ep=1 pp=1 on the same 8 ranks and the same 16 windows per step (1.5e-5 seen, bf16 as run;
+    # 1e-7 in float32, where the second stage once ran torch's shape inference on an uninitialised
+    # buffer, its tp ranks routed it differently and their all-reduce sizes disagreed)
+    as_run = {"ep1": {"moe": MOE, "model": {"tied_embeddings": False}},
+              "pp2_tp2_ep2": {"moe": MOE, "model": {"tied_embeddings": False},
+                              "layout": {**TP2, "pp": 2, "ep": 2, "grad_accum": 2}}}
+    configs = as_run | {f"fp32_{k}": {**v, "fp32_compute": True} for k, v in as_run.items()}
     r = run_worker(tmp_path / "results.json", configs, nproc=8, timeout=900)
     assert r["pp2_tp2_ep2"]["losses"] == pytest.approx(r["ep1"]["losses"], rel=1e-4)
     assert r["pp2_tp2_ep2"]["grad_norms"] == pytest.approx(r["ep1"]["grad_norms"], rel=2e-3)
-    assert r["pp2_tp2_ep2"]["tp_replicas_agree"]
+    assert r["fp32_pp2_tp2_ep2"]["losses"] == pytest.approx(r["fp32_ep1"]["losses"], rel=1e-6)
+    assert r["fp32_pp2_tp2_ep2"]["grad_norms"] == pytest.approx(r["fp32_ep1"]["grad_norms"], rel=1e-6)
+    assert r["pp2_tp2_ep2"]["tp_replicas_agree"] and r["fp32_pp2_tp2_ep2"]["tp_replicas_agree"]

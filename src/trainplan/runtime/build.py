@@ -114,7 +114,9 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
     view = pipeline.rank_view(parts)
     for part in parts:
         _parallelize(part, plan, mesh, device, emesh)
-    view.pipe = make()
+    # between stages the activations are in FSDP's compute dtype, else the parameters' own (pure bf16)
+    params = next(p for part in parts for p in part.parameters())
+    view.pipe = make(parallel.mp_policy(layout.precision).param_dtype or params.dtype)
     return view, True
 
 

@@ -57,6 +57,25 @@ def split_decoder(model: nn.Module, chunks: list[int], pp: int, vp: int = 1,
     return parts
 
 
+def stage_shapes(part: nn.Module, chunk: int, num_chunks: int, micro_batch: int, act_dtype: torch.dtype) -> dict:
+    """What a stage receives and sends, as meta tensors (PipelineStage's static mode): token ids
+    into the first chunk, hidden states between chunks, logits out of the last. Without them
+    torch infers the shapes on the first step by running every later stage on an uninitialised
+    buffer (pipelining TensorMeta.to_tensor: "an empty strided tensor"), and an MoE layer routes
+    that garbage: its tp ranks can pick different experts and break their collectives, and the
+    aux-free balancing would count the garbage routing as load."""
+    seq, spec = part.max_seq_len, part.spec
+
+    def meta(*shape, dtype=act_dtype, grad=True):
+        return torch.empty(shape, dtype=dtype, device="meta").requires_grad_(grad)
+
+    inputs = (meta(micro_batch, seq, dtype=torch.long, grad=False) if chunk == 0
+              else meta(micro_batch, seq, spec.hidden_size))
+    outputs = (meta(micro_batch, seq, spec.vocab_size) if chunk == num_chunks - 1
+               else meta(micro_batch, seq, spec.hidden_size))
+    return {"input_args": inputs, "output_args": outputs}
+
+
 def tied_group(mesh, pp: int):
     """The process group of {first stage, last stage} of this rank's pipeline (the same position
     on the other mesh dimensions), for the tied embedding's gradient sum. Collective: every rank
@@ -171,11 +190,15 @@ def build_pipeline(model: nn.Module, layout, mesh, device: torch.device):
         scaler = scaler_ref[0]
         return scaler.scale(loss) if scaler is not None else loss
 
-    def make() -> Pipeline:
+    def make(act_dtype: torch.dtype) -> Pipeline:
+        """`act_dtype`: the dtype of the activations between stages (and of the logits), which
+        FSDP's mixed-precision policy or the parameters themselves set (build.py)."""
         from torch.distributed.pipelining import PipelineStage
 
         group = pp_mesh.get_group()
-        stages = [PipelineStage(part, c, pp * vp, device, group=group) for part, c in zip(parts, chunks)]
+        stages = [PipelineStage(part, c, pp * vp, device, group=group,
+                                **stage_shapes(part, c, pp * vp, layout.micro_batch, act_dtype))
+                  for part, c in zip(parts, chunks)]
         schedule = make_schedule(layout, stages, loss_fn)
         pipe = Pipeline(schedule, stages, parts, group, chunks[-1] == pp * vp - 1, scaler_ref)
         if tied_pg is not None:

@@ -151,3 +151,24 @@ def test_plan_checkpoints_at_the_goodput_interval(cli, tmp_path):
     chosen = json.loads(out)["chosen"]  # plan --json's summary carries them too
     assert chosen["checkpoint_interval_steps"] == g.checkpoint_interval_steps
     assert chosen["goodput"] == pytest.approx(g.goodput)
+
+
+def test_without_a_stack_a_model_the_trainer_cannot_run_is_planned_for_the_stack_that_runs_it(cli, tmp_path):
+    # the case: MLA runs in trainplan's trainer only through the HF model (data parallel only),
+    # so no layout that fits DeepSeek-V3 on 32 nodes is one it runs; the plan is Megatron's, said first
+    out_file = tmp_path / "plan.json"
+    code, out, err = cli("plan", "--model", "deepseek-v3", "--max-nodes", "32", "--set", "moe_imbalance=1.1",
+                         "--out", str(out_file))
+    assert code == 0, err
+    assert "stack=megatron" in out.splitlines()[1]
+    d_reasons = load_plan(out_file).reasons
+    assert d_reasons[0].startswith("stack megatron: trainplan's trainer runs none of the layouts that fit")
+    assert "multi-head latent attention" in d_reasons[0]
+    plan = load_plan(out_file)
+    assert plan.layout.stack == "megatron" and plan.layout.execution.moe_imbalance == 1.1  # --set kept
+
+
+def test_a_stack_the_user_chose_is_kept_and_the_refusal_is_the_answer(cli):
+    code, out, err = cli("plan", "--model", "deepseek-v3", "--max-nodes", "32", "--stack", "trainplan")
+    assert code == 2 and out == ""
+    assert "can be run by trainplan's trainer" in err and "--stack megatron" in err and len(err.splitlines()) == 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 def add_stack_arguments(p) -> None:
     from trainplan.stacks import DEFAULT_STACK, SETTINGS, stacks
 
-    p.add_argument("--stack", default=DEFAULT_STACK,
+    p.add_argument("--stack", default=None,
                    help=f"software that runs the layout: {', '.join(stacks())} (default {DEFAULT_STACK}); "
                         "its preset gives the execution settings")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
@@ -17,11 +17,11 @@ def add_stack_arguments(p) -> None:
 
 def stack_and_execution(args):
     """(stack name, Execution) from --stack and --set; unknown names, keys and values are one-line errors."""
-    from trainplan.stacks import parse_assignment, stack
+    from trainplan.stacks import DEFAULT_STACK, parse_assignment, stack
 
-    preset = stack(args.stack).execution
+    name = args.stack or DEFAULT_STACK
     changes = dict(parse_assignment(text) for text in args.settings)
-    return args.stack, preset.with_(**changes)
+    return name, stack(name).execution.with_(**changes)
 
 
 def add_layout_arguments(p) -> None:

@@ -157,17 +157,39 @@ def progress_bar():
 
 # ---- the command ---------------------------------------------------------------------------------
 
+def search_runnable(q, ev, update, *, stack_chosen: bool, settings=()):
+    """search(q); when no stack was chosen and trainplan's trainer runs none of the layouts that fit,
+    the search again on the stack the refusal names (its preset, the --set changes kept), with the
+    reason first among the plan's reasons. A stack the user chose is kept: the refusal is the answer."""
+    from dataclasses import replace
+
+    from trainplan.search import NoRunnablePlan, search
+    from trainplan.stacks import check_experts, parse_assignment, stack
+
+    try:
+        return search(q, ev, update)
+    except NoRunnablePlan as e:
+        if stack_chosen or e.stack is None:
+            raise
+        changes = dict(parse_assignment(text) for text in settings)
+        execution = stack(e.stack).execution.with_(**changes)
+        check_experts(execution, q.model.moe is not None)
+        result = search(replace(q, stack=e.stack, execution=execution), ev, update)
+        note = (f"stack {e.stack}: trainplan's trainer runs none of the layouts that fit {q.model.name} "
+                f"({e.reason.split(';')[0]}); planned for --stack {e.stack}, which runs them")
+        return replace(result, reasons=(note, *result.reasons))
+
+
 def run(args) -> int:
     from trainplan.commands._common import print_json
     from trainplan.fileio import write_atomic
-    from trainplan.search import search
 
     q = query(args)
     check_machine_gpu(args.machine, (n.gpu.name for n in q.instances))
     ev = evaluator(args.profile, args.machine) if args.machine else evaluator(args.profile)
     update, close = progress_bar()
     try:
-        result = search(q, ev, update)
+        result = search_runnable(q, ev, update, stack_chosen=args.stack is not None, settings=args.settings)
     finally:
         close()
     plan = to_plan(result, getattr(ev, "detail", None))

@@ -11,9 +11,9 @@ from trainplan.search.candidate import Candidate, Metrics
 from trainplan.search.evaluator import Counting, Evaluator, model_evaluator
 from trainplan.search.objectives import OBJECTIVES, objective
 from trainplan.search.query import BatchSpec, Query, parse_batch
-from trainplan.search.result import SearchResult, search
+from trainplan.search.result import NoRunnablePlan, SearchResult, search
 
 __all__ = [
-    "OBJECTIVES", "BatchSpec", "Candidate", "Counting", "Evaluator", "Metrics", "Query",
+    "OBJECTIVES", "BatchSpec", "Candidate", "Counting", "Evaluator", "Metrics", "NoRunnablePlan", "Query",
     "SearchResult", "model_evaluator", "objective", "parse_batch", "search",
 ]

@@ -17,6 +17,15 @@ from trainplan.search.reasons import reasons
 PARETO_SHOWN = 12
 
 
+class NoRunnablePlan(TrainplanError):
+    """Every layout that fits is one the reference trainer refuses; `stack` names the stack that
+    runs the best of them (None when the refusal names none)."""
+
+    def __init__(self, message: str, stack: str | None, reason: str):
+        super().__init__(message)
+        self.stack, self.reason = stack, reason
+
+
 @dataclass(frozen=True)
 class SearchResult:
     query: Query
@@ -73,8 +82,9 @@ def search(q: Query, evaluator: Evaluator | None = None, progress: Progress | No
     refused = [c for c in fit if not runnable(c)]
     if not ok:
         best_refused = obj.rank(refused, q.tokens, q.tolerance)[0]
-        raise TrainplanError(f"no plan that fits {q.model.name} can be run by trainplan's trainer; the best "
-                             f"({best_refused.layout.short()}) is refused: {why_not(best_refused)[0]}")
+        reason, stack = why_not(best_refused)
+        raise NoRunnablePlan(f"no plan that fits {q.model.name} can be run by trainplan's trainer; the best "
+                             f"({best_refused.layout.short()}) is refused: {reason}", stack, reason)
     ranked = _distinct(obj.rank(ok, q.tokens, q.tolerance), q.top + 1)
     best = ranked[0]
     front = pareto_front(ok)

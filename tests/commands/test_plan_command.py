@@ -172,3 +172,15 @@ def test_a_stack_the_user_chose_is_kept_and_the_refusal_is_the_answer(cli):
     code, out, err = cli("plan", "--model", "deepseek-v3", "--max-nodes", "32", "--stack", "trainplan")
     assert code == 2 and out == ""
     assert "can be run by trainplan's trainer" in err and "--stack megatron" in err and len(err.splitlines()) == 1
+
+
+def test_the_plan_states_its_throughput_band_the_wider_for_moe(cli):
+    from trainplan.profile import default_profile
+
+    prof = default_profile()
+    for model, moe in (("llama-3.1-8b", False), ("mixtral-8x7b", True)):
+        code, out, err = cli("plan", "--model", model)
+        assert code == 0, err
+        line = next(x for x in out.splitlines() if "at the cross-validated p90 error" in x)
+        assert line.endswith(f"(x/{1 + prof.throughput_error(moe):.2f})")
+    assert prof.throughput_error(True) > prof.throughput_error(False)

@@ -6,8 +6,9 @@ groups from their own RankGenerator, order tp-ep-dp; torchtitan's ParallelDims t
 per pipeline stage and data-parallel replica, dp_shard * cp * tp = etp * ep * edp_shard, etp
 innermost (contiguous ranks), then ep (stride etp), then edp_shard (stride etp * ep). `etp` (expert
 tensor parallelism) splits each expert's matrices, `ep` splits the experts, and the experts' states
-are sharded over edp_shard (and replicated over dp_replicate). etp is 1 or tp (torchtitan's two
-foldings: etp = tp takes ep out of dp_shard * cp, etp = 1 out of dp_shard * cp * tp); None is the
+are sharded over edp_shard (and replicated over dp_replicate). etp divides tp (the etp group lies
+inside the tp group): torchtitan's two foldings are etp = tp (ep taken out of dp_shard * cp) and
+etp = 1 (out of dp_shard * cp * tp); Megatron-Core also runs the sizes between; None is the
 stack's default (stacks.toml [NAME.conventions] expert_tp: Megatron's = tp, torchtitan's 1 once
 ep > 1). `expert_groups` is the one home of these degrees: memory, step time, the dispatcher's
 groups and the search read them there.
@@ -83,7 +84,7 @@ class Layout:
     pp_loss_in_split: bool = False  # --account-for-loss-in-pipeline-split
     cp: int = 1
     ep: int = 1
-    etp: int | None = None  # expert tensor parallel size: 1 or tp; None = the stack's (expert_groups)
+    etp: int | None = None  # expert tensor parallel size: a divisor of tp; None = the stack's (expert_groups)
     fp8_allgather: bool = False  # FSDP all-gathers fp8 weights (fp8 recipes only)
     chunked_loss: bool = False  # cross-entropy over vocabulary chunks, no full fp32 logits
     optimizer_offload: bool = False  # optimizer states and master weights in host memory
@@ -411,9 +412,13 @@ def expert_refusal(m, L: Layout) -> str | None:
     if L.etp is not None and L.etp <= 0:
         return f"etp must be a positive integer or null, got {L.etp}"
     etp = expert_tp(L)
-    if etp not in (1, L.tp):
-        return (f"etp={etp} with tp={L.tp}: trainplan folds the experts with etp = 1 or etp = tp "
-                f"(torchtitan's two foldings); use etp=1 or etp={L.tp}")
+    if L.tp % etp:
+        return (f"etp={etp} with tp={L.tp}: etp must divide tp (the expert tensor-parallel group lies inside "
+                f"the tp group); use a divisor of {L.tp}")
+    if etp not in (1, L.tp) and conventions(L).torch_style:
+        return (f"etp={etp} with tp={L.tp}: {L.stack} folds the experts with etp = 1 or etp = tp "
+                f"(torchtitan's two foldings; Megatron-Core runs the sizes between); use etp=1 or "
+                f"etp={L.tp}, or --stack megatron")
     if m.moe is not None and etp < L.tp and not L.sequence_parallel:
         return (f"etp={etp} with tp={L.tp} needs sequence_parallel (each tp rank routes its own share of the "
                 f"tokens); set sequence_parallel true, or etp={L.tp}")

@@ -5,7 +5,7 @@ import pytest
 from trainplan.errors import TrainplanError
 from trainplan.hardware import cluster
 from trainplan.job import Job, Workload
-from trainplan.layout import Layout, check_layout, layout_from_dict
+from trainplan.layout import Layout, check_layout, expert_groups, layout_from_dict
 from trainplan.models.spec import ModelSpec, MoESpec
 
 LLAMA8B = ModelSpec(name="llama-3.1-8b", model_type="llama", num_layers=32, hidden_size=4096,
@@ -141,6 +141,8 @@ def test_etp_round_trips_through_the_layout_string_and_a_dict():
 
 @pytest.mark.parametrize("layout, message", [
     (Layout(tp=4, dp_shard=2, etp=2), "etp=2 with tp=4: trainplan folds the experts with etp = 1 or etp = tp"),
+    (Layout(tp=4, dp_shard=2, etp=3, stack="megatron"), "etp=3 with tp=4: etp must divide tp"),
+    (Layout(tp=4, dp_shard=2, etp=2, stack="megatron", sequence_parallel=False), "etp=2 with tp=4 needs sequence_parallel"),
     (Layout(tp=4, dp_shard=2, etp=0), "etp must be a positive integer or null, got 0"),
     (Layout(tp=2, dp_shard=4, etp=1, sequence_parallel=False), "etp=1 with tp=2 needs sequence_parallel"),
     (Layout(tp=2, dp_shard=4, ep=8, etp=2), "ep=8 must divide dp_shard*cp = 4 (etp=2)"),
@@ -149,6 +151,15 @@ def test_an_expert_folding_trainplan_does_not_model_is_refused(layout, message):
     with pytest.raises(TrainplanError) as e:
         check_layout(job(MOE), layout)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_megatron_runs_an_expert_tensor_parallel_size_between_one_and_tp():
+    # Megatron-Core folds the experts with any etp inside the tp group: tp=4 etp=2 ep=4 on 8 ranks
+    # leaves edp 1; each rank holds half of each of its quarter of the experts
+    L = Layout(tp=4, dp_shard=2, ep=4, etp=2, sequence_parallel=True, stack="megatron", micro_batch=4)
+    check_layout(job(MOE), L)
+    g = expert_groups(L)
+    assert (g.weight_split, g.edp_shard, g.ep_stride, g.routed_share) == (8, 1, 2, 0.5)
 
 
 def test_etp_one_lets_ep_take_the_tp_ranks():

@@ -140,7 +140,7 @@ def _set(path: str, value):
     (_set("cluster.instance", 5), "cluster.instance must be a string, got 5"),
     (_set("layout", "fsdp"), "layout must be an object, got str"),
     (_set("layout.etp", "one"), "layout: etp must be an integer or null, got 'one'"),
-    (_set("layout.etp", 2), "etp=2 with tp=1: trainplan folds the experts with etp = 1 or etp = tp"),
+    (_set("layout.etp", 2), "etp=2 with tp=1: etp must divide tp"),
     (_set("estimate", 3), "estimate must be an object, got int"),
     (_set("reasons", "because"), "reasons must be a list of strings"),
 ])

@@ -47,12 +47,12 @@ def test_cp_opens_up_with_long_sequences_and_ep_only_for_moe():
     assert max(x.ep for x in space.meshes(moe, B200, 1, 8192)) > 1
 
 
-def test_moe_meshes_with_tp_try_both_expert_foldings():
+def test_moe_meshes_with_tp_try_every_expert_folding():
     moe = resolve("qwen3-30b-a3b")
     meshes = list(space.meshes(moe, B200, 1, 4096))
     assert {x.etp for x in meshes if x.tp == 1} == {None}  # no tp: the stack's (etp = 1 = tp)
-    for tp in (2, 4):
-        assert {x.etp for x in meshes if x.tp == tp} == {tp, 1}
+    assert {x.etp for x in meshes if x.tp == 2} == {2, 1}
+    assert {x.etp for x in meshes if x.tp == 4} == {4, 2, 1}
     # etp = 1 lets ep take the tp ranks too: ep = 8 on tp = 2 with dp_shard = 4
     assert any(x.ep == 8 and x.etp == 1 for x in meshes if x.tp == 2 and x.dp_shard == 4)
     assert not any(x.ep == 8 and x.etp == 2 for x in meshes if x.tp == 2 and x.dp_shard == 4)
@@ -112,3 +112,26 @@ def test_bisection_matches_a_linear_scan(items, cut):
     assert largest(items, lambda x: x <= cut) == (below[-1] if below else None)
     above = [x for x in items if x >= cut]
     assert smallest(items, lambda x: x >= cut) == (above[0] if above else None)
+
+
+def test_every_expert_tensor_parallel_size_inside_tp_is_searched_for_moe_models():
+    from trainplan.models import resolve
+    from trainplan.search.space import etp_options
+
+    moe, dense = resolve("mixtral-8x7b"), resolve("llama-3.1-8b")
+    assert etp_options(moe, 8) == [8, 1, 2, 4] and etp_options(moe, 2) == [2, 1]
+    assert etp_options(moe, 1) == [None] and etp_options(dense, 8) == [None]
+
+
+def test_a_megatron_search_costs_an_etp_between_one_and_tp_and_a_torch_stack_skips_it():
+    from trainplan.hardware import find_node
+    from trainplan.models import resolve
+    from trainplan.search import Query, model_evaluator
+    from trainplan.search.engine import run_search
+
+    q = {"nodes": 1, "seq_len": 4096, "precision": "bf16"}
+    p5 = (find_node("ml.p5.48xlarge"),)
+    mega, _, _ = run_search(Query(resolve("qwen3-30b-a3b"), p5, stack="megatron", **q), model_evaluator())
+    assert any(c.layout.tp == 4 and c.layout.etp == 2 for c in mega)
+    titan, _, _ = run_search(Query(resolve("qwen3-30b-a3b"), p5, stack="torchtitan", **q), model_evaluator())
+    assert titan and all(c.layout.etp in (None, 1, c.layout.tp) for c in titan)

@@ -67,7 +67,7 @@ def add_layout_arguments(p) -> None:
     p.add_argument("--cp", type=positive_int, default=1)
     p.add_argument("--ep", type=positive_int, default=1)
     p.add_argument("--etp", type=positive_int, default=None,
-                   help="expert tensor parallel size, 1 or tp (default: the stack's; layout.expert_groups)")
+                   help="expert tensor parallel size, a divisor of tp (default: the stack's; layout.expert_groups)")
     p.add_argument("--chunked-loss", action="store_true", help="cross-entropy over vocabulary chunks")
     p.add_argument("--compiled-loss", action="store_true", help="the loss is compiled with the model (torch.compile)")
     p.add_argument("--fp8-allgather", action="store_true", help="FSDP all-gathers fp8 weights")

@@ -29,7 +29,7 @@ either convention. The bytes per element of each state are the recipe's (recipes
 grad_bytes, master_bytes, optimizer_bytes per AdamW moment); the numbers above are bf16 mixed's. Data-parallel sharding runs over dp_shard * cp (torchtitan's fsdp mesh and
 Megatron's data-parallel-with-context-parallel group); a layer's routed experts are divided over
 ep * etp ranks and their states sharded over the edp_shard ranks of the expert folding
-(layout.expert_groups: weight_split and edp_shard; etp = 1 or tp, the stack's default unless the
+(layout.expert_groups: weight_split and edp_shard; etp a divisor of tp, the stack's default unless the
 layout sets it). Tensor
 parallelism divides the attention and MLP matrices and the
 vocabulary-parallel embedding and head; norms and the MoE router are replicated on TP ranks

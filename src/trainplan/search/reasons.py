@@ -173,6 +173,7 @@ def etp_reason(best: Candidate, pool: list[Candidate], ev: Counting) -> str | No
     other = 1 if etp == L.tp else L.tp
     if others:
         alt = max(others, key=lambda c: c.tokens_per_s)
+        other = expert_groups(alt.layout).etp
     else:  # the same layout with the other etp, when that layout is a valid one
         why = expert_refusal(best.job.model, replace(L, etp=other))
         if why:

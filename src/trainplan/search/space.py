@@ -19,11 +19,12 @@ and gradient accumulation are chosen). Pruning rules, and why each one is safe:
     dominated and only offered when dp = 1. The sharded forms offered are ZeRO-1, FSDP over all of
     dp, and HSDP (FSDP inside a node, replicas across nodes).
   * ep (MoE only) is a power of two dividing the experts and the ranks the expert folding leaves
-    it (layout.expert_groups: dp_shard * cp * tp / etp). With tp > 1 both foldings are offered,
-    etp = tp and etp = 1 (torchtitan's two; Megatron-Core runs both): etp = 1 keeps each expert
-    whole, so its GEMMs are wider and no routed copy is gathered over tp, at the price of
-    tp x the expert weights per rank before sharding. Dense models and tp = 1 leave etp to the
-    stack (None).
+    it (layout.expert_groups: dp_shard * cp * tp / etp). With tp > 1 every etp dividing tp is
+    offered, etp = tp and etp = 1 first (torchtitan's two foldings; Megatron-Core runs the sizes
+    between too, and layout.expert_refusal skips those for a torch-style stack): a smaller etp
+    keeps each expert wider, so its GEMMs are wider and its routed copies are gathered over fewer
+    ranks, at the price of tp / etp x the expert weights per rank before sharding. Dense models
+    and tp = 1 leave etp to the stack (None).
   * With the sequence searched (priority context) pp stays 1: a 1F1B pipeline keeps pp
     micro-batches in flight on its first stage, pp x (layers / pp) = as many layers' activations
     as no pipeline (Narayanan et al. 2021, section 2.2.1), so it cannot lengthen the sequence;
@@ -56,7 +57,7 @@ class Mesh:
     dp_replicate: int
     dp_shard: int
     sharding: str
-    etp: int | None = None  # MoE with tp > 1: 1 or tp; else None (the stack's)
+    etp: int | None = None  # MoE with tp > 1: a divisor of tp; else None (the stack's)
 
     @property
     def dp(self) -> int:
@@ -96,7 +97,9 @@ def cp_options(seq_len: int | None) -> list[int]:
 
 def etp_options(m: ModelSpec, tp: int) -> list[int | None]:
     """Expert tensor-parallel sizes searched (module doc)."""
-    return [tp, 1] if m.moe is not None and tp > 1 else [None]
+    if m.moe is None or tp == 1:
+        return [None]
+    return [tp, 1, *(d for d in range(2, tp) if tp % d == 0)]
 
 
 def ep_options(m: ModelSpec, dp_shard: int, cp: int, tp: int = 1, etp: int | None = None) -> list[int]:

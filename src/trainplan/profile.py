@@ -25,6 +25,7 @@ _HERE = Path(__file__).parent / "profiles"
 # Records a model kind needs in the fitted data before its own error widens the band (Profile.throughput_error).
 MODEL_KIND_MIN_RECORDS = 5
 
+
 @dataclass(frozen=True, slots=True)
 class Profile:
     """Coefficients of the step-time model (costs/compute.py, costs/steptime.py)."""

@@ -17,11 +17,17 @@ def add_stack_arguments(p) -> None:
 
 def stack_and_execution(args):
     """(stack name, Execution) from --stack and --set; unknown names, keys and values are one-line errors."""
-    from trainplan.stacks import DEFAULT_STACK, parse_assignment, stack
+    from trainplan.stacks import DEFAULT_STACK
 
     name = args.stack or DEFAULT_STACK
-    changes = dict(parse_assignment(text) for text in args.settings)
-    return name, stack(name).execution.with_(**changes)
+    return name, execution_of(name, args.settings)
+
+
+def execution_of(name: str, settings) -> object:
+    """The stack's preset with the --set assignments (`settings`, KEY=VALUE texts) applied."""
+    from trainplan.stacks import parse_assignment, stack
+
+    return stack(name).execution.with_(**dict(parse_assignment(text) for text in settings))
 
 
 def add_layout_arguments(p) -> None:

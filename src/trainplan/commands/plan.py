@@ -163,16 +163,16 @@ def search_runnable(q, ev, update, *, stack_chosen: bool, settings=()):
     reason first among the plan's reasons. A stack the user chose is kept: the refusal is the answer."""
     from dataclasses import replace
 
+    from trainplan.commands._layout_args import execution_of
     from trainplan.search import NoRunnablePlan, search
-    from trainplan.stacks import check_experts, parse_assignment, stack
+    from trainplan.stacks import check_experts
 
     try:
         return search(q, ev, update)
     except NoRunnablePlan as e:
         if stack_chosen or e.stack is None:
             raise
-        changes = dict(parse_assignment(text) for text in settings)
-        execution = stack(e.stack).execution.with_(**changes)
+        execution = execution_of(e.stack, settings)
         check_experts(execution, q.model.moe is not None)
         result = search(replace(q, stack=e.stack, execution=execution), ev, update)
         note = (f"stack {e.stack}: trainplan's trainer runs none of the layouts that fit {q.model.name} "

@@ -72,21 +72,47 @@ def refusal(layout, device: str = "cuda", model=None) -> Refusal | None:
     return None
 
 
+def own_model_gaps(model) -> tuple[str, ...]:
+    """What of `model` (a ModelSpec) trainplan's own decoder (runtime/model.py) does not build, though
+    the planner costs it: such a model runs in the trainer only through its Hugging Face code. The
+    one list both the planner's refusal (_hf_only) and the trainer's build (runtime/build.py) read."""
+    gaps = []
+    if model.mla is not None:
+        gaps.append("multi-head latent attention")
+    if model.attention_sinks:
+        gaps.append("attention sinks")
+    if model.sliding_window and model.sliding_window_layers:
+        gaps.append("sliding-window attention")
+    if model.norms_per_layer != 2:
+        gaps.append(f"{model.norms_per_layer} norms per layer")
+    return tuple(gaps)
+
+
+def check_own_model(model) -> None:
+    """Raise a one-line TrainplanError when trainplan's own decoder would build another model than
+    `model` (own_model_gaps): the trainer then runs it only with --hf."""
+    gaps = own_model_gaps(model)
+    if gaps:
+        raise TrainplanError(f"{model.name} uses {', '.join(gaps)}, which trainplan's own model does not build; "
+                             f"run it through its Hugging Face config (--hf, data parallel only), or --stack "
+                             f"{OTHER_STACK}")
+
+
 def _hf_only(L, model) -> Refusal | None:
-    """A model trainplan's own decoder does not build (multi-head latent attention) runs in the
-    trainer only through its Hugging Face code (runtime/build.py --hf), which has data parallelism
-    and FSDP and none of: expert parallelism (runtime/moe.py splits the trainer's own experts),
-    context parallelism (runtime/context.py), tensor or pipeline parallelism (runtime/parallel.py
-    apply_tp, runtime/pipeline.py)."""
-    if model is None or model.mla is None:
-        return None
+    """A model trainplan's own decoder does not build (own_model_gaps) runs in the trainer only
+    through its Hugging Face code (runtime/build.py --hf), which has data parallelism and FSDP and
+    none of: expert parallelism (runtime/moe.py splits the trainer's own experts), context
+    parallelism (runtime/context.py), tensor or pipeline parallelism (runtime/parallel.py apply_tp,
+    runtime/pipeline.py)."""
+    gaps = own_model_gaps(model) if model is not None else ()
     degrees = [f"{k}={getattr(L, k)}" for k in ("ep", "cp", "tp", "pp") if getattr(L, k) > 1]
-    if not degrees:
+    if not gaps or not degrees:
         return None
-    return Refusal(f"{model.name}'s multi-head latent attention runs in the trainer only through its Hugging "
-                   f"Face model (--hf), which has no expert, context, tensor or pipeline parallelism (plan has "
-                   f"{', '.join(degrees)}); choose a plan with data parallelism only, or --stack {OTHER_STACK}",
-                   OTHER_STACK)
+    what = ", ".join(gaps)
+    return Refusal(f"{model.name}'s {what} run{'s' if len(gaps) == 1 else ''} in the trainer only through its "
+                   f"Hugging Face model (--hf), which has no expert, context, tensor or pipeline parallelism "
+                   f"(plan has {', '.join(degrees)}); choose a plan with data parallelism only, or --stack "
+                   f"{OTHER_STACK}", OTHER_STACK)
 
 
 def _expert_tp(L, model) -> Refusal | None:

@@ -191,3 +191,24 @@ def test_the_trainer_runs_experts_split_over_tp_only():
         r = refusal(ok, "cuda", moe)
         assert r is None or "etp" not in r.reason
     assert refusal(whole, "cuda", resolve("llama-3.1-8b")) is None  # no experts: etp means nothing
+
+
+def test_a_model_the_trainers_own_decoder_does_not_build_runs_only_through_its_hf_code():
+    # the planner costs gpt-oss's sinks and 128-token windows and Gemma 2's four norms per layer;
+    # runtime/model.py builds none of them, so a plan for them runs only through --hf (data parallel)
+    from trainplan.supports import check_own_model, own_model_gaps
+
+    assert own_model_gaps(resolve("gpt-oss-120b")) == ("attention sinks", "sliding-window attention")
+    assert own_model_gaps(resolve("gemma-2-9b")) == ("sliding-window attention", "4 norms per layer")
+    assert own_model_gaps(resolve("deepseek-v3")) == ("multi-head latent attention",)
+    assert own_model_gaps(resolve("llama-3.1-8b")) == () == own_model_gaps(resolve("qwen3-30b-a3b"))
+    r = refusal(Layout(ep=8, dp_shard=8), "cuda", resolve("gpt-oss-120b"))
+    assert r.stack == "megatron" and r.reason.startswith(
+        "gpt-oss-120b's attention sinks, sliding-window attention run in the trainer only through its Hugging Face")
+    r = refusal(Layout(tp=2, sequence_parallel=False, vocab_parallel_loss=False), "cuda", resolve("gemma-2-9b"))
+    assert "sliding-window attention, 4 norms per layer run" in r.reason and "(plan has tp=2)" in r.reason
+    assert refusal(Layout(dp_shard=8), "cuda", resolve("gpt-oss-120b")) is None  # --hf runs it
+    with pytest.raises(TrainplanError, match="gpt-oss-120b uses attention sinks, sliding-window attention, which "
+                                             "trainplan's own model does not build; run it through its Hugging"):
+        check_own_model(resolve("gpt-oss-120b"))
+    check_own_model(resolve("llama-3.1-8b"))

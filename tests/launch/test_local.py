@@ -130,3 +130,16 @@ def test_data_paths_reach_the_trainer_and_s3_is_refused(plan4):
     assert r.argv[r.argv.index("--data") + 1] == "/data/a,/data/b"
     with pytest.raises(TrainplanError, match=r"S3 data is mounted by SageMaker only"):
         render("local", plan4, LocalOptions(nnodes=1, data=("s3://bkt/x",)))
+
+
+def test_a_model_the_launched_trainer_would_build_differently_is_refused(plan4):
+    # launched ranks build trainplan's own decoder (no --hf), which has no attention sinks or windows
+    from dataclasses import replace
+
+    from trainplan.errors import TrainplanError
+    from trainplan.launch import render
+    from trainplan.models import resolve
+
+    plan = replace(plan4, job=replace(plan4.job, model=resolve("gpt-oss-120b")))
+    with pytest.raises(TrainplanError, match="gpt-oss-120b uses attention sinks, sliding-window attention"):
+        render("local", plan)

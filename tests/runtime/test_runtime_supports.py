@@ -61,6 +61,7 @@ def test_context_parallel_exchanges_by_all_gather_as_the_preset_says():
 
 @pytest.mark.parametrize("layout, words", [
     ({"ep": 2}, "multi-head latent attention"),
+    ({}, "gpt-oss-120b uses attention sinks, sliding-window attention"),  # data parallel, but not --hf
     ({"execution": {"tp_comm_overlap": True}}, "tp_comm_overlap"),
     ({"execution": {"cuda_graphs": True}}, "cuda_graphs"),
     ({"execution": {"power_limit_w": 600}}, "power_limit_w"),
@@ -71,7 +72,7 @@ def test_the_trainer_refuses_before_any_process_group(tmp_path, layout, words):
     from trainplan.runtime.demo import demo_plan
     from trainplan.runtime.trainer import RunOptions, train
 
-    model = resolve("deepseek-v3") if "ep" in layout else None
+    model = resolve("deepseek-v3") if "ep" in layout else None if layout else resolve("gpt-oss-120b")
     kw = dict(layout)
     if "execution" in kw:
         kw["execution"] = stack("trainplan").execution.with_(**kw["execution"])

@@ -16,7 +16,7 @@ from dataclasses import fields
 from trainplan.errors import TrainplanError, unknown
 from trainplan.launch import k8s, local, sagemaker, slurm
 from trainplan.launch.base import LaunchOptions, Rendered, Target
-from trainplan.supports import TRAINER_STACK, check_runnable
+from trainplan.supports import TRAINER_STACK, check_own_model, check_runnable
 
 TARGETS: dict[str, Target] = {t.name: t for t in (local.TARGET, sagemaker.TARGET, slurm.TARGET, k8s.TARGET)}
 
@@ -34,6 +34,7 @@ def render(target: str, plan, options: LaunchOptions | None = None) -> Rendered:
     options = _widen(options or LaunchOptions(), t)
     if plan.layout.stack == TRAINER_STACK:  # a plan its runtime cannot run is refused here
         check_runnable(plan.layout, getattr(options, "device", "cuda"), plan.job.model)  # remote targets: GPUs
+        check_own_model(plan.job.model)  # launched ranks build trainplan's own model (no --hf)
     for f in fields(options):
         for v in _texts(getattr(options, f.name)):
             if any(ord(c) < 0x20 or ord(c) == 0x7F for c in v):

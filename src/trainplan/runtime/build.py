@@ -12,7 +12,7 @@ from trainplan.runtime.dtypes import torch_dtype
 from trainplan.runtime.init import fill
 from trainplan.runtime.loss import chunks_for, lm_loss
 from trainplan.runtime.model import Decoder
-from trainplan.supports import check_runnable
+from trainplan.supports import check_own_model, check_runnable
 
 
 class HFCausalLM(nn.Module):
@@ -93,9 +93,7 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
                                  "routes with its own (dropless) code: --set moe_capacity_factor=null, or drop --hf")
         model = build_hf_model(plan.hf_config)
     else:
-        if spec.mla is not None:
-            raise TrainplanError(f"{spec.name} uses multi-head latent attention, which trainplan's own model "
-                                 "does not build; run it through its Hugging Face config (--hf)")
+        check_own_model(spec)
         with torch.device("meta"):
             model = Decoder(spec, plan.job.workload.seq_len)
         moe.set_capacity(model, layout.execution.moe_capacity_factor)

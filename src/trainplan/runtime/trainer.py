@@ -29,7 +29,7 @@ from trainplan.runtime.numerics import DEFAULT_MAX_IN_ROW, NonFiniteGuard
 from trainplan.runtime.optim import make_optimizer, retarget
 from trainplan.runtime.signals import StopSignals
 from trainplan.runtime.world import fit_to_world
-from trainplan.supports import check_runnable
+from trainplan.supports import check_own_model, check_runnable
 
 
 @dataclass(frozen=True)
@@ -153,6 +153,8 @@ def train(plan, opts: RunOptions) -> dict:
     kind = preflight.choose_device(opts.device, opts.gpu_plan, torch.cuda.is_available())
     # Refused before any process group or allocation: the trainer runs exactly what was costed.
     check_runnable(plan.layout, kind, plan.job.model)
+    if not opts.hf:
+        check_own_model(plan.job.model)
     device = distributed.init(kind)
     rank, world = dist.get_rank(), dist.get_world_size()
     if opts.fit_world:

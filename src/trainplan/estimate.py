@@ -54,6 +54,12 @@ class Estimate:
         return self.time.total
 
     @property
+    def cluster_band(self) -> tuple[float, float]:
+        """The band in tokens/s of the whole cluster (`band` is per GPU)."""
+        gpus = self.tokens_per_s / self.tokens_per_s_per_gpu
+        return self.band[0] * gpus, self.band[1] * gpus
+
+    @property
     def peak_mem_gib(self) -> float | None:
         return None if self.memory is None else self.memory.total / GiB
 

@@ -132,6 +132,6 @@ def metrics_from_estimate(est, job: Job, memory: float, memory_error: float) -> 
         mfu=est.mfu,
         binding=est.binding,
         recompute_s=est.time.recompute,
-        tokens_per_s_low=est.band[0] * job.cluster.num_gpus,
-        tokens_per_s_high=est.band[1] * job.cluster.num_gpus,
+        tokens_per_s_low=est.cluster_band[0],
+        tokens_per_s_high=est.cluster_band[1],
     )

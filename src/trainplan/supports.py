@@ -28,8 +28,8 @@ OTHER_STACK = COMPLETE_STACK
 
 
 # Layout fields the trainer fixes whatever a search or a flag would choose: runtime/parallel.apply_tp
-# keeps norms and the LM head whole on every tp rank.
-_TRAINER_TP = {"sequence_parallel": False, "vocab_parallel_loss": False}
+# keeps the LM head whole on every tp rank (sequence parallel or not: both run).
+_TRAINER_TP = {"vocab_parallel_loss": False}
 
 
 def trainer_fields(stack_name: str, tp: int) -> dict:
@@ -65,6 +65,11 @@ def refusal(layout, device: str = "cuda", model=None) -> Refusal | None:
             "torch; run on GPUs, or choose a plan with cp = 1", None)
     if not recipe(L.precision).runnable:  # recipes.toml: no runtime converter
         return Refusal(f"{no_converter(recipe(L.precision))}, or --stack {OTHER_STACK}", OTHER_STACK)
+    if L.tp > 1 and L.sequence_parallel and recipe(L.precision).low_precision is not None and device != "cuda":
+        # torchao's Float8RowwiseParallel all-gathers the float8 gradient of a sequence-sharded
+        # output in backward; gloo has no float8 dtypes ("Invalid scalar type"), NCCL has.
+        return Refusal(f"{L.precision} with tp={L.tp} and sequence parallel gathers float8 tensors, which gloo "
+                       "(CPU) cannot: run on GPUs, or set sequence_parallel false", None)
     for rule in (_hf_only, _expert_tp, _tensor_parallel, _pipeline, _zero1, _aux_loss_scaling, _settings):
         r = rule(L, model)
         if r is not None:
@@ -116,28 +121,30 @@ def _hf_only(L, model) -> Refusal | None:
 
 
 def _expert_tp(L, model) -> Refusal | None:
-    """The trainer's expert tensor parallelism is etp = tp (stacks.toml [trainplan.conventions]
-    expert_tp): with tp each expert's matrices are split over the tp ranks like the dense MLP's.
-    A plan costed with another etp (experts whole on every tp rank) is refused. Without the model,
-    an etp the layout states is checked as if the model had experts."""
+    """The trainer's expert tensor parallelism (runtime/moe.apply_ep, parallel.apply_tp): etp = tp,
+    each expert's matrices split over the tp ranks like the dense MLP's, or etp = 1 with sequence
+    parallel, whole experts and each tp rank routing its own sequence shard (layout.py refuses
+    etp < tp without it). Another etp (Megatron-Core's etp between 1 and tp) is refused. Without
+    the model, an etp the layout states is checked as if the model had experts."""
     if L.tp == 1 or (model is not None and model.moe is None) or (model is None and L.etp is None):
         return None
     etp = expert_tp(L)
-    if etp == L.tp:
+    if etp == L.tp or (etp == 1 and L.sequence_parallel):
         return None
-    return Refusal(f"the trainer splits each expert over the tp ranks (etp = tp = {L.tp}), not etp={etp}: "
-                   f"plan with etp={L.tp} (or leave etp unset), or --stack {OTHER_STACK}", OTHER_STACK)
+    if etp == 1:
+        return Refusal(f"etp=1 with tp={L.tp} routes each tp rank's own sequence shard: set sequence_parallel "
+                       f"true, or etp={L.tp}", OTHER_STACK)
+    return Refusal(f"the trainer runs experts split over all tp ranks (etp = tp = {L.tp}) or whole (etp=1), "
+                   f"not etp={etp}: plan with etp={L.tp} or 1, or --stack {OTHER_STACK}", OTHER_STACK)
 
 
 def _tensor_parallel(L, model) -> Refusal | None:
-    """runtime/parallel.apply_tp: attention and MLP split Megatron-style; norms, embeddings and
-    the LM head stay whole on every tp rank. MoE layers: the router whole, the shared experts as
-    the MLP, and the routed experts with expert tensor parallel size etp = tp (runtime/moe.apply_ep)."""
+    """runtime/parallel.apply_tp: attention and MLP split Megatron-style, with or without sequence
+    parallel; embeddings and the LM head whole on every tp rank. MoE layers: the router whole, the
+    shared experts as the MLP, and the routed experts with expert tensor parallel size etp = tp
+    (runtime/moe.apply_ep)."""
     if L.tp == 1:
         return None
-    if L.sequence_parallel:
-        return Refusal(f"the trainer's tensor parallel keeps norm activations whole on every tp rank "
-                       f"(tp={L.tp}): set sequence_parallel false, or --stack {OTHER_STACK}", OTHER_STACK)
     if conventions(L).vocab_parallel_loss:  # the layout's own, else the stack's (false for trainplan)
         return Refusal(f"the trainer's tensor parallel computes the whole vocabulary's logits on every tp rank "
                        f"(tp={L.tp}): set vocab_parallel_loss false, or --stack {OTHER_STACK}", OTHER_STACK)

@@ -78,7 +78,7 @@ def test_settings_the_trainer_does_not_implement_are_refused(settings, key):
     (Layout(cp=2), "cpu", "cp needs CUDA"),
     (Layout(precision="mxfp8"), "cuda", "no converter"),
     (Layout(precision="nvfp4"), "cuda", "no converter"),
-    (Layout(tp=2), "cuda", "sequence_parallel false"),
+    (Layout(tp=2, precision="fp8_tensorwise"), "cpu", "set sequence_parallel false"),  # gloo: no float8
     (Layout(tp=2, sequence_parallel=False, vocab_parallel_loss=True), "cuda", "vocab_parallel_loss false"),
     (Layout(tp=2, sequence_parallel=False, vocab_parallel_loss=False, precision="fp8_rowwise"), "cuda",
      "fp8_tensorwise"),
@@ -100,6 +100,7 @@ def test_what_the_trainer_runs_passes():
     for L in (Layout(cp=2), Layout(chunked_loss=True), Layout(pp=2), Layout(sharding="zero2", dp_shard=2),
               Layout(sharding="zero1", dp_shard=2).with_stack(TRAINER_STACK, param_gather_overlap=False),
               Layout(tp=2, sequence_parallel=False, vocab_parallel_loss=False, precision="fp8_tensorwise"),
+              Layout(tp=2), Layout(tp=2, precision="fp8_tensorwise"),  # sequence parallel (parallel.apply_tp)
               Layout(precision="fp16"), Layout(precision="bf16_pure")):
         assert refusal(L, "cuda") is None, L.short()
 
@@ -125,10 +126,12 @@ def test_tensor_parallel_runs_moe_models_with_the_experts_split_over_tp():
     # runtime/moe.apply_ep: the routed experts split over tp too (etp = tp), with or without ep
     moe = resolve("qwen3-30b-a3b")
     for L in (Layout(tp=2, sequence_parallel=False, vocab_parallel_loss=False),
-              Layout(tp=2, ep=2, dp_shard=2, sequence_parallel=False, vocab_parallel_loss=False)):
+              Layout(tp=2, ep=2, dp_shard=2, sequence_parallel=False, vocab_parallel_loss=False),
+              Layout(tp=2), Layout(tp=2, ep=2, dp_shard=2)):  # with sequence parallel too
         assert refusal(L, "cuda", moe) is None and refusal(L, "cpu", moe) is None
     # what the trainer's tp does not do is still refused for MoE models as for dense ones
-    assert "sequence_parallel false" in refusal(Layout(tp=2, ep=2, dp_shard=2), "cuda", moe).reason
+    assert "vocab_parallel_loss false" in refusal(Layout(tp=2, ep=2, dp_shard=2, vocab_parallel_loss=True),
+                                                  "cuda", moe).reason
 
 
 def test_fp16_loss_scaling_with_an_moe_aux_loss_is_refused():
@@ -173,24 +176,26 @@ def test_estimate_costs_tensor_parallel_as_the_trainer_runs_it(cli):
     code, text, err = cli(*args)
     assert code == 0, err
     L = json.loads(text)["layout"]
-    assert (L["sequence_parallel"], L["vocab_parallel_loss"]) == (False, False)
+    assert (L["sequence_parallel"], L["vocab_parallel_loss"]) == (True, False)  # the LM head whole on each tp rank
     assert refusal(layout_from_dict(L), "cuda") is None  # the trainer runs what estimate costed
     code, text, err = cli(*args, "--stack", "megatron")
     assert code == 0 and json.loads(text)["layout"]["sequence_parallel"] is True
 
 
-def test_the_trainer_runs_experts_split_over_tp_only():
-    # etp = tp is the trainer's expert tensor parallelism (stacks.toml [trainplan.conventions]);
-    # a plan costed with whole experts on every tp rank is refused before anything starts
+def test_the_trainer_runs_experts_split_over_tp_or_whole():
+    # etp = tp (each expert split over the tp ranks) or etp = 1 with sequence parallel (whole experts,
+    # each tp rank routing its shard); Megatron-Core's etp between the two is refused before anything starts
     moe = resolve("qwen3-30b-a3b")
-    whole = Layout(tp=2, dp_shard=4, ep=2, etp=1, sequence_parallel=False, vocab_parallel_loss=False)
-    r = refusal(whole, "cuda", moe)
-    assert r is not None and "etp = tp = 2), not etp=1" in r.reason and r.stack == "megatron"
-    assert "not etp=1" in refusal(whole, "cuda").reason  # an etp the plan states, without the model
-    for ok in (whole.with_(etp=None), whole.with_(etp=2)):
-        r = refusal(ok, "cuda", moe)
-        assert r is None or "etp" not in r.reason
-    assert refusal(whole, "cuda", resolve("llama-3.1-8b")) is None  # no experts: etp means nothing
+    whole = Layout(tp=2, dp_shard=4, ep=2, etp=1, vocab_parallel_loss=False)
+    for ok in (whole, whole.with_(etp=None), whole.with_(etp=2), whole.with_(etp=2, sequence_parallel=False)):
+        assert refusal(ok, "cuda", moe) is None and refusal(ok, "cpu", moe) is None, ok.short()
+    r = refusal(whole.with_(sequence_parallel=False), "cuda", moe)
+    assert "etp=1 with tp=2 routes each tp rank's own sequence shard: set sequence_parallel true" in r.reason
+    between = Layout(tp=4, dp_shard=2, ep=2, etp=2, vocab_parallel_loss=False)
+    r = refusal(between, "cuda", moe)
+    assert r is not None and "not etp=2" in r.reason and r.stack == "megatron"
+    assert "not etp=2" in refusal(between, "cuda").reason  # an etp the plan states, without the model
+    assert refusal(between, "cuda", resolve("llama-3.1-8b")) is None  # no experts: etp means nothing
 
 
 def test_a_model_the_trainers_own_decoder_does_not_build_runs_only_through_its_hf_code():

@@ -17,9 +17,11 @@ pytestmark = [pytest.mark.torch, pytest.mark.distributed, pytest.mark.slow]
 HF_LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
             "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 259,
             "max_position_embeddings": 128, "tie_word_embeddings": True}
-# The trainer's tensor parallel keeps norms and the LM head whole on every tp rank: the layout
-# says so (trainplan/supports.py refuses a tp layout costed with sequence or vocabulary parallelism).
+# The trainer's tensor parallel keeps the LM head whole on every tp rank (trainplan/supports.py
+# refuses a tp layout costed with vocabulary parallelism); the norms whole on every rank too, or
+# sequence parallel (TP_SP: each tp rank holds its 1/tp of the sequence between the tp regions).
 TP_AS_RUN = {"sequence_parallel": False, "vocab_parallel_loss": False}
+TP_SP = {"sequence_parallel": True, "vocab_parallel_loss": False}
 CONFIGS = {
     "fsdp": {},
     "ac_selective": {"layout": {"ac": "selective"}},
@@ -29,6 +31,9 @@ CONFIGS = {
     "hsdp_2x1": {"layout": {"dp_replicate": 2}},
     # tp=2 leaves dp=1: a micro-batch of 4 holds the same 4 windows as fsdp's 2 ranks x 2
     "tp2": {"layout": {"tp": 2, "micro_batch": 4, **TP_AS_RUN}},
+    "tp2_sp": {"layout": {"tp": 2, "micro_batch": 4, **TP_SP}},
+    "tp2_sp_ac_selective": {"layout": {"tp": 2, "micro_batch": 4, "ac": "selective", **TP_SP}},
+    "fp8_tp2_sp_on_cpu": {"layout": {"precision": "fp8_tensorwise", "tp": 2, "micro_batch": 4, **TP_SP}},
     "grad_accum": {"layout": {"grad_accum": 2, "micro_batch": 1}},
     "chunked_loss": {"layout": {"chunked_loss": True}},
     "zero2": {"layout": {"sharding": "zero2"}},
@@ -79,6 +84,10 @@ REFUSED = {
                   "which handles only the CUDA SDPA kernels (flash, memory-efficient, cuDNN); on CPU SDPA's "
                   "_scaled_dot_product_flash_attention_for_cpu has no context-parallel implementation in this "
                   "torch; run on GPUs, or choose a plan with cp = 1",
+    # torchao's Float8RowwiseParallel gathers the float8 gradient of a sequence-sharded output; gloo
+    # has no float8 dtypes ("Invalid scalar type"), NCCL has.
+    "fp8_tp2_sp_on_cpu": "TrainplanError: fp8_tensorwise with tp=2 and sequence parallel gathers float8 tensors, "
+                         "which gloo (CPU) cannot: run on GPUs, or set sequence_parallel false",
 }
 # Pipelined layouts and the baseline each must match: (baseline, rel. tol. losses, grad norms).
 # A pipeline runs the same ops on the same micro-batches, its gradients are averaged by the
@@ -108,6 +117,7 @@ PP_EXPECT = {
 EXPECT = {
     "ac_selective": (1e-6, 1e-5), "ac_full": (1e-6, 1e-5), "ac_partial": (1e-6, 1e-5), "ac_offload": (1e-6, 1e-5),
     "hsdp_2x1": (1e-4, 2e-3), "tp2": (1e-4, 2e-3), "grad_accum": (1e-4, 2e-3), "chunked_loss": (1e-4, 2e-3),
+    "tp2_sp": (1e-4, 2e-3), "tp2_sp_ac_selective": (1e-4, 2e-3),
     "zero2": (1e-4, 2e-3),
     "fp8_tensorwise": (2e-3, 2e-2), "fp8_rowwise": (2e-3, 2e-2), "fp8_allgather": (2e-3, 2e-2),
     "fp8_tp2": (2e-3, 2e-2),
@@ -165,11 +175,14 @@ FOUR_RANKS = {
     "pp2_hsdp_2x1": {"model": {"tied_embeddings": False}, "layout": {"pp": 2, "grad_accum": 2, "dp_replicate": 2}},
     "pp2_tp2": {"model": {"tied_embeddings": False},
                 "layout": {"pp": 2, "grad_accum": 2, "tp": 2, "micro_batch": 4, **TP_AS_RUN}},
+    # the stage boundary carries each tp rank's sequence shard (pipeline.stage_shapes)
+    "pp2_tp2_sp": {"model": {"tied_embeddings": False},
+                   "layout": {"pp": 2, "grad_accum": 2, "tp": 2, "micro_batch": 4, **TP_SP}},
     "pp4_gpipe": {"model": {"tied_embeddings": False, "num_layers": 4},
                   "layout": {"pp": 4, "grad_accum": 4, "pp_schedule": "gpipe"}},
 }
 FOUR_EXPECT = {"pp2_dp2": ("fsdp_untied", 1e-5, 1e-4), "pp2_hsdp_2x1": ("fsdp_untied", 1e-5, 1e-4),
-               "pp2_tp2": ("fsdp_untied", 1e-4, 2e-3), "pp4_gpipe": ("fsdp_untied_4layers", 1e-5, 1e-4)}
+               "pp2_tp2": ("fsdp_untied", 1e-4, 2e-3), "pp2_tp2_sp": ("fsdp_untied", 1e-4, 2e-3), "pp4_gpipe": ("fsdp_untied_4layers", 1e-5, 1e-4)}
 
 
 def test_pipeline_composes_with_fsdp_hsdp_and_tp_on_four_ranks(tmp_path):

@@ -255,4 +255,4 @@ def test_demo_flags_are_refused_with_a_plan(cli, tmp_path):
     plan = tmp_path / "plan.json"
     plan.write_text("{}")
     code, _, err = cli("train", "--plan", str(plan), "--model", "tiny-moe")
-    assert code == 2 and "--model, --ep and --tp choose the demo" in err
+    assert code == 2 and "--model, --ep, --tp and --etp choose the demo" in err

@@ -1,8 +1,8 @@
 """Tensor parallel with MoE models in the trainer (runtime/moe.py apply_ep, parallel.apply_tp):
-attention and shared experts split as the dense model's, the routed experts with etp = tp. On 4
-gloo ranks tp=2 (ep=1 and ep=2; with HSDP, pp, full AC) trains as tp=1 ep=1 to float rounding
-(to 1e-6 when computing in float32), every tp rank keeps the same whole model, and a DCP resume
-with tp=2 ep=2 is bit-exact."""
+attention and shared experts split as the dense model's, the routed experts with etp = tp, with
+and without sequence parallel. On 4 gloo ranks tp=2 (ep=1 and ep=2; with HSDP, pp, full AC) trains
+as tp=1 ep=1 to float rounding (to 1e-6 when computing in float32), every tp rank keeps the same
+whole model, and a DCP resume with tp=2 ep=2 (sequence parallel, the demo's) is bit-exact."""
 
 
 import pytest
@@ -14,8 +14,14 @@ MOE = {"num_experts": 8, "experts_per_token": 2, "expert_ffn_size": 32, "num_sha
        "shared_expert_ffn_size": 32}
 FREE = dict(MOE, router_score="sigmoid", load_balance="aux_free", num_groups=4, topk_groups=2)
 BIAS = dict(MOE, expert_bias=True)  # gpt-oss's per-expert biases: b2 must be added once, after the sum over tp
-# tp=2 leaves dp=2 of the 4 ranks: a micro-batch of 4 holds the same windows as dp=4 ranks x 2
-TP2 = {"tp": 2, "micro_batch": 4}
+# The Switch aux loss of a rank's micro-batch (its value depends on how tokens group into micro-batches,
+# so its layouts compare with tp2's micro-batch of 4); with etp = 1 each tp rank scores its own shard
+AUX = dict(MOE, aux_loss_coef=0.01)
+# tp=2 leaves dp=2 of the 4 ranks: a micro-batch of 4 holds the same windows as dp=4 ranks x 2.
+# TP2: the norms and residual stream whole on every tp rank; SP2: sequence parallel (each tp rank
+# holds 1/tp of the sequence outside the attention and MoE blocks, which gather it).
+TP2 = {"tp": 2, "micro_batch": 4, "sequence_parallel": False}
+SP2 = {"tp": 2, "micro_batch": 4, "sequence_parallel": True}
 AS_RUN = {
     "ep1": {"moe": MOE},
     "tp2": {"moe": MOE, "layout": TP2},
@@ -33,11 +39,34 @@ AS_RUN = {
     "free_untied_ep1": {"moe": FREE, "model": {"tied_embeddings": False}},
     "free_pp2_ep2": {"moe": FREE, "model": {"tied_embeddings": False},
                      "layout": {"pp": 2, "ep": 2, "micro_batch": 2, "grad_accum": 2}},
+    "sp_tp2_ep2": {"moe": MOE, "layout": {**SP2, "ep": 2}},
+    "sp_hsdp_tp2": {"moe": MOE, "layout": {**SP2, "dp_replicate": 2}},
+    "free_sp_tp2_ep2_ac": {"moe": FREE, "layout": {**SP2, "ep": 2, "ac": "full"}},
+    "bias_sp_tp2_ep2": {"moe": BIAS, "layout": {**SP2, "ep": 2}},
+    "sp_pp2_tp2": {"moe": MOE, "model": {"tied_embeddings": False}, "layout": {**SP2, "pp": 2, "grad_accum": 2}},
+    # etp = 1: whole experts, each tp rank routing its sequence shard through an ep group that
+    # spans the tp ranks (ep=4 on tp=2 x dp=2; ep=1: the experts' gradients still summed over tp)
+    "etp1_tp2": {"moe": MOE, "layout": {**SP2, "etp": 1}},
+    "etp1_tp2_ep2": {"moe": MOE, "layout": {**SP2, "etp": 1, "ep": 2}},
+    "etp1_tp2_ep4": {"moe": MOE, "layout": {**SP2, "etp": 1, "ep": 4}},
+    "etp1_hsdp_tp2": {"moe": MOE, "layout": {**SP2, "etp": 1, "dp_replicate": 2}},
+    "free_etp1_tp2_ep2_ac": {"moe": FREE, "layout": {**SP2, "etp": 1, "ep": 2, "ac": "full"}},
+    "bias_etp1_tp2_ep4": {"moe": BIAS, "layout": {**SP2, "etp": 1, "ep": 4}},
+    "aux_tp2": {"moe": AUX, "layout": TP2},
+    "aux_sp_tp2_ep2": {"moe": AUX, "layout": {**SP2, "ep": 2}},
+    "aux_etp1_tp2_ep4": {"moe": AUX, "layout": {**SP2, "etp": 1, "ep": 4}},
+    "etp1_pp2_tp2": {"moe": MOE, "model": {"tied_embeddings": False},
+                     "layout": {**SP2, "etp": 1, "pp": 2, "grad_accum": 2}},
 }
 # The same layouts computing in float32: tp then changes only the order of float32 sums.
 CONFIGS = AS_RUN | {f"fp32_{k}": {**v, "fp32_compute": True} for k, v in AS_RUN.items()}
 MATCH = [("tp2", "ep1"), ("tp2_ep2", "ep1"), ("hsdp_tp2", "ep1"), ("free_tp2_ep2_ac", "free_ep1"),
-         ("bias_tp2_ep2", "bias_ep1"), ("pp2_tp2", "untied_ep1"), ("free_pp2_ep2", "free_untied_ep1")]
+         ("bias_tp2_ep2", "bias_ep1"), ("pp2_tp2", "untied_ep1"), ("free_pp2_ep2", "free_untied_ep1"),
+         ("sp_tp2_ep2", "ep1"), ("sp_hsdp_tp2", "ep1"), ("free_sp_tp2_ep2_ac", "free_ep1"),
+         ("bias_sp_tp2_ep2", "bias_ep1"), ("sp_pp2_tp2", "untied_ep1"),
+         ("etp1_tp2", "ep1"), ("etp1_tp2_ep2", "ep1"), ("etp1_tp2_ep4", "ep1"), ("etp1_hsdp_tp2", "ep1"),
+         ("free_etp1_tp2_ep2_ac", "free_ep1"), ("bias_etp1_tp2_ep4", "bias_ep1"), ("aux_sp_tp2_ep2", "aux_tp2"),
+         ("aux_etp1_tp2_ep4", "aux_tp2"), ("etp1_pp2_tp2", "untied_ep1")]
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +96,15 @@ def test_experts_are_split_over_ep_and_tp(results):
     # tp, then FSDP over edp=2 on dim 1. tp2_ep2: 4 experts per ep rank, ffn split over tp, edp=1.
     assert [results[k]["expert_w1_local"] for k in ("ep1", "tp2", "tp2_ep2")] == [[2, 32, 64], [8, 8, 64],
                                                                                    [4, 16, 64]]
+    # etp = 1: whole experts; ep1: FSDP over edp = dp 2 x tp 2 on dim 1; ep2: 4 experts, edp 2; ep4: 2, edp 1
+    assert [results[k]["expert_w1_local"] for k in ("etp1_tp2", "etp1_tp2_ep2", "etp1_tp2_ep4")] == \
+        [[8, 8, 64], [4, 16, 64], [2, 32, 64]]
+
+
+def test_the_aux_loss_is_in_the_gradient(results):
+    # the aux-loss configs above compare something: the aux loss adds its gradient to the router's,
+    # so the first step's gradient norm is not the one without it
+    assert results["fp32_aux_tp2"]["grad_norms"][0] != pytest.approx(results["fp32_tp2"]["grad_norms"][0], rel=1e-6)
 
 
 def _demo(out, *extra):
@@ -76,24 +114,26 @@ def _demo(out, *extra):
     return [r["loss"] for r in read_jsonl(out / "measurements.jsonl")]
 
 
-def test_tensor_and_expert_parallel_resume_is_bit_exact(tmp_path):
-    # The (ep, tp)-split experts, FSDP-sharded over edp, and the aux-free bias go through DCP.
-    ref = _demo(tmp_path / "ref", "--steps", "4")
+@pytest.mark.parametrize("etp", [(), ("--etp", "1")], ids=["etp=tp", "etp=1"])
+def test_tensor_and_expert_parallel_resume_is_bit_exact(tmp_path, etp):
+    # The (ep, tp)-split experts (or whole ones, ep spanning the tp ranks), FSDP-sharded over edp, the
+    # sequence-parallel norms (Replicate DTensors over tp) and the aux-free bias go through DCP.
+    ref = _demo(tmp_path / "ref", "--steps", "4", *etp)
     ck = tmp_path / "ck"
-    first = _demo(tmp_path / "a", "--steps", "4", "--checkpoint-dir", str(ck), "--stop-at-step", "2")
-    resumed = _demo(tmp_path / "a", "--steps", "4", "--checkpoint-dir", str(ck))
+    first = _demo(tmp_path / "a", "--steps", "4", "--checkpoint-dir", str(ck), "--stop-at-step", "2", *etp)
+    resumed = _demo(tmp_path / "a", "--steps", "4", "--checkpoint-dir", str(ck), *etp)
     assert len(first) == 2 and resumed == ref
 
 
-@pytest.mark.parametrize("flag", ["--model", "--ep", "--tp"])
+@pytest.mark.parametrize("flag", ["--model", "--ep", "--tp", "--etp"])
 def test_demo_layout_flags_reach_the_ranks_and_are_refused_with_a_plan(cli, tmp_path, flag):
-    value = "tiny-moe" if flag == "--model" else "2"
+    value = "tiny-moe" if flag == "--model" else "1" if flag == "--etp" else "2"
     code, out, _ = cli("train", "--nproc", "4", flag, value, "--dry-run", "--out", str(tmp_path / "run"))
     assert code == 0 and f"{flag} {value}" in out  # passed through to every rank (runtime/args.py)
     plan = tmp_path / "plan.json"
     plan.write_text("{}")
     code, _, err = cli("train", "--plan", str(plan), flag, value)
-    assert code == 2 and "--model, --ep and --tp choose the demo" in err
+    assert code == 2 and "--model, --ep, --tp and --etp choose the demo" in err
 
 
 def test_the_demo_with_tp_is_a_layout_the_trainer_runs():
@@ -103,6 +143,9 @@ def test_the_demo_with_tp_is_a_layout_the_trainer_runs():
 
     L = demo_plan(4, model=TINY_MOE, tp=2, ep=2).layout
     assert (L.dp_shard, L.tp, L.ep) == (2, 2, 2) and refusal(L, "cpu", TINY_MOE) is None
+    # etp = 1 lets ep span the tp ranks: ep=4 on dp 2 x tp 2
+    L = demo_plan(4, model=TINY_MOE, tp=2, ep=4, etp=1).layout
+    assert (L.dp_shard, L.ep, L.etp, L.sequence_parallel) == (2, 4, 1, True) and refusal(L, "cpu", TINY_MOE) is None
     with pytest.raises(TrainplanError, match="does not divide the 4 processes"):
         demo_plan(4, model=TINY_MOE, tp=3)
 

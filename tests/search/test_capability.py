@@ -47,9 +47,10 @@ def test_another_stack_is_not_filtered_by_the_trainers_capabilities():
 
 
 def test_tensor_parallel_is_costed_as_the_trainer_runs_it():
-    # the trainer keeps norms and the LM head whole on every tp rank: the search costs that
+    # the trainer keeps the LM head whole on every tp rank and shards the norms (sequence parallel):
+    # the search costs that
     pool, _, _ = run_search(Query(resolve("llama-3.1-70b"), P6, nodes=1, precision="bf16"), model_evaluator())
     tp = [c for c in pool if c.layout.tp > 1]
-    assert tp and all(not c.layout.sequence_parallel and not c.layout.vocab_parallel_loss for c in tp)
+    assert tp and all(c.layout.sequence_parallel and not c.layout.vocab_parallel_loss for c in tp)
     assert all(c.layout.precision in ("bf16", "fp16", "bf16_pure", "fp8_tensorwise", "fp8_rowwise")
                for c in _all(search(Query(resolve("llama-3.1-8b"), P6, nodes=1))))

@@ -13,7 +13,13 @@ from trainplan.commands._common import positive_int, print_json
 from trainplan.errors import TrainplanError
 from trainplan.launch import supervise
 from trainplan.parsing import check_output
-from trainplan.runtime.args import DEMO_ONLY, PASSED, SUPERVISED, add_run_arguments
+from trainplan.runtime.args import (
+    DEMO_ONLY,
+    PASSED,
+    SUPERVISED,
+    add_run_arguments,
+    demo_flags_given,
+)
 
 NAME = "train"
 HELP = "Train a plan.json on this machine (torchrun, FSDP2); without --plan, a tiny demo on CPU/GPU."
@@ -48,7 +54,7 @@ def _runtime_args(args, out: Path) -> list[str]:
 def _nproc(args) -> int:
     if not args.plan:
         return args.nproc or 1
-    if args.model or args.ep or args.tp:
+    if demo_flags_given(args):
         raise TrainplanError(DEMO_ONLY)
     from trainplan.plan import load_plan
 

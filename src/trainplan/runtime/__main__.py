@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from trainplan.errors import EXIT_USAGE, OneLineParser, TrainplanError
-from trainplan.runtime.args import DEMO_ONLY, SUPERVISED, add_run_arguments
+from trainplan.runtime.args import DEMO_ONLY, SUPERVISED, add_run_arguments, demo_flags_given
 
 
 def parser() -> argparse.ArgumentParser:
@@ -36,14 +36,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.plan and not args.demo:
             from trainplan.plan import load_plan
 
-            if args.model or args.ep or args.tp:
+            if demo_flags_given(args):
                 raise TrainplanError(DEMO_ONLY)
             plan = load_plan(args.plan)
         else:
             from trainplan.runtime.demo import demo_model, demo_plan
 
             plan = demo_plan(world, steps=args.steps or 30, model=demo_model(args.model), ep=args.ep or 1,
-                             tp=args.tp or 1)
+                             tp=args.tp or 1, etp=args.etp)
         ckpt = args.checkpoint_dir or sm.get("checkpoint_dir")
         opts = RunOptions(
             out=out, steps=args.steps, checkpoint_dir=Path(ckpt) if ckpt else None,

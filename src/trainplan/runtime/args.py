@@ -29,7 +29,13 @@ def at_least(low: int):
     return parse
 
 
-DEMO_ONLY = "--model, --ep and --tp choose the demo; a plan carries its own model and layout"
+DEMO_ONLY = "--model, --ep, --tp and --etp choose the demo; a plan carries its own model and layout"
+DEMO_FLAGS = ("model", "ep", "tp", "etp")
+
+
+def demo_flags_given(args) -> bool:
+    """Whether any demo-only flag (DEMO_ONLY) was given: with --plan that is refused."""
+    return any(getattr(args, k, None) for k in DEMO_FLAGS)
 
 # (flag, takes a value, argparse keywords): passed from `trainplan train` to every rank unchanged.
 PASSED = (
@@ -45,7 +51,9 @@ PASSED = (
     ("--model", True, {"help": "demo only (no --plan): tiny-moe or demo-llama-tiny (the default)"}),
     ("--ep", True, {"type": int, "help": "demo only (no --plan): expert parallel degree (divides the processes)"}),
     ("--tp", True, {"type": int, "help": "demo only (no --plan): tensor parallel degree (divides the processes; "
-                                         "MoE experts split over it too, etp = tp)"}),
+                                         "MoE experts split over it too, etp = tp, unless --etp 1)"}),
+    ("--etp", True, {"type": int, "choices": (1,), "help": "demo only (no --plan): 1 = whole MoE experts under --tp, "
+                                                       "each tp rank routing its own sequence shard (sequence parallel)"}),
     ("--device", True, {"choices": ("cuda", "cpu"),
                         "help": "cuda (a plan's default; refused when torch sees no GPU) or cpu (gloo; the demo's "
                                 "default without a GPU)"}),

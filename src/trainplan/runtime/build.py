@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from trainplan.errors import TrainplanError
+from trainplan.layout import expert_groups
 from trainplan.precision import recipe
 from trainplan.runtime import context, moe, parallel
 from trainplan.runtime.dtypes import torch_dtype
@@ -125,15 +126,18 @@ def _parallelize(model, plan, mesh, device: torch.device, emesh=None):
     layout = plan.layout
     r = recipe(layout.precision)
     fp8 = r.low_precision is not None  # runnable (build_model checked): a torchao float8 converter
+    # etp = 1 under tp: experts whole, each tp rank routing its sequence shard (supports.py: sequence parallel)
+    tp_style = {"sequence_parallel": layout.sequence_parallel,
+                "whole_experts": plan.job.model.moe is not None and expert_groups(layout).etp < layout.tp}
     if layout.tp > 1 and fp8:
         # fp8 with tp: the one exception to the order. torchao's float8 tp styles shard
         # Float8Linear modules (tensorwise only: supports.py), so the conversion comes first
         # (torchtitan does the same).
         parallel.apply_float8(model, layout.precision, layout.fp8_allgather)
-        parallel.apply_tp(model, mesh["tp"], float8=True)
+        parallel.apply_tp(model, mesh["tp"], float8=True, **tp_style)
     else:
         if layout.tp > 1:
-            parallel.apply_tp(model, mesh["tp"])
+            parallel.apply_tp(model, mesh["tp"], **tp_style)
         if fp8:
             parallel.apply_float8(model, layout.precision, layout.fp8_allgather)
     if emesh is not None:

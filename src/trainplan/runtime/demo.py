@@ -46,7 +46,7 @@ def demo_plan(world: int, steps: int = 30, seq_len: int = 128, micro_batch: int 
     precision, no checkpointing.
     The cluster is nominal: `world` GPUs of an H200 node (the planner needs one; the demo runs
     wherever it is started)."""
-    # tp as the trainer runs it (norms and the LM head whole on every tp rank), unless a test says otherwise
+    # tp as the trainer runs it (the LM head whole on every tp rank), unless a test says otherwise
     L = Layout(micro_batch=micro_batch, dp_shard=world,
                **{**trainer_fields(TRAINER_STACK, layout.get("tp", 1)), **layout})
     others = L.dp_replicate * L.tp * L.pp * L.cp

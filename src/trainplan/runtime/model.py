@@ -48,6 +48,23 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return out.type_as(x)
 
 
+def sequence_shard(h: torch.Tensor, mesh) -> torch.Tensor:
+    """This tp rank's 1/tp of the sequence (dim 1) of a tensor every tp rank holds whole; backward
+    all-gathers the shards' gradients (DTensor Replicate -> Shard(1), and back)."""
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+
+    return DTensor.from_local(h, mesh, [Replicate()], run_check=False).redistribute(mesh, [Shard(1)]).to_local()
+
+
+def sequence_gather(h: torch.Tensor, mesh) -> torch.Tensor:
+    """The whole sequence from the tp ranks' shards (all-gather on dim 1), for a computation every
+    tp rank then runs whole (the LM head and loss): backward keeps the rank's own slice of the
+    (identical) gradient."""
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+
+    return DTensor.from_local(h, mesh, [Shard(1)], run_check=False).redistribute(mesh, [Replicate()]).to_local()
+
+
 class Attention(nn.Module):
     def __init__(self, spec: ModelSpec):
         super().__init__()
@@ -139,6 +156,7 @@ class Decoder(nn.Module):
         self.norm = _norm(spec, spec.hidden_size)
         self.output = None if spec.tied_embeddings else nn.Linear(spec.hidden_size, spec.vocab_size, bias=False)
         self.loss_chunks = 1  # set by apply_loss (layout.chunked_loss)
+        self.sp_mesh = None  # tp with sequence parallel (parallel.apply_tp): the residual stream is sharded over it
 
     def forward(self, tokens: torch.Tensor, labels: torch.Tensor | None = None,
                 positions: torch.Tensor | None = None) -> torch.Tensor:
@@ -151,23 +169,30 @@ class Decoder(nn.Module):
         the logits (the schedule's loss_fn takes the loss). `positions`: the absolute positions of
         the sequence entries (context parallel: each rank holds a load-balanced part of the
         sequence, runtime/context.py); default 0..seq-1."""
+        sp = self.sp_mesh
         if self.tok_embeddings is not None:
             h = self.tok_embeddings(tokens)
-        else:
+            s = h.shape[1]
+        else:  # a later pipeline stage: the previous stage's hidden state (its sequence shard under sp)
             h = tokens
-        s = h.shape[1]
+            s = h.shape[1] * (sp.size() if sp is not None else 1)
         rope = None
         if self.pos_embeddings is not None:
             h = h + self.pos_embeddings(positions if positions is not None else torch.arange(s, device=h.device))[None]
         elif self.spec.position_embedding != "learned":
             # Tables are recomputed per step (cheap next to the GEMMs) rather than kept as buffers,
             # so that meta-device construction and checkpoint keys stay free of non-parameters.
+            # Attention sees the whole sequence (gathered under sp): the tables cover all of it.
             rope = rope_tables(self.spec.head_dim, s, device=h.device, positions=positions)
+        if sp is not None and self.tok_embeddings is not None:
+            h = sequence_shard(h, sp)
         for block in self.layers.values():
             h = block(h, rope)
         if self.norm is None:
             return h
         h = self.norm(h)
+        if sp is not None:
+            h = sequence_gather(h, sp)
         head = self.tok_embeddings.weight if self.output is None else self.output.weight
         if labels is None:
             return F.linear(h, head)

@@ -10,17 +10,22 @@ as torchtitan's and Megatron's all-to-all token dispatcher):
                each pair to the rank holding its expert (experts split evenly, rank r holds
                experts [r*E/ep, (r+1)*E/ep)); received pairs regrouped by local expert
     experts    grouped GEMM over the local experts: torch._grouped_mm on CUDA (bf16), a loop of
-               matmuls elsewhere; tp > 1: each tp rank holds a slice of every expert's ffn
-               dimension (etp = tp) and the slices' partial outputs are summed over tp
+               matmuls elsewhere; tp > 1 with etp = tp: each tp rank holds a slice of every
+               expert's ffn dimension and the slices' partial outputs are summed over tp; etp = 1
+               (sequence parallel): the experts whole, the ep group spanning the tp ranks
     combine    the reverse all-to-all, unpermute, sum of the k outputs times their weights
     shared     shared experts (always active) added, optionally through a sigmoid gate
 
 ep = 1 runs the same code without the two exchanges, so ep only moves rows between ranks: every
 token meets the same expert weights and the losses agree to float rounding (tests/runtime). Under
-tp the router and the dispatch run whole, identically, on every tp rank (no sequence parallel).
+tp with etp = tp the router and the dispatch run whole, identically, on every tp rank (with sequence
+parallel the layer gathers its input first, parallel.apply_tp); with etp = 1 each tp rank routes
+its own sequence shard (`token_split_group`: the tp group, over which the aux loss's counts and
+the router's gradients are summed).
 Capacity: dropless by default; with a capacity factor c (the plan's moe_capacity_factor, given to
-every layer by set_capacity) each rank keeps at most ceil(c * T * k / E) pairs per expert (GShard's
-per-group capacity, Megatron-Core's get_capacity), the later ones in token order dropped (Megatron's
+every layer by set_capacity) each rank keeps at most ceil(c * T * k / E) pairs per expert, T the
+tokens it routes (its sequence shard with etp = 1) (GShard's per-group capacity, Megatron-Core's
+get_capacity), the later ones in token order dropped (Megatron's
 moe_token_drop_policy "position") before dispatch, so ep moves the same kept rows as ep = 1. A dropped
 pair adds nothing to its token's output (the shared experts and the residual still do). `dropped`:
 the pairs the last forward dropped.
@@ -203,6 +208,7 @@ class MoE(nn.Module):
         else:
             self.expert_bias = None
         self.ep_group = None
+        self.token_split_group = None  # etp = 1 under tp: the tp ranks, each routing its sequence shard
         self.balance_group = None  # set by set_balance_group (None: this process alone)
         self.aux_scale = 1.0  # 1 / grad_accum (build.py): the aux loss is averaged like the LM loss
         self.load = None  # pairs routed to each expert since the last bias update (aux_free)
@@ -250,9 +256,17 @@ class MoE(nn.Module):
 
     def aux_loss(self, scores: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         """Switch Transformer eq. 4 with top-k: E * sum_e f_e P_e, f_e = share of the T*k pairs
-        routed to e, P_e = mean router probability of e (both over this rank's tokens)."""
+        routed to e, P_e = mean router probability of e (both over this rank's tokens). With etp = 1
+        under tp, over the whole sequence as Megatron-Core's (its counts summed over the tp group):
+        each tp rank's share sum_e f_e * (its own scores summed) / T_whole, so that the shares add up
+        to the whole sequence's loss and each rank's gradient reaches its own tokens' scores."""
+        tokens = len(scores)
+        if self.token_split_group is not None:
+            counts = counts.clone()
+            dist.all_reduce(counts, group=self.token_split_group)
+            tokens *= dist.get_world_size(self.token_split_group)
         f = counts.float() / counts.sum()
-        p = scores.mean(dim=0)
+        p = scores.sum(dim=0) / tokens
         return self.num_experts * (f.detach() * p).sum()
 
     def _drop(self, order, counts, tokens: int):
@@ -310,11 +324,13 @@ def _recomputing() -> bool:
 
 
 # ---- expert parallelism and the data-parallel wiring of the experts -----------------------------
-# The mesh (layout.py): ep is carved out of dp_shard * cp, as in torchtitan. The dense parts keep
-# the (pp, dp_replicate, dp_shard, cp, tp) mesh; the experts see the same ranks as
-# (pp, dp_replicate, edp, ep, tp) with edp * ep = dp_shard * cp, ep innermost: an expert's
-# weights are split over ep (and over tp: expert tensor parallel, etp = tp, Megatron-Core's default)
-# and sharded (FSDP) over edp, and its gradients are summed over ep and edp.
+# The mesh (layout.expert_groups): ep is carved out of dp_shard * cp (* tp with etp = 1), as in
+# torchtitan. The dense parts keep the (pp, dp_replicate, dp_shard, cp, tp) mesh; the experts see
+# the same ranks as (pp, dp_replicate, edp, ep, tp) with edp * ep = dp_shard * cp (etp = tp:
+# an expert's weights split over ep and over tp, Megatron-Core's default), or as
+# (pp, dp_replicate, edp, ep) with edp * ep = dp_shard * cp * tp (etp = 1: whole experts, split
+# over ep only); ep innermost. The experts are sharded (FSDP) over edp, their gradients summed over
+# ep and edp.
 
 def moe_layers(model: nn.Module) -> list[MoE]:
     return [m for m in model.modules() if isinstance(m, MoE)]
@@ -327,19 +343,27 @@ def set_capacity(model: nn.Module, factor: float | None) -> None:
 
 
 def splits_experts(layout, spec) -> bool:
-    """Whether the routed experts are split over ranks (ep > 1, or tp > 1 with etp = tp): they then
-    live on the expert mesh, with an FSDP of their own (apply_ep, apply_expert_fsdp)."""
+    """Whether the routed experts live on their own mesh, with an FSDP of their own (apply_ep,
+    apply_expert_fsdp): when they are split over ranks (ep > 1, or tp > 1 with etp = tp) or their
+    tp ranks route different tokens (tp > 1 with etp = 1: the gradients are summed over tp too)."""
     return spec.moe is not None and (layout.ep > 1 or layout.tp > 1)
 
 
 def expert_mesh(layout, device_type: str):
-    """The experts' view of the ranks: (pp, dp_replicate, edp, ep, tp), same rank order as the
-    dense mesh (dp_shard and cp flattened, then split into edp x ep)."""
+    """The experts' view of the ranks, in the dense mesh's rank order: etp = tp: (pp, dp_replicate,
+    edp, ep, tp), dp_shard and cp flattened then split into edp x ep; etp = 1 under tp: (pp,
+    dp_replicate, edp, ep), dp_shard, cp and tp flattened then split (the tp ranks of a sequence are
+    neighbours in one ep group when tp divides ep)."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    edp = layout.dp_shard * layout.cp // layout.ep
-    shape = (layout.pp, layout.dp_replicate, edp, layout.ep, layout.tp)
-    return init_device_mesh(device_type, shape, mesh_dim_names=("pp", "dp_replicate", "edp", "ep", "tp"))
+    from trainplan.layout import expert_groups
+
+    g = expert_groups(layout)
+    if g.etp == layout.tp:
+        shape = (layout.pp, layout.dp_replicate, g.edp_shard, layout.ep, layout.tp)
+        return init_device_mesh(device_type, shape, mesh_dim_names=("pp", "dp_replicate", "edp", "ep", "tp"))
+    shape = (layout.pp, layout.dp_replicate, g.edp_shard, layout.ep)
+    return init_device_mesh(device_type, shape, mesh_dim_names=("pp", "dp_replicate", "edp", "ep"))
 
 
 # Expert tensor parallel: the dim of each stacked expert tensor split over tp, as a Megatron MLP
@@ -359,22 +383,34 @@ def apply_ep(model: nn.Module, emesh) -> None:
     arrives summed over the tokens of all ep ranks; FSDP then averages over the edp ranks only.
     Scaling the experts' gradient by 1/ep makes it the mean over every data-parallel rank, as the
     dense weights' (FSDP's own divide factor would need PREMUL_SUM, which gloo lacks). The tp ranks
-    see the same tokens, each for its own slice: no factor."""
+    see the same tokens, each for its own slice: no factor. With etp = 1 (no tp dim in `emesh`)
+    the tp ranks of a sequence each bring their shard's part of its gradient, which the ep
+    exchange and the edp average add up with the data-parallel ranks': tp / ep makes it the mean."""
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
-    ep, tp = emesh["ep"].size(), emesh["tp"].size()
+    names = emesh.mesh_dim_names
+    ep, tp = emesh["ep"].size(), emesh["tp"].size() if "tp" in names else 1
+    token_split = 1 if "tp" in names else model_tp(model)
     dims = tuple(d for d, n in (("ep", ep), ("tp", tp)) if n > 1)
-    mesh = emesh[dims] if len(dims) > 1 else emesh[dims[0]]
+    mesh = emesh[dims] if len(dims) > 1 else emesh[dims[0]] if dims else None
     for m in moe_layers(model):
         if ep > 1:
             m.ep_group = emesh["ep"].get_group()
-            m.experts.grad_scale = 1.0 / ep
+        m.experts.grad_scale = token_split / ep
         if tp > 1:
             m.experts.tp_mesh = emesh["tp"]
+        if mesh is None:  # whole experts, not split: only the gradient scale and the expert FSDP
+            continue
         for name, p in list(m.experts.named_parameters(recurse=False)):
             placements = [Shard(0) if d == "ep" else Shard(ETP_DIM[name]) if name in ETP_DIM else Replicate()
                           for d in dims]
             setattr(m.experts, name, nn.Parameter(distribute_tensor(p.data, mesh, placements)))
+
+
+def model_tp(model: nn.Module) -> int:
+    """The tp ranks over which the model's MoE layers split their tokens (etp = 1), else 1."""
+    groups = [m.token_split_group for m in moe_layers(model) if m.token_split_group is not None]
+    return dist.get_world_size(groups[0]) if groups else 1
 
 
 def apply_expert_fsdp(model: nn.Module, emesh, mp_policy, reshard: bool) -> None:

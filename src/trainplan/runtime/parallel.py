@@ -62,17 +62,37 @@ def blocks(model: nn.Module) -> list[tuple[str | int, nn.Module]]:
     return [(k, layers[k]) for k in keys]
 
 
-def apply_tp(model: nn.Module, tp_mesh, float8: bool = False) -> None:
+def apply_tp(model: nn.Module, tp_mesh, float8: bool = False, sequence_parallel: bool = False,
+             whole_experts: bool = False) -> None:
     """Megatron-style tensor parallel (Shoeybi et al. 2019, section 3): q/k/v and w1/w3 split by
     output columns, wo and w2 by input rows, so each block needs one all-reduce in forward and one
-    in backward. Embeddings, norms and the LM head stay replicated over tp (simple and exact; the
-    sequence-parallel variant of the planner would shard the norms' activations too).
+    in backward. Embeddings and the LM head stay whole on every tp rank (simple and exact).
+
+    sequence_parallel (Korthikanti et al. 2022, section 4.2.2; torchtitan's plan): between the
+    attention and MLP regions each tp rank keeps only its 1/tp of the sequence, so the norms and
+    the residual stream hold 1/tp of the activations. The norms run on the shard (torch's
+    SequenceParallel: their weights Replicate DTensors, whose gradients DTensor sums over tp), a
+    region's input is all-gathered (PrepareModuleInput Shard(1) -> Replicate) and its output
+    reduce-scattered (wo, w2: RowwiseParallel to Shard(1)) where plain tp all-reduces. The model
+    shards the embedding output and gathers the final norm's before the LM head (Decoder.sp_mesh).
+    An MoE layer with etp = tp gathers its input and keeps the whole-token computation below, its
+    (replicated) output sliced back to the rank's shard.
+
+    whole_experts (etp = 1, sequence parallel only; Megatron-Core's and torchtitan's etp = 1): each
+    tp rank routes its own sequence shard, through an expert-parallel group that spans the tp ranks
+    (moe.expert_mesh), to experts held whole. The router and the shared experts' gate run on the
+    shard with their weights Replicate DTensors (SequenceParallel on the token dim: their gradients
+    summed over tp); the shared experts gather the shard's tokens and reduce-scatter them back.
 
     float8=True: the linears are already torchao Float8Linear (tensorwise); torchao's float8
     styles then cast to fp8 before the tp communication, as torchtitan does."""
+    from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (
         ColwiseParallel,
+        PrepareModuleInput,
+        PrepareModuleInputOutput,
         RowwiseParallel,
+        SequenceParallel,
         parallelize_module,
     )
 
@@ -84,6 +104,8 @@ def apply_tp(model: nn.Module, tp_mesh, float8: bool = False) -> None:
         )
 
         col, row = Float8ColwiseParallel, Float8RowwiseParallel
+    sp = sequence_parallel
+    region_out = {"output_layouts": Shard(1)} if sp else {}
 
     for _, block in blocks(model):
         if not hasattr(block, "attention"):
@@ -92,17 +114,46 @@ def apply_tp(model: nn.Module, tp_mesh, float8: bool = False) -> None:
             "attention.wq": col(),
             "attention.wk": col(),
             "attention.wv": col(),
-            "attention.wo": row(),
+            "attention.wo": row(**region_out),
         }
+        if sp:
+            plan |= {"attention_norm": SequenceParallel(), "ffn_norm": SequenceParallel(),
+                     "attention": PrepareModuleInput(input_layouts=(Shard(1), None),
+                                                     desired_input_layouts=(Replicate(), None),
+                                                     use_local_output=True)}
         # An MoE layer: its shared experts split as the dense MLP, the router whole on every tp
         # rank (the same routing everywhere); the routed experts split by moe.apply_ep (etp = tp).
-        mlp = block.feed_forward.shared if hasattr(block.feed_forward, "experts") else block.feed_forward
+        is_moe = hasattr(block.feed_forward, "experts")
+        mlp = block.feed_forward.shared if is_moe else block.feed_forward
         if mlp is not None:
-            prefix = "feed_forward.shared" if mlp is not block.feed_forward else "feed_forward"
-            plan |= {f"{prefix}.w1": col(), f"{prefix}.w2": row()}
+            prefix = "feed_forward.shared" if is_moe else "feed_forward"
+            plan |= {f"{prefix}.w1": col(), f"{prefix}.w2": row(**({} if is_moe else region_out))}
             if mlp.w3 is not None:
                 plan[f"{prefix}.w3"] = col()
+        if sp and is_moe and whole_experts:
+            moe_plan = {"feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Shard(1),),
+                                                           use_local_output=True),
+                        "feed_forward.router": SequenceParallel(sequence_dim=0, use_local_output=True)}
+            if mlp is not None:  # shared experts: the tokens of the shard (dim 0 inside MoE.forward)
+                moe_plan |= {"feed_forward.shared": PrepareModuleInput(
+                    input_layouts=(Shard(0),), desired_input_layouts=(Replicate(),), use_local_output=True),
+                    "feed_forward.shared.w2": row(output_layouts=Shard(0))}
+            if block.feed_forward.shared_gate is not None:
+                moe_plan["feed_forward.shared_gate"] = SequenceParallel(sequence_dim=0, use_local_output=True)
+            plan |= moe_plan
+            block.feed_forward.token_split_group = tp_mesh.get_group()
+        elif sp and is_moe:
+            plan["feed_forward"] = PrepareModuleInputOutput(
+                input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),), use_local_input=True,
+                output_layouts=(Replicate(),), desired_output_layouts=(Shard(1),), use_local_output=True)
+        elif sp:
+            plan["feed_forward"] = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),),
+                                                      use_local_output=True)
         parallelize_module(block, tp_mesh, plan)
+    if sp:
+        if getattr(model, "norm", None) is not None:
+            parallelize_module(model.norm, tp_mesh, SequenceParallel(use_local_output=True))
+        model.sp_mesh = tp_mesh
 
 
 def float8_config(precision: str, fp8_allgather: bool):

@@ -65,14 +65,18 @@ def stage_shapes(part: nn.Module, chunk: int, num_chunks: int, micro_batch: int,
     that garbage: its tp ranks can pick different experts and break their collectives, and the
     aux-free balancing would count the garbage routing as load."""
     seq, spec = part.max_seq_len, part.spec
+    # Under sequence parallel the hidden states between stages are this tp rank's sequence shard
+    # (DTensor's Shard(1): torch.chunk sizes); token ids in and logits out stay whole.
+    sp = getattr(part, "sp_mesh", None)
+    hidden_seq = len(torch.arange(seq).chunk(sp.size())[sp.get_local_rank()]) if sp is not None else seq
 
     def meta(*shape, dtype=act_dtype, grad=True):
         return torch.empty(shape, dtype=dtype, device="meta").requires_grad_(grad)
 
     inputs = (meta(micro_batch, seq, dtype=torch.long, grad=False) if chunk == 0
-              else meta(micro_batch, seq, spec.hidden_size))
+              else meta(micro_batch, hidden_seq, spec.hidden_size))
     outputs = (meta(micro_batch, seq, spec.vocab_size) if chunk == num_chunks - 1
-               else meta(micro_batch, seq, spec.hidden_size))
+               else meta(micro_batch, hidden_seq, spec.hidden_size))
     return {"input_args": inputs, "output_args": outputs}
 
 

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
-BENCHES = ("search_speed", "estimate_speed", "memory_speed", "memory_vs_published", "hand_tuning",
-           "trace_speed", "trainer_overhead", "probe_speed", "gpu_check")
+BENCHES = ("search_speed", "estimate_speed", "memory_speed", "memory_vs_published", "moe_out_of_sample",
+           "hand_tuning", "trace_speed", "trainer_overhead", "probe_speed", "gpu_check")
 
 
 def main(names: list[str]) -> int:

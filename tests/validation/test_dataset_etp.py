@@ -12,7 +12,11 @@ from trainplan.validation.dataset import ANNOTATED_TRAIN, ANNOTATIONS, DEV_DATAS
 
 @pytest.fixture(scope="module")
 def m216():
-    return next(r for r in json.loads(DEV_DATASET.read_text())["records"] if r["id"] == "M216")
+    # the table's row as printed (TP 2, EP 8, EDP 32, ETP 1 on 256 GPUs), before data/annotations.json
+    # corrects its TP to the launch command's 1: a tp > 1 MoE record to map etp on
+    r = next(r for r in json.loads(DEV_DATASET.read_text())["records"] if r["id"] == "M216")
+    r = {k: v for k, v in r.items() if k != "corrected_fields"}
+    return {**r, "train": {**r["train"], "tp": 2, "dp": 128, "fsdp_shard_degree": 128}}
 
 
 def _with(record, **train):

@@ -93,9 +93,10 @@ def test_a_correction_replaces_a_stated_field_only_while_the_record_still_states
 
 def test_corrected_records_say_so_in_their_assumptions(packaged, annotations):
     corrected = [a for a in annotations["annotations"] if a.get("corrections")]
-    assert corrected  # M189: the 25.11 table's EP 8 against its recipe's EP 64
+    assert corrected  # M189: the 25.11 table's EP 8 against its recipe's EP 64; M216: TP 2 against its command's 1
+    as_layout = {"fsdp_shard_degree": "dp_shard"}  # record field -> Layout field, where the names differ
     for a in corrected:
         c = to_case(next(r for r in packaged["records"] if r["id"] == a["id"]))
         for fix in a["corrections"]:
-            assert getattr(c.layout, fix["field"]) == fix["value"]
+            assert getattr(c.layout, as_layout.get(fix["field"], fix["field"])) == fix["value"]
             assert any(s.startswith(f"train.{fix['field']} = {fix['value']}, not the stated") for s in c.assumptions)

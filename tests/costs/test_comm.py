@@ -3,7 +3,7 @@
 import pytest
 
 from trainplan.costs import comm
-from trainplan.costs.comm import EFF_NVLINK_AG_RS, EFF_NVLINK_AR, collective_time, span
+from trainplan.costs.comm import EFF_NVLINK5_A2A, EFF_NVLINK_AG_RS, EFF_NVLINK_AR, collective_time, span
 from trainplan.hardware import find_node
 
 B200 = find_node("ml.p6-b200.48xlarge")
@@ -17,11 +17,20 @@ S = 4 * 1024**3
 @pytest.mark.parametrize("op,factor,eff", [("all_reduce", 2 * 7 / 8, EFF_NVLINK_AR),
                                            ("all_gather", 7 / 8, EFF_NVLINK_AG_RS),
                                            ("reduce_scatter", 7 / 8, EFF_NVLINK_AG_RS),
-                                           ("all_to_all", 7 / 8, EFF_NVLINK_AG_RS)])
+                                           ("all_to_all", 7 / 8, EFF_NVLINK5_A2A)])
 def test_large_messages_inside_a_node_run_at_busbw(op, factor, eff):
     t = collective_time(op, S, span(8, 1, B200), B200)
     busbw = S / t * factor
     assert busbw == pytest.approx(B200.gpu.nvlink_bandwidth * eff, rel=0.01)
+
+
+def test_an_nvlink5_all_to_all_runs_at_its_measured_busbw_and_nvlink4_at_the_ring_efficiency():
+    # 8x B200 all-to-all: 537.1 of 900 GB/s (SimuMax b200_bf16_ceperm.json all2all), the same
+    # switches in a GB200 NVL72; NVLink 4 has no public all-to-all measurement (the ring's 0.80)
+    assert EFF_NVLINK5_A2A * 900 == pytest.approx(537.1)
+    for node, eff in ((NVL72, EFF_NVLINK5_A2A), (find_node("ml.p5.48xlarge"), EFF_NVLINK_AG_RS)):
+        t = collective_time("all_to_all", S, span(8, 1, node), node)
+        assert S / t * 7 / 8 == pytest.approx(node.gpu.nvlink_bandwidth * eff, rel=0.01), node.name
 
 
 def test_hierarchical_all_reduce_matches_the_measured_4_node_p6_b200():

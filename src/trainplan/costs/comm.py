@@ -9,7 +9,11 @@ for a point-to-point send of S bytes.
 Where busbw comes from (HARDWARE_FACTS.md 5.3):
   * inside one NVLink domain: the per-GPU NVLink bandwidth (one direction) x a measured ring
     efficiency: 0.80 for all-gather / reduce-scatter (8x H200: 361-363 of 450 GB/s) and 0.82 for
-    all-reduce (8x H200 ring 367 of 450; 8x A100 235 of 300 = 0.78; B200 740 of 900);
+    all-reduce (8x H200 ring 367 of 450; 8x A100 235 of 300 = 0.78; B200 740 of 900). An
+    all-to-all is no ring: every rank sends to every other at once through the switches. Its one
+    public NVLink 5 measurement (8x B200: 537.1 of 900 GB/s) holds on every NVLink 5 domain (the
+    same link and switch generation in HGX B200 and GB200 NVL72); NVLink 4 has none, so it keeps
+    the all-gather's efficiency;
   * a group that spans nodes is run hierarchically (MLE-net "inter-node speed depends on
     intra-node speed"): only (k-1)/k of S/g per GPU crosses the network for an all-gather over k
     nodes with g group members per node (an all-to-all is not reduced on the way: (n-g)/n of each
@@ -46,6 +50,10 @@ from trainplan.hardware.types import NodeType
 
 EFF_NVLINK_AG_RS = 0.80  # 8x H200 ring all-gather/reduce-scatter busbw 361-363 / 450 GB/s (MLE-net)
 EFF_NVLINK_AR = 0.82  # 8x H200 ring all-reduce 367 / 450; 8x B200 740 / 900 @4 GiB (MLE-net)
+# 8x B200 all-to-all busbw 537.1 / 900 GB/s: MooreThreads/SimuMax configs/system/b200_bf16_ceperm.json
+# @e691807 networks.high_intra_node.op.all2all efficient_factor (the B200 machine profile's table)
+EFF_NVLINK5_A2A = 537.1 / 900
+NVLINK5_BW = 900e9  # bytes/s per GPU per direction: NVLink 5 (B200, GB200, B300, GB300)
 EFF_NET = 0.73  # 4x p6-b200 all-reduce: 36.5 of 50 GB/s per GPU of EFA (MLE-net)
 BASE_LAT_S = 8.4e-6  # NCCL baseLat Ring/Tree Simple
 NVLINK_STEP_S = 3.4e-6  # NCCL hwLat NVLink Ring Simple
@@ -122,6 +130,8 @@ def collective_time(op: str, nbytes: float, sp: Span, node: NodeType, net_eff: f
         return 0.0
     local_step = NVLINK_STEP_S if node.intra_node == "nvswitch" else PCIE_STEP_S
     eff = EFF_NVLINK_AR if op == "all_reduce" else EFF_NVLINK_AG_RS
+    if op == "all_to_all" and node.intra_node == "nvswitch" and node.gpu.nvlink_bandwidth >= NVLINK5_BW:
+        eff = EFF_NVLINK5_A2A
     if op == "p2p":
         if sp.domains > 1:
             return BASE_LAT_S + NET_STEP_S + network_seconds(network_bytes(op, nbytes, sp), node, net_eff)

@@ -135,7 +135,9 @@ def moe_tokens(st: Stage) -> tuple[float, int]:
     over etp (costs/moe.py), and with etp = 1 nothing is gathered in any stack. DTensor stacks with
     etp = tp (torchtitan apply_moe_ep_tp: the MoE block's input made Replicate over tp, its output
     Partial then reduce-scattered) and every stack without sequence parallel hold the whole tokens
-    on every tp rank: the tp term gathers and reduces the block like a dense MLP."""
+    on every tp rank: the tp term gathers and reduces the block like a dense MLP. (trainplan's own
+    trainer, etp = tp with sequence parallel, all-reduces the experts' partial sums and slices the
+    result instead of reduce-scattering it: its MoE blocks move more tp bytes than this prices.)"""
     L, g = st.L, expert_groups(st.L)
     if L.tp > 1 and L.sequence_parallel and (g.etp == 1 or not conventions(L).torch_style):
         return st.tokens / L.tp, g.etp

@@ -121,8 +121,9 @@ def apply_tp(model: nn.Module, tp_mesh, float8: bool = False, sequence_parallel:
                      "attention": PrepareModuleInput(input_layouts=(Shard(1), None),
                                                      desired_input_layouts=(Replicate(), None),
                                                      use_local_output=True)}
-        # An MoE layer: its shared experts split as the dense MLP, the router whole on every tp
-        # rank (the same routing everywhere); the routed experts split by moe.apply_ep (etp = tp).
+        # An MoE layer: its shared experts split as the dense MLP. etp = tp: the router whole on
+        # every tp rank (the same routing everywhere), the routed experts split over tp by
+        # moe.apply_ep; whole_experts (etp = 1): each rank routes its shard (below).
         is_moe = hasattr(block.feed_forward, "experts")
         mlp = block.feed_forward.shared if is_moe else block.feed_forward
         if mlp is not None:

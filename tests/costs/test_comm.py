@@ -3,7 +3,13 @@
 import pytest
 
 from trainplan.costs import comm
-from trainplan.costs.comm import EFF_NVLINK5_A2A, EFF_NVLINK_AG_RS, EFF_NVLINK_AR, collective_time, span
+from trainplan.costs.comm import (
+    EFF_NVLINK5_A2A,
+    EFF_NVLINK_AG_RS,
+    EFF_NVLINK_AR,
+    collective_time,
+    span,
+)
 from trainplan.hardware import find_node
 
 B200 = find_node("ml.p6-b200.48xlarge")

@@ -140,6 +140,7 @@ CONVENTION_CHOICES = {
     "grad_sync": ("every_microbatch", "last_microbatch"),
     "peak_memory": ("reserved", "allocated", "device"),
     "expert_tp": ("tp", "one_under_ep"),
+    "lowp_experts": bool,
 }
 # Layout knobs that override a convention for one layout (None: the stack's): knob -> convention.
 LAYOUT_OVERRIDES = {"grad_reduce_fp32": "grad_reduce_fp32", "vocab_parallel_loss": "vocab_parallel_loss",
@@ -189,6 +190,7 @@ class Conventions:
     grad_sync: str  # "every_microbatch" | "last_microbatch" (FSDP with gradient accumulation)
     peak_memory: str  # what the stack logs as peak memory: "reserved" | "allocated" | "device"
     expert_tp: str  # etp when the layout states none: "tp" | "one_under_ep" (layout.expert_groups)
+    lowp_experts: bool  # an fp8 recipe runs the routed experts' grouped GEMMs in fp8 too (else in the compute dtype)
 
     @property
     def torch_style(self) -> bool:

@@ -157,17 +157,18 @@ def test_every_stack_is_listed():
 
 # Which memory convention each stack runs with (stacks.toml [NAME.conventions], each from the
 # framework's code): activations, low-precision weight copies, ZeRO-1 and ZeRO-2 flavours, fp32 gradients,
-# vocabulary-parallel loss, bf16 loss, FSDP gradient sync, the peak its logger reports, the default etp.
+# vocabulary-parallel loss, bf16 loss, FSDP gradient sync, the peak its logger reports, the default etp,
+# whether an fp8 recipe casts the routed experts too.
 CONVENTIONS = {
-    "trainplan": ("pytorch", "per_use", "zero_redundancy", "fsdp2_no_reshard", True, False, False, "every_microbatch", "reserved", "tp"),
-    "torchtitan": ("pytorch", "per_use", "distributed_optimizer", "deepspeed", True, True, False, "every_microbatch", "reserved", "one_under_ep"),
-    "megatron": ("megatron", "cached", "distributed_optimizer", "deepspeed", True, True, False, "every_microbatch", "device", "tp"),
-    "nemo": ("megatron", "cached", "distributed_optimizer", "deepspeed", False, True, False, "every_microbatch", "device", "tp"),
+    "trainplan": ("pytorch", "per_use", "zero_redundancy", "fsdp2_no_reshard", True, False, False, "every_microbatch", "reserved", "tp", False),
+    "torchtitan": ("pytorch", "per_use", "distributed_optimizer", "deepspeed", True, True, False, "every_microbatch", "reserved", "one_under_ep", False),
+    "megatron": ("megatron", "cached", "distributed_optimizer", "deepspeed", True, True, False, "every_microbatch", "device", "tp", True),
+    "nemo": ("megatron", "cached", "distributed_optimizer", "deepspeed", False, True, False, "every_microbatch", "device", "tp", True),
     "megatron_bridge": ("megatron", "cached", "distributed_optimizer", "deepspeed", False, True, False, "every_microbatch",
-                        "device", "tp"),
-    "composer": ("pytorch", "per_use", "distributed_optimizer", "deepspeed", True, True, False, "every_microbatch", "device", "tp"),
-    "fms": ("pytorch", "per_use", "distributed_optimizer", "deepspeed", True, True, False, "every_microbatch", "device", "tp"),
-    "kempnerforge": ("pytorch", "per_use", "distributed_optimizer", "deepspeed", True, False, True, "last_microbatch", "allocated", "tp"),
+                        "device", "tp", True),
+    "composer": ("pytorch", "per_use", "distributed_optimizer", "deepspeed", True, True, False, "every_microbatch", "device", "tp", False),
+    "fms": ("pytorch", "per_use", "distributed_optimizer", "deepspeed", True, True, False, "every_microbatch", "device", "tp", False),
+    "kempnerforge": ("pytorch", "per_use", "distributed_optimizer", "deepspeed", True, False, True, "last_microbatch", "allocated", "tp", False),
 }
 
 

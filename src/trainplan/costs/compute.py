@@ -139,7 +139,7 @@ def microbatch_compute(
     m: ModelSpec, mf: ModelFlops, gpu: GPUSpec, prof: Profile, *, recipe: Recipe, tokens: float,
     seq_len: int, tp: int, ep: int, etp: int | None = None, layers_on_stage: float, head_on_stage: bool, recompute_frac: float,
     selective: bool, flash: bool = True, fused: bool = False, compiled_loss: bool = False,
-    te_attention: bool = False, family: str = "pytorch", moe_load: float = 1.0,
+    te_attention: bool = False, family: str = "pytorch", moe_load: float = 1.0, lowp_experts: bool = True,
 ) -> MicrobatchCompute:
     """`tokens` = tokens of the micro-batch on this GPU (micro_batch * seq_len / cp).
 
@@ -155,6 +155,8 @@ def microbatch_compute(
     `etp`: the expert tensor-parallel size (layout.expert_groups; None: tp). The routed-expert GEMMs
     split their matrices over etp instead of tp and run etp/tp of the micro-batch's routed rows
     (ExpertGroups.routed_share): the same FLOPs per rank, in other shapes.
+    `lowp_experts`: a low-precision recipe runs the routed experts' GEMMs in it too (the stack's
+    conventions.lowp_experts); else they run, and are priced, in the compute dtype, uncast.
     """
     etp = tp if etp is None else etp
     policies = [(p, share) for p, share in (("full", recompute_frac),
@@ -185,11 +187,13 @@ def microbatch_compute(
             rows = tokens * c * (etp / tp if what == "expert" else 1.0)
             mm = rows * ep / m.moe.num_experts if what == "expert" else tokens
             f = 2.0 * tokens * c * k * n / tp
-            passes = _gemm_passes(mach, recipe.gemm_dtype, f, mm, kk, nn, what == "expert",
-                                  m.moe.num_experts / ep if what == "expert" else 1, prof)
+            lowp = lp is not None and (what != "expert" or lowp_experts)
+            passes = _gemm_passes(mach, recipe.gemm_dtype if lowp else recipe.compute_dtype, f, mm, kk, nn,
+                                  what == "expert", m.moe.num_experts / ep if what == "expert" else 1, prof)
             if passes is None:
                 eff = shape_eff(mm, kk, nn, d) * (prof.moe_gemm_eff if what == "expert" else 1.0)
-                passes = measured.PassTimes(f / (rate * eff), 2 * f / (rate * eff))
+                g_rate = rate if lowp or lp is None else head_rate  # uncast experts: the compute dtype's
+                passes = measured.PassTimes(f / (g_rate * eff), 2 * f / (g_rate * eff))
             if what == "expert" and moe_load != 1.0:
                 passes = measured.PassTimes(passes.fwd * moe_load, passes.bwd * moe_load, passes.notes)
             notes.update(passes.notes)
@@ -199,7 +203,7 @@ def microbatch_compute(
             for share, r in rec:
                 rec_time += share * r.gemms[i] * count * passes.fwd
                 rec_flops += share * r.gemms[i] * count * f
-            if lp is not None:  # quantisation terms (module docstring); weights once per micro-batch
+            if lowp:  # quantisation terms (module docstring); weights once per micro-batch
                 n_w = m.moe.num_experts / ep if what == "expert" else c  # weight matrices held here
                 cast_bytes += count * (n_w * kk * nn * lp.weight_cast_bytes + rows * (kk * cast_k + nn * cast_n))
         kpq = keys_per_query(seq_len, kind.window)

@@ -111,9 +111,10 @@ def memory_breakdown(job, layout: Layout) -> MemoryBreakdown:
     L = layout
     m = job.model
     split = expert_groups(L).weight_split
-    stages = stage_params(m, L.tp, split, L.pp, L.vp, L.uneven)
+    lowp_experts = conventions(L).lowp_experts
+    stages = stage_params(m, L.tp, split, L.pp, L.vp, L.uneven, lowp_experts)
     best, best_total = None, 0.0
-    for i in _candidate_stages(m, L.tp, split, L.pp, L.vp, L.uneven):
+    for i in _candidate_stages(m, L.tp, split, L.pp, L.vp, L.uneven, lowp_experts):
         t, parts = _stage_terms(job, L, i, stages[i])
         if best is None or t > best_total:
             best, best_total = parts, t
@@ -121,13 +122,14 @@ def memory_breakdown(job, layout: Layout) -> MemoryBreakdown:
 
 
 @functools.lru_cache(maxsize=1024)
-def _candidate_stages(m, tp: int, expert_split: int, pp: int, vp: int, uneven: Uneven = EVEN) -> tuple[int, ...]:
+def _candidate_stages(m, tp: int, expert_split: int, pp: int, vp: int, uneven: Uneven = EVEN,
+                      lowp_experts: bool = True) -> tuple[int, ...]:
     """The stages that can be the worst: the first of each group of stages holding the same
     parameters and layer kinds. Within a group only the micro-batches in flight differ, and they
     never grow with the stage index (1F1B, interleaved, GPipe), so the group's first stage has the
     largest total (and the first of equal totals, as a scan of every stage would pick)."""
     kinds = moe_flags(m)
-    stages = stage_params(m, tp, expert_split, pp, vp, uneven)
+    stages = stage_params(m, tp, expert_split, pp, vp, uneven, lowp_experts)
     seen, out = set(), []
     for i, sp in enumerate(stages):
         key = (i == 0, i == pp - 1, sp.num_layers, sp.moe_layers, sp.dense, sp.experts, sp.fp8_linear,

@@ -59,7 +59,7 @@ class StageParams:
     moe_layers: int
     dense: float  # replicated over the data-parallel group: attention, MLP, norms, embedding, head
     experts: float  # routed experts (divided by ep * etp)
-    fp8_linear: float  # of dense + experts: the transformer-block matmul weights an fp8 recipe casts
+    fp8_linear: float  # the transformer-block matmul weights an fp8 recipe casts (the experts' when it casts them)
     largest_unit: float  # largest FSDP unit on the stage: one block, the embedding or the head
     largest_unit_linear: float  # fp8-castable weights of the largest block
 
@@ -70,10 +70,12 @@ class StageParams:
 
 @functools.lru_cache(maxsize=4096)
 def stage_params(m: ModelSpec, tp: int, expert_split: int, pp: int, vp: int = 1,
-                 uneven: Uneven = EVEN) -> tuple[StageParams, ...]:
+                 uneven: Uneven = EVEN, lowp_experts: bool = True) -> tuple[StageParams, ...]:
     """Per-stage parameters held by one GPU of each pipeline rank (its layers: models/stages.py);
     `expert_split`: ranks sharing one copy of a layer's routed experts (ExpertGroups.weight_split,
-    ep * etp). Cached because the search calls it for every layout."""
+    ep * etp); `lowp_experts`: the stack casts the routed experts' weights with the block's (its
+    conventions.lowp_experts), so they count in fp8_linear. Cached because the search calls it for
+    every layout."""
     pc = _counts(m)
     h = m.hidden_size
     kv_frac = max(1 / tp, 1 / m.num_kv_heads)  # tp beyond the kv-head count replicates kv heads
@@ -93,7 +95,7 @@ def stage_params(m: ModelSpec, tp: int, expert_split: int, pp: int, vp: int = 1,
             mlp = mlp_linear = lp.mlp / tp
         experts = lp.experts / expert_split
         dense = attn + mlp + lp.norms
-        per_layer.append((dense, experts, attn + mlp_linear + experts))
+        per_layer.append((dense, experts, attn + mlp_linear + (experts if lowp_experts else 0.0)))
     emb = pc.embedding / tp
     head = (pc.lm_head or (pc.embedding if pp > 1 else 0)) / tp  # tied + pp: the last stage keeps a copy
     out = []

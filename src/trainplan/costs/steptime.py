@@ -30,6 +30,7 @@ from trainplan.layout import Layout, expert_groups
 from trainplan.models.stages import stage_layers
 from trainplan.precision import recipe
 from trainplan.profile import Profile
+from trainplan.stacks import conventions
 from trainplan.stacks import stack as stack_preset
 
 __all__ = ["StepResult", "StepTime", "exposed", "shard_calls", "slowest_stage", "step_time"]
@@ -100,7 +101,7 @@ def slowest_stage(job: Job, L: Layout, prof: Profile) -> terms.Stage:
             selective=L.ac == "selective", flash=L.flash_attention,
             fused=L.torch_compile or st.fused_kernels, compiled_loss=L.loss_kind == "fused",
             te_attention=st.fused_kernels, family=st.recompute_family,
-            moe_load=moe_cost.layout_load(L),
+            moe_load=moe_cost.layout_load(L), lowp_experts=conventions(L).lowp_experts,
         ), r
 
     layers_stage, head_only = _stage_counts(m.num_layers, L)

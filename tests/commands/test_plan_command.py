@@ -181,6 +181,6 @@ def test_the_plan_states_its_throughput_band_the_wider_for_moe(cli):
     for model, moe in (("llama-3.1-8b", False), ("mixtral-8x7b", True)):
         code, out, err = cli("plan", "--model", model)
         assert code == 0, err
-        line = next(x for x in out.splitlines() if "at the cross-validated p90 error" in x)
+        line = next(x for x in out.splitlines() if "at the p90 error of published runs" in x)
         assert line.endswith(f"(x/{1 + prof.throughput_error(moe):.2f})")
     assert prof.throughput_error(True) > prof.throughput_error(False)

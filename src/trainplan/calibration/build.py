@@ -17,6 +17,22 @@ def training_cases(cases) -> list:
             and c.measured.get("tokens_per_s_per_gpu")]
 
 
+def holdout_error(prof: Profile) -> dict:
+    """The tokens/s error of the published runs kept out of every fit (validation/holdout.py, their
+    table-only records), each predicted as validate predicts a record (the fold without its source):
+    all of them and by model kind, the groups Profile.throughput_error reads."""
+    from trainplan.validation.dataset import to_case
+    from trainplan.validation.holdout import HOLDOUT_DATASET, table_records
+    from trainplan.validation.run import run
+
+    cases = [to_case(r) for r in table_records()]
+    s = run(cases, prof, cross_validated=True)["summary"]
+    t = s["tokens_per_s_per_gpu"]
+    return {"tokens_per_s_per_gpu": {"all": t["all"], **{f"model={k}": v for k, v in t["by_model"].items()}},
+            "dataset": f"trainplan/validation/data/{HOLDOUT_DATASET.name}", "records": s["records"],
+            "skipped": s["skipped"]}
+
+
 def build_profile(cases, dataset_name: str, progress=None, machines: tuple | None = None) -> Profile:
     """`machines`: the machine profiles the fit reads (default: the packaged ones); the residuals
     machine_compute / machine_hbm are fitted on the records whose GPU has one."""
@@ -39,6 +55,7 @@ def build_profile(cases, dataset_name: str, progress=None, machines: tuple | Non
     cv["tokens_per_s_per_gpu"]["p90_abs"] = summary["tokens_per_s_per_gpu"]["by_quality"].get(
         "full", summary["tokens_per_s_per_gpu"]["all"]).get("p90_abs", 0.25)
     cv["records"] = sorted(c.id for c in train)
+    cv["holdout"] = holdout_error(prof)
     # peak_mem_gib involves no fitted coefficient: its error is the memory model's own, computed
     # here from the memory model as it is today; `meta.fitted_at` dates it (the search widens its
     # memory band by cv_error.peak_mem_gib.all.median_abs; tests/calibration check it has not drifted).

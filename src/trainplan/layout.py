@@ -375,6 +375,12 @@ def check_layout(job, layout: Layout) -> None:
         )
     if w.seq_len % L.cp:
         raise TrainplanError(f"cp={L.cp} does not divide the sequence length {w.seq_len}")
+    if L.tp > 1 and L.sequence_parallel and (w.seq_len // L.cp) % L.tp:
+        raise TrainplanError(
+            f"sequence parallel splits each rank's {w.seq_len // L.cp} tokens of a sequence over tp={L.tp}, which "
+            "does not divide them (Megatron-Core asserts it too); choose a sequence length or tp that divides, "
+            "or sequence_parallel false"
+        )
     split = cp_heads_split(L.execution.cp_comm, L.cp, L.tp, c.node.gpus_per_node)
     if split > 1 and (m.num_heads // L.tp) % split:
         raise TrainplanError(

@@ -164,3 +164,12 @@ def test_megatron_runs_an_expert_tensor_parallel_size_between_one_and_tp():
 
 def test_etp_one_lets_ep_take_the_tp_ranks():
     check_layout(job(MOE), Layout(tp=2, dp_shard=4, ep=8, etp=1, micro_batch=2))  # 4 x 2 ranks, 8 experts
+
+
+def test_sequence_parallel_needs_tp_to_divide_each_ranks_sequence():
+    # each tp rank holds an equal 1/tp of the (cp-local) sequence between the tp regions
+    with pytest.raises(TrainplanError) as e:
+        check_layout(job(seq=4098), Layout(tp=4, dp_shard=2, micro_batch=4))
+    assert "tp=4, which does not divide them" in str(e.value) and "\n" not in str(e.value)
+    check_layout(job(seq=4098), Layout(tp=4, dp_shard=2, micro_batch=4, sequence_parallel=False))
+    check_layout(job(seq=4096), Layout(tp=4, dp_shard=2, micro_batch=4))

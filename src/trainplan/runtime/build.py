@@ -127,8 +127,8 @@ def _parallelize(model, plan, mesh, device: torch.device, emesh=None):
     r = recipe(layout.precision)
     fp8 = r.low_precision is not None  # runnable (build_model checked): a torchao float8 converter
     # etp = 1 under tp: experts whole, each tp rank routing its sequence shard (supports.py: sequence parallel)
-    tp_style = {"sequence_parallel": layout.sequence_parallel,
-                "whole_experts": plan.job.model.moe is not None and expert_groups(layout).etp < layout.tp}
+    whole_experts = plan.job.model.moe is not None and expert_groups(layout).etp < layout.tp
+    tp_style = {"sequence_parallel": layout.sequence_parallel, "whole_experts": whole_experts}
     if layout.tp > 1 and fp8:
         # fp8 with tp: the one exception to the order. torchao's float8 tp styles shard
         # Float8Linear modules (tensorwise only: supports.py), so the conversion comes first
@@ -141,7 +141,7 @@ def _parallelize(model, plan, mesh, device: torch.device, emesh=None):
         if fp8:
             parallel.apply_float8(model, layout.precision, layout.fp8_allgather)
     if emesh is not None:
-        moe.apply_ep(model, emesh)
+        moe.apply_ep(model, emesh, token_split=layout.tp if whole_experts else 1)
     parallel.apply_ac(model, layout.ac, layout.ac_layers)
     if layout.torch_compile:
         parallel.apply_compile(model)

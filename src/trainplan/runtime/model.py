@@ -173,7 +173,8 @@ class Decoder(nn.Module):
         if self.tok_embeddings is not None:
             h = self.tok_embeddings(tokens)
             s = h.shape[1]
-        else:  # a later pipeline stage: the previous stage's hidden state (its sequence shard under sp)
+        else:  # a later pipeline stage: the previous stage's hidden state (its 1/tp shard under sp, exact:
+            # tp divides the sequence, layout.check_layout)
             h = tokens
             s = h.shape[1] * (sp.size() if sp is not None else 1)
         rope = None

@@ -372,7 +372,7 @@ def expert_mesh(layout, device_type: str):
 ETP_DIM = {"w1": 1, "w3": 1, "b1": 1, "b3": 1, "w2": 2}
 
 
-def apply_ep(model: nn.Module, emesh) -> None:
+def apply_ep(model: nn.Module, emesh, token_split: int = 1) -> None:
     """Split each MoE layer's stacked expert weights over the (ep, tp) dims of the expert mesh as
     DTensors: ep Shard(0) (rank r holds experts [r*E/ep, (r+1)*E/ep)), the tokens routed to them
     through all-to-all over ep; tp per ETP_DIM. Every tp rank holds the same tokens (no sequence
@@ -384,13 +384,12 @@ def apply_ep(model: nn.Module, emesh) -> None:
     Scaling the experts' gradient by 1/ep makes it the mean over every data-parallel rank, as the
     dense weights' (FSDP's own divide factor would need PREMUL_SUM, which gloo lacks). The tp ranks
     see the same tokens, each for its own slice: no factor. With etp = 1 (no tp dim in `emesh`)
-    the tp ranks of a sequence each bring their shard's part of its gradient, which the ep
-    exchange and the edp average add up with the data-parallel ranks': tp / ep makes it the mean."""
+    the `token_split` = tp ranks of a sequence each bring their shard's part of its gradient, which
+    the ep exchange and the edp average add up with the data-parallel ranks': tp / ep makes it the
+    mean."""
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
-    names = emesh.mesh_dim_names
-    ep, tp = emesh["ep"].size(), emesh["tp"].size() if "tp" in names else 1
-    token_split = 1 if "tp" in names else model_tp(model)
+    ep, tp = emesh["ep"].size(), emesh["tp"].size() if "tp" in emesh.mesh_dim_names else 1
     dims = tuple(d for d, n in (("ep", ep), ("tp", tp)) if n > 1)
     mesh = emesh[dims] if len(dims) > 1 else emesh[dims[0]] if dims else None
     for m in moe_layers(model):
@@ -405,12 +404,6 @@ def apply_ep(model: nn.Module, emesh) -> None:
             placements = [Shard(0) if d == "ep" else Shard(ETP_DIM[name]) if name in ETP_DIM else Replicate()
                           for d in dims]
             setattr(m.experts, name, nn.Parameter(distribute_tensor(p.data, mesh, placements)))
-
-
-def model_tp(model: nn.Module) -> int:
-    """The tp ranks over which the model's MoE layers split their tokens (etp = 1), else 1."""
-    groups = [m.token_split_group for m in moe_layers(model) if m.token_split_group is not None]
-    return dist.get_world_size(groups[0]) if groups else 1
 
 
 def apply_expert_fsdp(model: nn.Module, emesh, mp_policy, reshard: bool) -> None:

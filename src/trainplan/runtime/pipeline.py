@@ -66,9 +66,9 @@ def stage_shapes(part: nn.Module, chunk: int, num_chunks: int, micro_batch: int,
     aux-free balancing would count the garbage routing as load."""
     seq, spec = part.max_seq_len, part.spec
     # Under sequence parallel the hidden states between stages are this tp rank's sequence shard
-    # (DTensor's Shard(1): torch.chunk sizes); token ids in and logits out stay whole.
+    # (tp divides the sequence: layout.check_layout); token ids in and logits out stay whole.
     sp = getattr(part, "sp_mesh", None)
-    hidden_seq = len(torch.arange(seq).chunk(sp.size())[sp.get_local_rank()]) if sp is not None else seq
+    hidden_seq = seq // sp.size() if sp is not None else seq
 
     def meta(*shape, dtype=act_dtype, grad=True):
         return torch.empty(shape, dtype=dtype, device="meta").requires_grad_(grad)

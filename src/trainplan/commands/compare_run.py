@@ -1,4 +1,9 @@
-"""`trainplan compare-run RUN_DIR`: the plan's prediction next to what the run measured."""
+"""`trainplan compare-run RUN_DIR`: the plan's prediction next to what the run measured.
+
+A run is compared with a prediction for the device it ran on (calibration/device.py). The planner
+predicts catalog GPUs only, so a run on a CPU, or on a GPU other than its plan's, has no prediction
+to be compared with: it is refused in one line that says what to do, not printed as a ratio
+(issue 27: a CPU run read measured/predicted 3,559 against its plan's H200)."""
 
 from __future__ import annotations
 
@@ -41,10 +46,18 @@ def predict(plan, profile=None) -> dict | None:
 
 
 def compare(run_dir: str | Path, profile=None) -> dict:
+    from trainplan.calibration.device import CPU, mismatch, run_device
     from trainplan.commands._common import read_run
 
     run = Path(run_dir)
     summary, plan = read_run(run)
+    gpu = plan.job.cluster.gpu.name
+    device = run_device(summary, gpu)
+    todo = (f"its measurements are in {run / 'summary.json'}; compare a run of its plan made on {gpu}"
+            if device == CPU else
+            f"plan for {device} (`trainplan plan --instance` with that GPU), train that plan and compare it")
+    if (why := mismatch(f"run {run}", device, gpu, "the planner", todo)):
+        raise TrainplanError(why)
     predicted = predict(plan, profile) or {}
     rows = []
     for key, label, _ in FIELDS:
@@ -69,8 +82,7 @@ def run(args) -> int:
     if args.json:
         print_json(result)
         return 0
-    print(f"{result['model']} [{result['layout']}] on {result['device']} (predicted for {result['gpu']}), "
-          f"{result['steps']} steps")
+    print(f"{result['model']} [{result['layout']}] on {result['gpu']}, {result['steps']} steps")
     print(f"{'':22} {'predicted':>14} {'measured':>14} {'measured/pred':>14}")
     for (key, label, fmt), row in zip(FIELDS, result["rows"]):
         cell = [fmt.format(v) if isinstance(v, (int, float)) else "-" for v in (row["predicted"], row["measured"])]
@@ -86,7 +98,5 @@ def run(args) -> int:
             print(f"{label:22} {cell:>14} {'':>14} {(f'{r:.2f}' if r is not None else '-'):>14}")
     if result["prediction_error"]:
         print(f"(no prediction: {result['prediction_error']})")
-    if result["device"] == "cpu":
-        print("(a CPU run: the prediction is for the plan's GPU; memory and MFU are not measured on CPU)")
     return 0
 

@@ -110,7 +110,8 @@ def calibrate(cases: list[RunCase], start: Profile, name: str = "calibrated") ->
     gpu = check_devices(cases, start)
     ev = choose(cases, start, RUN_PARAMS)
     if not ev.moved:
-        why = "; ".join(f"{p}: {r}" for p, r in ev.kept.items())
+        why = (f"a coefficient moves only with {MIN_RUNS} or more runs in which its term is >= {MIN_SHARE:.0%} of the "
+               "step" if len(cases) < MIN_RUNS else "; ".join(f"{p}: {r}" for p, r in ev.kept.items()))
         raise TrainplanError(f"calibration refused: {len(cases)} run(s) move no coefficient ({why}); "
                              f"nothing written: give {MIN_RUNS} or more runs of different layouts")
     kw = {"params": ev.moved, "frameworks": False, "sweeps": 6}

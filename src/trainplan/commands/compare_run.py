@@ -70,6 +70,15 @@ def compare(run_dir: str | Path, profile=None) -> dict:
             "prediction_error": predicted.get("error")}
 
 
+def fold_for(prof, run: Path):
+    """(profile, run id): a profile fitted on this run predicts it by its fold fitted without it, so
+    that the comparison is with a prediction the run did not teach; (profile, None) otherwise."""
+    f = prof.fitted_on
+    if f is not None and f.kind == "runs" and str(run.resolve()) in f.sources and run.resolve().name in prof.folds:
+        return prof.fold(run.resolve().name), run.resolve().name
+    return prof, None
+
+
 def run(args) -> int:
     if not Path(args.run).is_dir():
         raise TrainplanError(f"run directory {args.run!r} does not exist; give the --out of `trainplan train`")
@@ -77,8 +86,10 @@ def run(args) -> int:
     if args.profile or args.machine:  # before (packaged) and after (the given profiles)
         from trainplan.commands._profile_args import load_profiles
 
-        after = compare(args.run, load_profiles(args.profile, args.machine))
-        result["calibrated"] = {"profile": args.profile, "machine": args.machine, "rows": after["rows"]}
+        prof, fold = fold_for(load_profiles(args.profile, args.machine), Path(args.run))
+        after = compare(args.run, prof)
+        result["calibrated"] = {"profile": args.profile, "machine": args.machine, "rows": after["rows"],
+                                "fold": fold, "fitted_on": prof.describe()}
     if args.json:
         print_json(result)
         return 0
@@ -89,8 +100,9 @@ def run(args) -> int:
         r = row["measured_over_predicted"]
         print(f"{label:22} {cell[0]:>14} {cell[1]:>14} {(f'{r:.2f}' if r is not None else '-'):>14}")
     if "calibrated" in result:
-        print(f"with {result['calibrated']['profile'] or 'packaged profile'} "
-              f"(machine {result['calibrated']['machine'] or 'packaged'}):")
+        cal = result["calibrated"]
+        print(f"with {cal['profile'] or 'packaged profile'} (machine {cal['machine'] or 'packaged'})"
+              + (f", its fold fitted without {cal['fold']}" if cal["fold"] else "") + f": {cal['fitted_on']}")
         for (key, label, fmt), row in zip(FIELDS, result["calibrated"]["rows"]):
             p = row["predicted"]
             cell = fmt.format(p) if isinstance(p, (int, float)) else "-"

@@ -107,8 +107,8 @@ class Profile:
 
     def throughput_error(self, moe: bool) -> float:
         """The relative error a prediction of tokens/s carries (its band): the cross-validated p90
-        |error| of the fully specified runs (cv_error tokens_per_s_per_gpu.p90_abs; ASSUMED_ERROR when the
-        profile has none), widened to the p90 of the model's own kind (MoE or dense, group
+        |error| of the fully specified runs (cv_error tokens_per_s_per_gpu.p90_abs; ASSUMED_ERROR when
+        the profile has none), widened to the p90 of the model's own kind (MoE or dense, group
         'model=...') where the profile measured one on at least MODEL_KIND_MIN_RECORDS records, in
         the cross-validation or on the published runs kept out of the fit (cv_error.holdout,
         validation/holdout.py): an MoE plan is not promised the accuracy measured on dense runs, nor
@@ -216,13 +216,11 @@ class FittedOn:
 
 
 def fitted_on_from_dict(d, where: str) -> FittedOn:
-    check_keys(d, {f for f in FittedOn.__slots__}, where, required={"kind", "count", "gpus", "models", "sources"})
+    check_keys(d, set(FittedOn.__slots__), where, required={"kind", "count", "gpus", "models", "sources"})
     check_types(FittedOn, d, where)
     if d["kind"] not in FITTED_KINDS:
         raise TrainplanError(f"{where}: kind must be one of {', '.join(sorted(FITTED_KINDS))}, got {d['kind']!r}")
     lists = {k: tuple(d.get(k) or ()) for k in ("gpus", "models", "sources", "dates")}
-    if not all(isinstance(x, str) for v in lists.values() for x in v):
-        raise TrainplanError(f"{where}: gpus, models, sources and dates must be lists of strings")
     if d["count"] < 0:
         raise TrainplanError(f"{where}: count must be >= 0, got {d['count']}")
     return FittedOn(kind=d["kind"], count=d["count"], method=d.get("method", ""), **lists)
@@ -240,7 +238,7 @@ def describe(name: str, fitted: FittedOn | None, cv: dict, gpus=(), model: str |
         what = (f"fitted on {fitted.count} {unit} of {_few(fitted.models, 'models')} on {_few(fitted.gpus, 'GPU types')}"
                 + (f" ({' to '.join(sorted(set(fitted.dates)))})" if fitted.dates else ""))
     if median is None or p90 is None:
-        error = f"no cross-validated error: its band is an assumed {ASSUMED_ERROR:.0%}"
+        error = f"no cross-validated error: its band is an assumed {ASSUMED_ERROR if p90 is None else p90:.0%}"
     else:
         how = f", {fitted.method}" if fitted is not None and fitted.method else ""
         error = f"cross-validated error {median:.1%} (p90 {p90:.1%}{how})"

@@ -18,7 +18,8 @@ def add_arguments(p) -> None:
     from trainplan.parsing import output_file
 
     p.add_argument("--runs", nargs="+", required=True, metavar="DIR",
-                   help="run directories (plan.json + summary.json, as `trainplan train --out` writes them)")
+                   help="run directories (plan.json + summary.json, as `trainplan train --out` writes them): three "
+                        "or more, of different layouts, made on the GPU their plan is for")
     add_profile_arguments(p)
     p.add_argument("--out", type=output_file, required=True, help="the calibration profile to write")
     p.add_argument("--json", action="store_true")
@@ -67,7 +68,9 @@ def run(args) -> int:
         raise TrainplanError("two run directories share a name; each run is its own cross-validation group")
     start = load_profiles(args.profile, args.machine) or default_profile()
     check_machine_gpu(args.machine, check_devices(cases, start))
-    prof = calibrate(cases, start, name=Path(args.out).stem)
+    # named after its file; never the packaged profile's name, whose band is the published runs' error
+    name = Path(args.out).stem if Path(args.out).stem != default_profile().name else f"{Path(args.out).stem}-calibrated"
+    prof = calibrate(cases, start, name=name)
     write_atomic(args.out, json.dumps(prof.to_dict(), indent=1) + "\n")
     cv = prof.cv_error["tokens_per_s_per_gpu"]
     if args.json:

@@ -12,11 +12,11 @@ calibration (which fits them by running the cost model) sits above it.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from trainplan.errors import TrainplanError
-from trainplan.parsing import check_keys, read_json
+from trainplan.parsing import check_keys, check_types, read_json
 
 SCHEMA = "trainplan-profile/1"
 _HERE = Path(__file__).parent / "profiles"
@@ -81,6 +81,9 @@ class Profile:
     # Machine profiles whose measured rates the cost model reads (one per GPU type; trainplan/machine).
     # Loaded profiles carry the packaged ones; Profile() (the bare priors) carries none.
     machines: tuple = field(default=(), compare=False, hash=False)
+    # The data the coefficients were fitted on (FittedOn below); None for the priors and for a
+    # profile written before trainplan recorded it.
+    fitted_on: FittedOn | None = field(default=None, compare=False, hash=False)
 
     def machine_for(self, gpu_name: str):
         """The machine profile of this GPU type, or None (the model's formulas apply)."""
@@ -104,8 +107,8 @@ class Profile:
 
     def throughput_error(self, moe: bool) -> float:
         """The relative error a prediction of tokens/s carries (its band): the cross-validated p90
-        |error| of the fully specified runs (cv_error tokens_per_s_per_gpu.p90_abs; 0.25 when the
-        profile has none), widened to the p90 of the model's own kind (MoE or dense, group
+        |error| of the fully specified runs (cv_error tokens_per_s_per_gpu.p90_abs; ASSUMED_ERROR when
+        the profile has none), widened to the p90 of the model's own kind (MoE or dense, group
         'model=...') where the profile measured one on at least MODEL_KIND_MIN_RECORDS records, in
         the cross-validation or on the published runs kept out of the fit (cv_error.holdout,
         validation/holdout.py): an MoE plan is not promised the accuracy measured on dense runs, nor
@@ -113,7 +116,7 @@ class Profile:
         group = f"model={'moe' if moe else 'dense'}"
         cv = self.cv_error.get("tokens_per_s_per_gpu", {})
         held = self.cv_error.get("holdout", {}).get("tokens_per_s_per_gpu", {})
-        err = cv.get("p90_abs", 0.25)
+        err = cv.get("p90_abs", ASSUMED_ERROR)
         for kind in (cv.get(group, {}), held.get(group, {})):
             if kind.get("count", 0) >= MODEL_KIND_MIN_RECORDS and kind.get("p90_abs") is not None:
                 err = max(err, kind["p90_abs"])
@@ -125,7 +128,12 @@ class Profile:
 
     def to_dict(self) -> dict:
         return {"schema": SCHEMA, "name": self.name, "source": self.source, "meta": self.meta,
+                **({"fitted_on": self.fitted_on.to_dict()} if self.fitted_on else {}),
                 "coefficients": self.coefficients(), "cv_error": self.cv_error, "folds": self.folds}
+
+    def describe(self, gpus=(), model: str | None = None) -> str:
+        """The one line a plan priced with this profile prints (describe() below)."""
+        return describe(self.name, self.fitted_on, self.cv_error.get("tokens_per_s_per_gpu", {}), gpus, model)
 
 
 COEFFICIENTS = ("gemm_eff", "attn_eff", "moe_gemm_eff", "d_half", "hbm_eff", "overlap", "tp_overlap",
@@ -134,8 +142,8 @@ TABLES = ("arch_gemm_eff", "framework_time")
 
 
 def profile_from_dict(d: dict, where: str) -> Profile:
-    check_keys(d, {"schema", "name", "source", "meta", "coefficients", "cv_error", "folds", "data"}, where,
-               required={"schema", "coefficients"})
+    check_keys(d, {"schema", "name", "source", "meta", "coefficients", "cv_error", "folds", "data", "fitted_on"},
+               where, required={"schema", "coefficients"})
     if d["schema"] != SCHEMA:
         raise TrainplanError(f"{where}: unknown schema {d['schema']!r}; expected {SCHEMA!r}")
     co = d["coefficients"]
@@ -148,7 +156,8 @@ def profile_from_dict(d: dict, where: str) -> Profile:
     return Profile(**{k: float(v) for k, v in co.items() if k in COEFFICIENTS},
                    **{t: {k: float(v) for k, v in (co.get(t) or {}).items()} for t in TABLES},
                    name=d.get("name", "custom"), source=d.get("source", where),
-                   cv_error=d.get("cv_error", {}), folds=d.get("folds", {}), meta=d.get("meta", {}))
+                   cv_error=d.get("cv_error", {}), folds=d.get("folds", {}), meta=d.get("meta", {}),
+                   fitted_on=fitted_on_from_dict(d["fitted_on"], f"{where}: fitted_on") if "fitted_on" in d else None)
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -170,3 +179,79 @@ def default_profile() -> Profile:
     return Profile(machines=packaged())
 
 
+
+
+def band_basis(profile_name: str) -> str:
+    """What a plan's throughput band is the error of, by the name of the profile that priced it
+    (Estimate.profile): the packaged profile's is that of published runs, cross-validated; any
+    other's is its own, which its describe() line states (a team's runs, or an assumed error)."""
+    if profile_name == default_profile().name:
+        return "the p90 error of published runs"
+    return f"profile {profile_name}'s p90 error"
+
+
+# ---- provenance: what a profile was fitted on (`fitted_on` in trainplan-profile/1) ---------------
+# Written by calibration/runs.py (a team's runs, `trainplan calibrate`) and calibration/build.py
+# (the published records of the packaged profile); stated beside every plan priced with --profile.
+
+FITTED_KINDS = {"runs": "run", "published": "published record"}  # kind -> what one of `count` is
+# The band of a profile without a cross-validated error (Profile.throughput_error's fallback).
+ASSUMED_ERROR = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class FittedOn:
+    """The data a profile's coefficients were fitted on."""
+
+    kind: str  # "runs": a team's runs (`trainplan calibrate`); "published": published records
+    count: int  # runs or records in the fit
+    gpus: tuple[str, ...]  # catalog GPU names they ran on
+    models: tuple[str, ...]
+    sources: tuple[str, ...]  # run directories (absolute paths), or the records' source keys
+    dates: tuple[str, ...] = ()  # ISO dates of the first and last run (runs only: summary.json written)
+    method: str = ""  # how cv_error was measured: "leave one run out", "leave one source out"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def fitted_on_from_dict(d, where: str) -> FittedOn:
+    check_keys(d, set(FittedOn.__slots__), where, required={"kind", "count", "gpus", "models", "sources"})
+    check_types(FittedOn, d, where)
+    if d["kind"] not in FITTED_KINDS:
+        raise TrainplanError(f"{where}: kind must be one of {', '.join(sorted(FITTED_KINDS))}, got {d['kind']!r}")
+    lists = {k: tuple(d.get(k) or ()) for k in ("gpus", "models", "sources", "dates")}
+    if d["count"] < 0:
+        raise TrainplanError(f"{where}: count must be >= 0, got {d['count']}")
+    return FittedOn(kind=d["kind"], count=d["count"], method=d.get("method", ""), **lists)
+
+
+def describe(name: str, fitted: FittedOn | None, cv: dict, gpus=(), model: str | None = None) -> str:
+    """'profile cal: fitted on 4 runs of llama-3.1-8b on h100-sxm-80gb (2026-07-01 to 2026-07-03),
+    cross-validated error 7.0% (p90 9.1%, leave one run out)'. `cv`: the profile's cv_error
+    tokens_per_s_per_gpu; `gpus`, `model`: what the plan runs, named when the fit did not cover them."""
+    median, p90 = (cv.get("all") or {}).get("median_abs"), cv.get("p90_abs")
+    if fitted is None:
+        what = "no record of what it was fitted on"
+    else:
+        unit = FITTED_KINDS[fitted.kind] + ("" if fitted.count == 1 else "s")
+        what = (f"fitted on {fitted.count} {unit} of {_few(fitted.models, 'models')} on {_few(fitted.gpus, 'GPU types')}"
+                + (f" ({' to '.join(sorted(set(fitted.dates)))})" if fitted.dates else ""))
+    if median is None or p90 is None:
+        error = f"no cross-validated error: its band is an assumed {ASSUMED_ERROR if p90 is None else p90:.0%}"
+    else:
+        how = f", {fitted.method}" if fitted is not None and fitted.method else ""
+        error = f"cross-validated error {median:.1%} (p90 {p90:.1%}{how})"
+    line = f"profile {name}: {what}, {error}"
+    if fitted is not None and fitted.kind == "runs":
+        outside = [g for g in sorted(set(gpus)) if g not in fitted.gpus]
+        outside += [model] if model is not None and model not in fitted.models else []
+        if outside:
+            line += f"; this plan's {', '.join(outside)} {'is' if len(outside) == 1 else 'are'} outside that fit"
+    return line
+
+
+def _few(names, plural: str, shown: int = 3) -> str:
+    """The names, or how many when there are more than `shown`."""
+    names = sorted(set(names))
+    return ", ".join(names) if 0 < len(names) <= shown else f"{len(names)} {plural}"

@@ -12,7 +12,7 @@ from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
 from trainplan.models import resolve
-from trainplan.profile import Profile, default_profile, load_profile
+from trainplan.profile import FittedOn, Profile, default_profile, load_profile
 
 
 @dataclass
@@ -76,6 +76,27 @@ def test_packaged_profile_carries_its_cross_validated_error():
     p = default_profile()
     assert p.folds and p.cv_error["tokens_per_s_per_gpu"]["quality=full"]["count"] > 40
     assert "records" in p.cv_error
+
+
+def test_packaged_profile_records_what_it_was_fitted_on():
+    p = default_profile()
+    f = p.fitted_on
+    assert f.kind == "published" and f.count == len(p.cv_error["records"]) and set(f.sources) == set(p.folds)
+    assert p.describe().startswith(f"profile {p.name}: fitted on {f.count} published records of ")
+
+
+def test_provenance_round_trips_and_a_malformed_one_is_refused(tmp_path):
+    f = FittedOn(kind="runs", count=3, gpus=("h100-sxm-80gb",), models=("llama-3.1-8b",), sources=("/r/a", "/r/b", "/r/c"),
+                 dates=("2026-07-01", "2026-07-03"), method="leave one run out")
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(replace(Profile(), fitted_on=f).to_dict()))
+    assert load_profile(path).fitted_on == f
+    for bad, msg in (({"kind": "guess"}, "kind must be one of"), ({"count": "3"}, "count must be"),
+                     ({"gpus": [1]}, "gpus must be a list of strings"), ({"when": 1}, "unknown key 'when'")):
+        path.write_text(json.dumps(replace(Profile(), fitted_on=f).to_dict() | {"fitted_on": f.to_dict() | bad}))
+        with pytest.raises(TrainplanError, match=msg):
+            load_profile(path)
+    assert "fitted_on" not in Profile().to_dict()  # a profile without one writes what older trainplans read
 
 
 def test_packaged_coefficients_are_within_their_physical_bounds():

@@ -1,55 +1,83 @@
-"""Probe, calibrate, re-plan on the trainer's own CPU runs: `trainplan calibrate` fits on two runs of
-different layouts, writes a profile that `plan --profile` and `compare-run --profile` read, and
-reports the leave-one-run-out error with the error before."""
+"""`trainplan calibrate` on run directories (built in tests/commands/run_dirs.py, no torch): it writes
+a profile that records what it was fitted on, which `plan --profile` and `estimate --profile` state
+in one line, with the band at that profile's cross-validated error; what would poison later plans is
+refused in one line and nothing is written (issue 27)."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-import pytest
+from run_dirs import GPU, SHAPES, slower_gemms, write_run, write_runs
 
-pytest.importorskip("torch")
-SRC = Path(__file__).resolve().parents[2] / "src"
+from trainplan.profile import default_profile, load_profile
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    from trainplan.runtime.demo import demo_plan
-
-    root = tmp_path_factory.mktemp("runs")
-    env = os.environ | {"PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
-    dirs = []
-    for name, kw in (("mb4", {"micro_batch": 4}), ("mb2-full", {"micro_batch": 2, "ac": "full"})):
-        (root / f"{name}.json").write_text(demo_plan(8, steps=4, **kw).to_json())
-        r = subprocess.run([sys.executable, "-m", "trainplan.runtime", "--plan", str(root / f"{name}.json"),
-                            "--fit-world", "--device", "cpu", "--steps", "4", "--out", str(root / name),
-                            "--no-progress"],
-                           env=env, capture_output=True, text=True, timeout=300, check=False)
-        assert r.returncode == 0, r.stderr[-2000:]
-        dirs.append(str(root / name))
-    return dirs
+def test_one_cpu_run_for_a_gpu_profile_is_one_line_and_writes_nothing(cli, tmp_path):
+    run = write_run(tmp_path / "cpurun", SHAPES[0], device="cpu")
+    out = tmp_path / "p.json"
+    code, stdout, err = cli("calibrate", "--runs", str(run), "--out", str(out))
+    assert code == 2 and stdout == "" and len(err.strip().splitlines()) == 1
+    assert "run cpurun ran on cpu" in err and GPU in err and default_profile().name in err
+    assert not out.exists()
 
 
-def test_calibrate_writes_a_profile_plan_and_compare_run_read(cli, runs, tmp_path):
-    out = tmp_path / "cal.json"
-    code, stdout, err = cli("calibrate", "--runs", *runs, "--out", str(out), "--json")
+def test_runs_no_physical_value_explains_are_refused(cli, tmp_path):
+    out = tmp_path / "p.json"
+    code, _, err = cli("calibrate", "--runs", *write_runs(tmp_path, slower=4), "--out", str(out))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "calibration refused" in err and "its lower bound" in err and not out.exists()
+
+
+def test_too_few_runs_move_nothing(cli, tmp_path):
+    out = tmp_path / "p.json"
+    code, _, err = cli("calibrate", "--runs", *write_runs(tmp_path, slower_gemms(0.85), shapes=SHAPES[:2]),
+                       "--out", str(out))
+    assert code == 2 and "2 run(s) move no coefficient" in err and not out.exists()
+
+
+def test_calibrate_writes_its_provenance_and_says_what_it_kept(cli, tmp_path):
+    out = tmp_path / "h200-cal.json"
+    code, stdout, err = cli("calibrate", "--runs", *write_runs(tmp_path, slower_gemms(0.85)), "--out", str(out), "--json")
     assert code == 0, err
     d = json.loads(stdout)
-    cv = d["cv_error"]
-    assert cv["method"] == "leave one run out" and set(cv["runs"]) == {"mb4", "mb2-full"}
-    assert cv["tokens_per_s_per_gpu"]["before"]["count"] == 2
-    from trainplan.profile import load_profile
-
+    assert set(d["coefficients"]).isdisjoint(d["kept"]) and all(d["kept"].values())
+    cv = d["cv_error"]["tokens_per_s_per_gpu"]
+    assert d["cv_error"]["method"] == "leave one run out" and cv["all"]["median_abs"] < cv["before"]["median_abs"]
     prof = load_profile(out)
-    assert prof.name == "calibrated" and set(prof.folds) == {"mb4", "mb2-full"}
-    code, _, err = cli("plan", "--model", "llama-3.2-1b", "--instance", "ml.p5e.48xlarge", "--profile", str(out))
+    f = prof.fitted_on
+    assert (f.kind, f.count, f.gpus, f.models) == ("runs", 4, (GPU,), ("llama-3.1-8b", "llama-3.2-1b"))
+    assert f.sources == tuple(str((tmp_path / f"run{i}").resolve()) for i in range(4)) and len(f.dates) == 1
+    assert prof.name == "h200-cal" and prof.throughput_error(False) == cv["p90_abs"]
+    start = default_profile()
+    for k in d["kept"]:
+        assert getattr(prof, k) == getattr(start, k)  # without evidence, the start profile's value
+    code, text, _ = cli("calibrate", "--runs", *map(str, sorted(tmp_path.glob("run*"))), "--out", str(out))
+    assert code == 0 and "kept at profile dev-loso's value:" in text and "leave one run out" in text
+
+
+def test_plan_and_estimate_state_the_profile_and_its_band(cli, tmp_path):
+    out = tmp_path / "h200-cal.json"
+    assert cli("calibrate", "--runs", *write_runs(tmp_path, slower_gemms(0.85)), "--out", str(out))[0] == 0
+    prof = load_profile(out)
+    line = f"profile h200-cal: fitted on 4 runs of llama-3.1-8b, llama-3.2-1b on {GPU} ({prof.fitted_on.dates[0]})"
+    code, text, err = cli("plan", "--model", "llama-3.2-1b", "--instance", "ml.p5e.48xlarge", "--profile", str(out))
     assert code == 0, err
-    code, stdout, err = cli("compare-run", runs[0], "--profile", str(out), "--json")
+    assert line in text and "cross-validated error" in text and "outside that fit" not in text
+    band = next(x for x in text.splitlines() if "tokens/s at " in x)
+    assert "published runs" not in band and "profile h200-cal's p90 error" in band
+    assert band.endswith(f"(x/{1 + prof.throughput_error(False):.2f})")
+    code, text, err = cli("estimate", "--model", "llama-3.1-70b", "--instance", "ml.p6-b200.48xlarge",
+                          "--layout", "bf16 ac=full mb=1 dp=1x8(fsdp)", "--profile", str(out))
     assert code == 0, err
-    c = json.loads(stdout)
-    assert c["calibrated"]["profile"] == str(out) and len(c["calibrated"]["rows"]) == len(c["rows"])
+    assert "profile h200-cal: fitted on 4 runs" in text and "this plan's b200-180gb, llama-3.1-70b are outside that fit" in text
+
+
+def test_a_profile_without_cross_validation_says_its_band_is_assumed(cli, tmp_path):
+    old = tmp_path / "old.json"  # what calibrate wrote before it recorded provenance, from one run
+    old.write_text(json.dumps({"schema": "trainplan-profile/1", "name": "old", "coefficients": {"gemm_eff": 0.3},
+                               "cv_error": {"tokens_per_s_per_gpu": {"all": {"median_abs": None}, "p90_abs": 0.25}}}))
+    code, text, err = cli("plan", "--model", "llama-3.2-1b", "--instance", "ml.p5e.48xlarge", "--profile", str(old))
+    assert code == 0, err
+    assert "published runs" not in text
+    assert "profile old: no record of what it was fitted on, no cross-validated error: its band is an assumed 25%" in text
 
 
 def test_a_directory_that_is_not_a_run_is_a_one_line_error(cli, tmp_path):

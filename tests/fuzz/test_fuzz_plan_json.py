@@ -69,7 +69,7 @@ def test_any_text_as_a_plan_file_is_one_line(workdir, text):
 @fuzz_settings(40)
 @given(data=st.data())
 def test_run_directory_with_a_mutated_summary_or_plan(base_plan, workdir, data):
-    summary = {"world_size": 8, "model": "llama-3.2-1b", "layout": "bf16", "device": "cpu", "steps": 3,
+    summary = {"world_size": 8, "model": "llama-3.2-1b", "layout": "bf16", "device": "cuda", "steps": 3,
                "tokens_per_s": 8000.0, "tokens_per_s_per_gpu": 1000.0, "mfu": None, "peak_mem_gib": None,
                "step_time_s": 0.5}
     run = workdir / "run"

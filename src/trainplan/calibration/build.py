@@ -7,7 +7,7 @@ import datetime
 from dataclasses import replace
 
 from trainplan.calibration.fitting import BOUNDS, FITTED, fit, loso
-from trainplan.profile import Profile
+from trainplan.profile import FittedOn, Profile
 
 FIT_QUALITIES = ("full", "layout")  # records with a known layout; 'partial' ones are too uncertain
 
@@ -15,6 +15,13 @@ FIT_QUALITIES = ("full", "layout")  # records with a known layout; 'partial' one
 def training_cases(cases) -> list:
     return [c for c in cases if not c.skipped_reason and c.quality in FIT_QUALITIES
             and c.measured.get("tokens_per_s_per_gpu")]
+
+
+def published_fitted_on(train) -> FittedOn:
+    """What a fit on published records was fitted on (the profile's `fitted_on`)."""
+    return FittedOn(kind="published", count=len(train), gpus=tuple(sorted({c.job.cluster.gpu.name for c in train})),
+                    models=tuple(sorted({c.job.model.name for c in train})),
+                    sources=tuple(sorted({c.source_key for c in train})), method="leave one source out")
 
 
 def holdout_error(prof: Profile) -> dict:
@@ -62,4 +69,4 @@ def build_profile(cases, dataset_name: str, progress=None, machines: tuple | Non
     meta = {"fitted_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%MZ"),
             "fitted": list(FITTED), "bounds": {k: list(BOUNDS[k]) for k in FITTED},
             "framework_factors": "median predicted/measured step time per framework, >= 2 sources"}
-    return replace(prof, cv_error=cv, meta=meta)
+    return replace(prof, cv_error=cv, meta=meta, fitted_on=published_fitted_on(train))

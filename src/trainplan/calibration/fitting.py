@@ -51,13 +51,15 @@ FITTED = ("gemm_eff", "attn_eff", "moe_gemm_eff", "d_half", "hbm_eff", "overlap"
 MIN_SOURCES = 2
 
 
-def _get(prof: Profile, p: str) -> float:
+def coefficient(prof: Profile, p: str) -> float:
+    """The value of fitted coefficient `p` ('arch:NAME': that architecture's GEMM factor)."""
     if p.startswith("arch:"):
         return prof.arch_gemm_eff.get(p[5:], 1.0)
     return getattr(prof, p)
 
 
-def _set(prof: Profile, p: str, v: float) -> Profile:
+def with_coefficient(prof: Profile, p: str, v: float) -> Profile:
+    """`prof` with coefficient `p` set to `v`."""
     if p.startswith("arch:"):
         return replace(prof, arch_gemm_eff={**prof.arch_gemm_eff, p[5:]: v})
     return replace(prof, **{p: v})
@@ -113,12 +115,12 @@ def _search(cases, prof: Profile, sweeps, params, progress) -> Profile:
         improved = False
         for p in params:
             lo, hi = BOUNDS[p]
-            cur = _get(prof, p)
+            cur = coefficient(prof, p)
             cands = {min(hi, max(lo, cur * f)) for f in steps}
             if p in ("overlap", "tp_overlap"):  # fractions: additive steps too
                 cands |= {min(hi, max(lo, cur + d)) for d in (-0.3, -0.1, -0.03, 0.03, 0.1, 0.3)}
             for v in sorted(cands):
-                trial = _set(prof, p, v)
+                trial = with_coefficient(prof, p, v)
                 o = objective(cases, trial)
                 if o < best - 1e-9:
                     best, prof, improved = o, trial, True

@@ -30,6 +30,13 @@ def load_profiles(profile_path: str | None, machine: str | None):
     return prof
 
 
+def profile_line(profile_path: str, machine: str | None, job) -> str:
+    """The line a plan or an estimate priced with --profile prints: what the profile was fitted on
+    and its cross-validated error (Profile.describe), naming the job's GPU or model where the fit
+    did not cover them. (Without --profile the band line says it is the published runs' error.)"""
+    return load_profiles(profile_path, machine).describe((job.cluster.gpu.name,), job.model.name)
+
+
 def check_machine_gpu(machine: str | None, gpu_names) -> None:
     """A machine profile given for a job on other GPU types would silently do nothing: refuse it.
     `gpu_names`: the GPU type the job runs on, or those of the instances a search may choose."""

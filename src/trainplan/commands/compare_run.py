@@ -1,4 +1,9 @@
-"""`trainplan compare-run RUN_DIR`: the plan's prediction next to what the run measured."""
+"""`trainplan compare-run RUN_DIR`: the plan's prediction next to what the run measured.
+
+A run is compared with a prediction for the device it ran on (calibration/device.py). The planner
+predicts catalog GPUs only, so a run on a CPU, or on a GPU other than its plan's, has no prediction
+to be compared with: it is refused in one line that says what to do, not printed as a ratio
+(issue 27: a CPU run read measured/predicted 3,559 against its plan's H200)."""
 
 from __future__ import annotations
 
@@ -41,10 +46,18 @@ def predict(plan, profile=None) -> dict | None:
 
 
 def compare(run_dir: str | Path, profile=None) -> dict:
+    from trainplan.calibration.device import CPU, mismatch, run_device
     from trainplan.commands._common import read_run
 
     run = Path(run_dir)
     summary, plan = read_run(run)
+    gpu = plan.job.cluster.gpu.name
+    device = run_device(summary, gpu)
+    todo = (f"its measurements are in {run / 'summary.json'}; compare a run of its plan made on {gpu}"
+            if device == CPU else
+            f"plan for {device} (`trainplan plan --instance` with that GPU), train that plan and compare it")
+    if (why := mismatch(f"run {run}", device, gpu, "the planner", todo)):
+        raise TrainplanError(why)
     predicted = predict(plan, profile) or {}
     rows = []
     for key, label, _ in FIELDS:
@@ -57,6 +70,15 @@ def compare(run_dir: str | Path, profile=None) -> dict:
             "prediction_error": predicted.get("error")}
 
 
+def fold_for(prof, run: Path):
+    """(profile, run id): a profile fitted on this run predicts it by its fold fitted without it, so
+    that the comparison is with a prediction the run did not teach; (profile, None) otherwise."""
+    f = prof.fitted_on
+    if f is not None and f.kind == "runs" and str(run.resolve()) in f.sources and run.resolve().name in prof.folds:
+        return prof.fold(run.resolve().name), run.resolve().name
+    return prof, None
+
+
 def run(args) -> int:
     if not Path(args.run).is_dir():
         raise TrainplanError(f"run directory {args.run!r} does not exist; give the --out of `trainplan train`")
@@ -64,21 +86,23 @@ def run(args) -> int:
     if args.profile or args.machine:  # before (packaged) and after (the given profiles)
         from trainplan.commands._profile_args import load_profiles
 
-        after = compare(args.run, load_profiles(args.profile, args.machine))
-        result["calibrated"] = {"profile": args.profile, "machine": args.machine, "rows": after["rows"]}
+        prof, fold = fold_for(load_profiles(args.profile, args.machine), Path(args.run))
+        after = compare(args.run, prof)
+        result["calibrated"] = {"profile": args.profile, "machine": args.machine, "rows": after["rows"],
+                                "fold": fold, "fitted_on": prof.describe()}
     if args.json:
         print_json(result)
         return 0
-    print(f"{result['model']} [{result['layout']}] on {result['device']} (predicted for {result['gpu']}), "
-          f"{result['steps']} steps")
+    print(f"{result['model']} [{result['layout']}] on {result['gpu']}, {result['steps']} steps")
     print(f"{'':22} {'predicted':>14} {'measured':>14} {'measured/pred':>14}")
     for (key, label, fmt), row in zip(FIELDS, result["rows"]):
         cell = [fmt.format(v) if isinstance(v, (int, float)) else "-" for v in (row["predicted"], row["measured"])]
         r = row["measured_over_predicted"]
         print(f"{label:22} {cell[0]:>14} {cell[1]:>14} {(f'{r:.2f}' if r is not None else '-'):>14}")
     if "calibrated" in result:
-        print(f"with {result['calibrated']['profile'] or 'packaged profile'} "
-              f"(machine {result['calibrated']['machine'] or 'packaged'}):")
+        cal = result["calibrated"]
+        print(f"with {cal['profile'] or 'packaged profile'} (machine {cal['machine'] or 'packaged'})"
+              + (f", its fold fitted without {cal['fold']}" if cal["fold"] else "") + f": {cal['fitted_on']}")
         for (key, label, fmt), row in zip(FIELDS, result["calibrated"]["rows"]):
             p = row["predicted"]
             cell = fmt.format(p) if isinstance(p, (int, float)) else "-"
@@ -86,7 +110,5 @@ def run(args) -> int:
             print(f"{label:22} {cell:>14} {'':>14} {(f'{r:.2f}' if r is not None else '-'):>14}")
     if result["prediction_error"]:
         print(f"(no prediction: {result['prediction_error']})")
-    if result["device"] == "cpu":
-        print("(a CPU run: the prediction is for the plan's GPU; memory and MFU are not measured on CPU)")
     return 0
 

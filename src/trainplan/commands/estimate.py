@@ -43,6 +43,10 @@ def run(args) -> int:
                     "execution": layout.execution.to_dict(), "setting_reasons": why, "estimate": e.to_dict()})
         return 0
     print(render(job, layout, e))
+    if args.profile:
+        from trainplan.commands._profile_args import profile_line
+
+        print(profile_line(args.profile, args.machine, job))
     if why:
         print("\nexecution settings that matter:\n" + "\n".join(f"  {r}" for r in why))
     return 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import textwrap
 
 from trainplan.commands._layout_args import add_stack_arguments, stack_and_execution
-from trainplan.commands._profile_args import add_profile_arguments, check_machine_gpu
+from trainplan.commands._profile_args import add_profile_arguments, check_machine_gpu, profile_line
 from trainplan.report.cli import add_html_argument, write_html
 
 NAME = "plan"
@@ -204,6 +204,8 @@ def run(args) -> int:
         print_json(d)
     else:
         print(render(result, plan))
+        if args.profile:
+            print(profile_line(args.profile, args.machine, plan.job))
         if verified is not None:
             print(render_verify(verified))
         if args.out:

@@ -26,6 +26,7 @@ def plan_lines(plan, color: bool = False, priority: str | None = None) -> list[s
     """The one terminal rendering of a plan (`trainplan plan` and `trainplan report plan.json`):
     a typed Plan, or a plan.json dict, or `trainplan plan --json` output. Numbers are those the
     plan holds; money per million tokens and hours are converted only here, for reading."""
+    from trainplan.profile import band_basis
     from trainplan.report.views import as_plan, plan_view
 
     v = plan_view(as_plan(plan))
@@ -39,7 +40,7 @@ def plan_lines(plan, color: bool = False, priority: str | None = None) -> list[s
             (f"  seq {w.seq_len}, global batch {w.global_batch}; {fmt_count(e.tokens_per_s)} tokens/s "
              f"({fmt_count(e.tokens_per_s_per_gpu)}/GPU), MFU {fmt_pct(e.mfu)}, step {fmt_seconds(e.step_time_s)}"),
             (f"  {fmt_count(e.cluster_band[0])}-{fmt_count(e.cluster_band[1])} "
-             f"tokens/s at the p90 error of published runs (x/{e.band[1] / e.tokens_per_s_per_gpu:.2f})"),
+             f"tokens/s at {band_basis(e.profile)} (x/{e.band[1] / e.tokens_per_s_per_gpu:.2f})"),
             (f"  memory {e.peak_mem_gib:.1f} of {ch.capacity_gib:.1f} GiB per GPU; inter-node "
              f"{fmt_count(inter)}B per token"),
         ]

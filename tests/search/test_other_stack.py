@@ -51,4 +51,6 @@ def test_a_layout_the_trainer_refuses_is_named_with_the_refusal():
     b = _cand(Layout(tp=2, dp_shard=8, ac="full", sharding="zero1").with_stack("megatron"), 2000.0, nodes=2)
     text, material = other_stack_reason(a, b, "throughput")
     assert material
-    assert "(it runs tp=2 sharding=zero1, which trainplan's trainer refuses: sharding zero1" in text
+    assert "(it runs tp=2 sharding=zero1 grad_reduce_overlap=false param_gather_overlap=false, which " \
+           "trainplan's trainer refuses: sharding zero1 (DDP + ZeroRedundancyOptimizer) runs with tp = pp" in text
+    assert "moe_dispatcher" not in text and "cp_comm" not in text  # a dense model, cp = 1: nothing to act on

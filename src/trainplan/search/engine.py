@@ -104,6 +104,7 @@ class _Count:
         self.context = q.seq_len is None
         # the execution settings chosen by rule (search/settings.py), on every point
         self.execution, self.conditions = settings.rule_execution(q), settings.conditional(q)
+        self.mesh_execution: dict[space.Mesh, object] = {}  # with the trade-offs chosen for a mesh
 
     # ---- building blocks ---------------------------------------------------------------------
     def job(self, seq: int, gb: int) -> Job:
@@ -121,7 +122,8 @@ class _Count:
                         pp_embedding_in_split=split.embedding, pp_loss_in_split=split.loss,
                         fp8_allgather=r.low_precision is not None and r.low_precision.fsdp_allgather
                         and mesh.sharding == "fsdp",
-                        chunked_loss=self.context, stack=self.q.stack, execution=self.execution,
+                        chunked_loss=self.context, stack=self.q.stack,
+                        execution=self.mesh_execution.get(mesh, self.execution),
                         **mesh.layout_fields())
         # a --set the stack refuses on this layout (stacks.RULES) is costed off here, as it would run,
         # and so is a setting chosen by rule where the framework does not run it
@@ -228,16 +230,18 @@ class _Count:
             return None
         return Candidate(c.job, layout, self.ev.evaluate(c.job, layout)) if self.ev.fits(c.job, layout) else None
 
-    def with_settings(self, cands: list[Candidate]) -> list[Candidate]:
-        """An expansion's candidates (one mesh, one precision) with the trade-off settings chosen
-        (search/settings.py): tried on the best of them by the priority, the winner's then costed on
-        the others (a candidate it does not fit keeps its own)."""
+    def with_settings(self, mesh: space.Mesh, cands: list[Candidate]) -> list[Candidate]:
+        """The expansion of `mesh` in the first precision with the trade-off settings chosen
+        (search/settings.py): tried on the best of its candidates by the priority, the winner's then
+        costed on the others (a candidate it does not fit keeps its own), and the mesh's other
+        precisions expanded with them."""
         if not cands or not settings.enumerates(self.q):
             return cands
         top = self.obj.rank(cands, self.q.tokens, self.q.tolerance)[0]
         won = settings.choose(top, self.q, self.try_layout)
         if won is top:
             return cands
+        self.mesh_execution[mesh] = settings.carry_values(self.execution, won.layout.execution)
         out = []
         for c in cands:
             alt = won if c is top else self.try_layout(c, settings.carry(c.layout, won.layout.execution))
@@ -353,10 +357,10 @@ def search_count(q: Query, node: NodeType, nodes: int, ev: Counting, obj: Object
     # the latter and names the stack the former would need.
     keep = list({m: None for m, _ in best(screened) + best([mc for mc in screened if runnable(mc[1])])})
     for mesh in keep:
-        ref_cands = sc.expand(mesh, precs[0])
-        cands += sc.with_settings(ref_cands)
+        ref_cands = sc.with_settings(mesh, sc.expand(mesh, precs[0]))
+        cands += ref_cands
         for prec in precs[1:]:
-            cands += sc.with_settings(sc.expand_like(mesh, prec, ref_cands)) if ref_cands else []
+            cands += sc.expand_like(mesh, prec, ref_cands) if ref_cands else []
     return cands
 
 

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from trainplan.search.candidate import Candidate
-from trainplan.stacks import stack
 from trainplan.supports import TRAINER_STACK, refusal
 
 MATERIAL = 0.10  # another stack is named first when it is more than 10% better
@@ -56,19 +55,32 @@ def _times(x: float) -> str:
     return "infinitely" if x == float("inf") else f"{x:.2f}x" if x < 2 else f"{x:.1f}x"
 
 
+# settings that change nothing unless the layout has what they act on
+_ACTS_ON = {"moe_dispatcher": lambda m, L: m.moe is not None, "ep_comm_overlap": lambda m, L: L.ep > 1,
+            "moe_imbalance": lambda m, L: m.moe is not None, "moe_capacity_factor": lambda m, L: m.moe is not None,
+            "moe_pad_to_capacity": lambda m, L: m.moe is not None, "cp_comm": lambda m, L: L.cp > 1,
+            "pp_p2p_overlap": lambda m, L: L.pp > 1, "tp_comm_overlap": lambda m, L: L.tp > 1}
+
+
 def _why(chosen: Candidate, other: Candidate) -> str:
-    """What the other plan runs that the chosen one does not, and whether the trainer refuses it."""
-    L, O = chosen.layout, other.layout
+    """What the other plan runs that the chosen one does not (its degrees, then the settings that act on
+    its layout), and the trainer's refusal of it when the chosen plan is the trainer's."""
+    L, O, m = chosen.layout, other.layout, chosen.job.model
+    mine = L.execution.to_dict()
     runs = [f"{k}={getattr(O, k)}" for k in ("tp", "pp", "cp", "ep", "sharding", "precision")
             if getattr(O, k) != getattr(L, k)]
+    runs += [f"{k}={'null' if v is None else str(v).lower()}" for k, v in O.execution.to_dict().items()
+             if v != mine[k] and _ACTS_ON.get(k, lambda m, L: True)(m, O)]
+    text = f"it runs {' '.join(runs) or O.short()}"
     if L.stack == TRAINER_STACK:
-        r = refusal(replace(O, stack=TRAINER_STACK, execution=stack(TRAINER_STACK).execution), "cuda",
-                    chosen.job.model)
+        r = refusal(replace(O, stack=TRAINER_STACK), "cuda", m)
         if r is not None:
-            return f"it runs {' '.join(runs) or O.short()}, which trainplan's trainer refuses: {r.reason.split(';')[0]}"
-    mine = L.execution.to_dict()
-    runs += [f"{k}={'null' if v is None else str(v).lower()}" for k, v in O.execution.to_dict().items() if v != mine[k]]
-    return f"it runs {' '.join(runs) or O.short()}"
+            text += f", which trainplan's trainer refuses: {r.reason.split(';')[0]}"
+    return text
+
+
+def _on(c: Candidate, same: bool) -> str:
+    return "" if same else f" on {c.nodes} node{'s' if c.nodes > 1 else ''}"
 
 
 def other_stack_reason(chosen: Candidate, other: Candidate, priority: str) -> tuple[str, bool]:
@@ -80,5 +92,6 @@ def other_stack_reason(chosen: Candidate, other: Candidate, priority: str) -> tu
         a, b = m.value(chosen), m.value(other)
         shown = "" if a is None or b is None else f": {m.text(b)}, against {mine}'s {m.text(a)}"
         return f"--stack {name} compared{shown}: not more than {MATERIAL:.0%} better", False
-    return (f"--stack {name}: {m.text(m.value(other))} on {other.nodes} nodes, {_times(x)} {m.better} than "
-            f"{mine}'s {m.text(m.value(chosen))} on {chosen.nodes} nodes ({_why(chosen, other)})"), True
+    same = other.nodes == chosen.nodes and other.instance == chosen.instance
+    return (f"--stack {name}: {m.text(m.value(other))}{_on(other, same)}, {_times(x)} {m.better} than "
+            f"{mine}'s {m.text(m.value(chosen))}{_on(chosen, same)} ({_why(chosen, other)})"), True

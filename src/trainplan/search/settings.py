@@ -130,9 +130,9 @@ def choose(c: Candidate, q, try_layout: TryLayout) -> Candidate:
 def carry(layout, execution: Execution):
     """`layout` with the enumerated settings of `execution` (what `choose` picked on another candidate
     of the same mesh), as the framework runs them on this layout."""
-    keys = [k for group, _ in ENUMERATED for k in group]
-    return drop_refused(replace(layout, execution=layout.execution.with_(**{k: getattr(execution, k) for k in keys})))
+    return drop_refused(replace(layout, execution=carry_values(layout.execution, execution)))
 
 
-def enumerated_keys() -> tuple[str, ...]:
-    return tuple(k for group, _ in ENUMERATED for k in group)
+def carry_values(base: Execution, chosen: Execution) -> Execution:
+    """`base` with the enumerated settings of `chosen`."""
+    return base.with_(**{k: getattr(chosen, k) for group, _ in ENUMERATED for k in group})

@@ -10,12 +10,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from trainplan.costs.fit import MAX_SEQ_LEN
-from trainplan.layout import expert_groups, expert_refusal
+from trainplan.errors import TrainplanError
+from trainplan.layout import check_layout, expert_groups, expert_refusal
 from trainplan.precision import recipe, searched
 from trainplan.search import settings, space
 from trainplan.search.candidate import Candidate
 from trainplan.search.evaluator import Counting
 from trainplan.search.query import Query
+from trainplan.stacks import applicable, stack
 
 GIB = 1024**3
 
@@ -212,8 +214,6 @@ def execution_reasons(best: Candidate, ev: Counting, skip: frozenset = frozenset
             out.append(f"{what} not overlapped ({L.stack}: {key}=false): +{dt:.2g} s per step "
                        f"({_pct(t, alt.metrics.step_time_s)}){hint}")
     if L.cp > 1 and "cp_comm" not in skip:
-        from trainplan.errors import TrainplanError
-        from trainplan.layout import check_layout
         from trainplan.stacks import CHOICES
 
         times = {}
@@ -243,19 +243,19 @@ def setting_reasons(best: Candidate, q: Query, ev: Counting) -> list[str]:
     """The execution settings the search chose (search/settings.py), each with its gain on the chosen
     layout in tokens/s against the value it beat; the ones considered and not taken, with why."""
     L, ex = best.layout, best.layout.execution
-    can, preset = settings.free(q), applicable_preset(L)
+    can, preset = settings.free(q), applicable(L, stack(L.stack).execution)
     out, small = [], []
     for key, value in settings.BY_RULE.items():
-        if key not in can or getattr(ex, key) != value or settings._RULE_OFF[key] not in can[key].values:
+        if key not in can or getattr(ex, key) != value or settings.RULE_OFF[key] not in can[key].values:
             continue  # not the stack's to choose, or off where its framework does not run it
-        _, alt = _variant(best, ev, execution=ex.with_(**{key: settings._RULE_OFF[key]}))
+        _, alt = _variant(best, ev, execution=ex.with_(**{key: settings.RULE_OFF[key]}))
         gain = best.tokens_per_s / alt.tokens_per_s - 1
         if gain < MATTERS:
             small.append(f"{key}={_text(value)}")
             continue
         was = "" if getattr(preset, key) == value else f", the {L.stack} preset's"
         out.append(f"{key}={_text(value)}: {_pct(best.tokens_per_s, alt.tokens_per_s)} tokens/s over "
-                   f"{_text(settings._RULE_OFF[key])}{was} ({settings.WHAT[key]})")
+                   f"{_text(settings.RULE_OFF[key])}{was} ({settings.WHAT[key]})")
     if small:
         out.append(f"{', '.join(small)}: chosen by rule (never slower, never more memory in the cost model); "
                    "under 1% tokens/s each on this layout")
@@ -264,29 +264,27 @@ def setting_reasons(best: Candidate, q: Query, ev: Counting) -> list[str]:
         if not mine or not applies(q.model, L):
             continue
         parts = []
-        for other in settings._options(L, keys, can)[1:]:
+        for other in settings.options(L, keys, can)[1:]:
+            diff = _label(other, [k for k in keys if getattr(other, k) != getattr(ex, k)])
+            try:
+                check_layout(best.job, replace(L, execution=other))
+            except TrainplanError:
+                parts.append(f"{diff} cannot run this layout")
+                continue
             fits, alt = _variant(best, ev, execution=other)
-            diff = [k for k in keys if getattr(other, k) != getattr(ex, k)]
-            parts.append(f"{_label(other, diff)} {_pct(alt.tokens_per_s, best.tokens_per_s) + ' tokens/s' if fits else 'does not fit'}")
+            parts.append(f"{diff} {_pct(alt.tokens_per_s, best.tokens_per_s) + ' tokens/s' if fits else 'does not fit'}")
         if parts:
-            out.append(f"{_label(ex, mine)}: the best of those tried on this layout; " + "; ".join(parts))
+            out.append(f"{_label(ex, mine)}: chosen on this mesh's best layout; against it here: " + "; ".join(parts))
     for key in settings.UNPRICED:
         if key in can:
             out.append(f"{key}={_text(getattr(ex, key))} (the {L.stack} preset's): not weighed, the cost model "
                        f"prices neither the gain nor the memory of {key.replace('_', ' ')}")
     for key in sorted(q.fixed_settings & set(settings.BY_RULE) & set(settings.choices(L.stack))):
-        other = settings._RULE_OFF[key] if getattr(ex, key) == settings.BY_RULE[key] else settings.BY_RULE[key]
+        other = settings.RULE_OFF[key] if getattr(ex, key) == settings.BY_RULE[key] else settings.BY_RULE[key]
         _, alt = _variant(best, ev, execution=ex.with_(**{key: other}))
         out.append(f"{key}={_text(getattr(ex, key))}: as asked (--set); {_text(other)} would be "
                    f"{_pct(alt.tokens_per_s, best.tokens_per_s)} tokens/s")
     return out
-
-
-def applicable_preset(L):
-    """The layout's stack preset as it runs on the layout (stacks.applicable)."""
-    from trainplan.stacks import applicable, stack
-
-    return applicable(L, stack(L.stack).execution)
 
 
 def nodes_reason(best: Candidate, pool: list[Candidate], q: Query, no_fit: list) -> str:

@@ -38,7 +38,7 @@ from trainplan.supports import TRAINER_STACK, implemented
 
 BY_RULE = {"tp_comm_overlap": True, "grad_reduce_overlap": True, "param_gather_overlap": True,
            "pp_p2p_overlap": True, "cross_entropy": "fused"}
-_RULE_OFF = {"tp_comm_overlap": False, "grad_reduce_overlap": False, "param_gather_overlap": False,
+RULE_OFF = {"tp_comm_overlap": False, "grad_reduce_overlap": False, "param_gather_overlap": False,
              "pp_p2p_overlap": False, "cross_entropy": "plain"}
 # what each setting the search chooses does, for the reasons
 WHAT = {"tp_comm_overlap": "tp collectives hidden behind the GEMMs",
@@ -97,7 +97,7 @@ def enumerates(q) -> bool:
     return any(k in cs for keys, _ in ENUMERATED for k in keys)
 
 
-def _options(layout, keys: tuple[str, ...], cs: dict) -> list[Execution]:
+def options(layout, keys: tuple[str, ...], cs: dict) -> list[Execution]:
     """The executions of `layout` with every combination of `keys` the stack runs (the layout's own
     first), each as the framework would run it on this layout (stacks.RULES), without repeats."""
     own = layout.execution
@@ -119,7 +119,7 @@ def choose(c: Candidate, q, try_layout: TryLayout) -> Candidate:
         if not any(k in cs for k in keys) or not applies(q.model, best.layout):
             continue
         tried = [best]
-        for ex in _options(best.layout, keys, cs)[1:]:
+        for ex in options(best.layout, keys, cs)[1:]:
             alt = try_layout(best, replace(best.layout, execution=ex))
             if alt is not None:
                 tried.append(alt)

@@ -35,6 +35,10 @@ tensors live), a validation record states it beside the dispatcher (train.execut
 framework that has it spells it as a run flag; a setting reaches --set, plan.json, the layout line and
 the trainer through the one parse below.
 
+A stack's choices (Stack.choices: [NAME.choices] in stacks.toml, with the framework's flag for each)
+are what it can run; the preset is what `estimate` costs, and `plan` chooses among the choices
+(search/settings.py).
+
 RULES: values a framework's own argument checks refuse on some layouts. Asked for explicitly, they are
 a one-line refusal naming the rule and its source (check_settings, called by layout.check_layout); a
 preset's own value is turned off where a rule fails (applicable), as `only_if` does.
@@ -45,7 +49,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from trainplan.errors import TrainplanError
@@ -68,6 +72,9 @@ NUMBER_OR_NULL = ("moe_capacity_factor", "power_limit_w")  # a finite number > 0
 CONDITIONS = {
     "interleaved": lambda L: L.pp > 1 and L.vp > 1,
     "tp_sequence_parallel": lambda L: L.tp > 1 and L.sequence_parallel,
+    # Megatron-Core's --overlap-param-gather: a sharded optimizer (the distributed optimizer or FSDP)
+    # and --overlap-grad-reduce (MLM-args validate_args)
+    "sharded_grad_overlap": lambda L: L.sharding != "none" and L.execution.grad_reduce_overlap,
 }
 AT_LEAST_ONE = ("moe_imbalance",)
 # Where the rules below come from (the version read).
@@ -214,6 +221,22 @@ class Stack:
     conventions: Conventions
     convention_sources: dict  # convention -> the framework code it comes from
     record_defaults: tuple[RecordDefault, ...] = ()
+    choices: dict = field(default_factory=dict)  # setting -> Choice: what the stack can run ([NAME.choices])
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The values of one execution setting a stack can run (stacks.toml [NAME.choices]): the
+    preset's value is one of them; `only_if` (a CONDITIONS key, booleans) the layouts where the
+    framework runs true."""
+
+    values: tuple
+    source: str
+    only_if: str | None = None
+
+    def allows(self, layout, value) -> bool:
+        """The framework runs `value` on `layout`."""
+        return value in self.values and not (value is True and self.only_if and not CONDITIONS[self.only_if](layout))
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +315,7 @@ def execution_from_dict(d: dict, where: str, base: Execution) -> Execution:
 
 def _load_stack(name: str, d: dict) -> Stack:
     where = f"stacks.toml [{name}]"
-    check_keys(d, _STACK_KEYS | {"record_defaults"}, where, required=_STACK_KEYS)
+    check_keys(d, _STACK_KEYS | {"record_defaults", "choices"}, where, required=_STACK_KEYS)
     assert d["recompute_family"] in FAMILIES, (name, d["recompute_family"])
     raw = d["settings"]
     check_keys(raw, set(SETTINGS), f"{where}.settings", required=set(SETTINGS))
@@ -309,7 +332,21 @@ def _load_stack(name: str, d: dict) -> Stack:
                  fused_kernels=bool(d["fused_kernels"]), frameworks=tuple(d["frameworks"]),
                  source=d["source"], execution=Execution(**values), sources=sources, only_if=tuple(only_if),
                  conventions=conv, convention_sources=conv_sources,
-                 record_defaults=_load_record_defaults(d.get("record_defaults", {}), f"{where}.record_defaults"))
+                 record_defaults=_load_record_defaults(d.get("record_defaults", {}), f"{where}.record_defaults"),
+                 choices=_load_choices(d.get("choices", {}), values, f"{where}.choices"))
+
+
+def _load_choices(raw: dict, preset: dict, where: str) -> dict:
+    check_keys(raw, set(SETTINGS), where)
+    out = {}
+    for key, entry in raw.items():
+        check_keys(entry, {"values", "source", "only_if"}, f"{where}.{key}", required={"values", "source"})
+        values = tuple(check_value(key, v, f"{where}.{key}") for v in entry["values"])
+        cond = entry.get("only_if")
+        # packaged data, not user input: the preset runs one of its stack's values
+        assert preset[key] in values and (cond is None or key in BOOLEAN and cond in CONDITIONS), (where, key)
+        out[key] = Choice(values, entry["source"], cond)
+    return out
 
 
 def _load_record_defaults(raw: dict, where: str) -> tuple[RecordDefault, ...]:

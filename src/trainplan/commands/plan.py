@@ -110,7 +110,7 @@ def query(args):
     if args.nodes and args.max_nodes:
         raise TrainplanError("give --nodes (a fixed count) or --max-nodes (a range), not both")
     stack_name, execution = stack_and_execution(args)
-    from trainplan.stacks import check_experts
+    from trainplan.stacks import check_experts, parse_assignment
 
     check_experts(execution, model.moe is not None)
     # Without --seq-len: DEFAULT_SEQ_LEN, or the model's context when that is shorter (GPT-3: 2048)
@@ -129,6 +129,7 @@ def query(args):
         precision=recipe(args.precision).name if args.precision else None, priority=args.priority,
         tolerance=args.tolerance, budget_usd=args.budget, allow_risk=args.allow_risk, top=args.top,
         hf_config=hf_config(args.model), stack=stack_name, execution=execution,
+        fixed_settings=frozenset(parse_assignment(t)[0] for t in args.settings),
     )
 
 
@@ -157,27 +158,60 @@ def progress_bar():
 
 # ---- the command ---------------------------------------------------------------------------------
 
-def search_runnable(q, ev, update, *, stack_chosen: bool, settings=()):
-    """search(q); when no stack was chosen and trainplan's trainer runs none of the layouts that fit,
-    the search again on the stack the refusal names (its preset, the --set changes kept), with the
-    reason first among the plan's reasons. A stack the user chose is kept: the refusal is the answer."""
+def _on_stack(q, name: str, settings):
+    """`q` for stack `name`: its preset with the --set changes kept."""
     from dataclasses import replace
 
     from trainplan.commands._layout_args import execution_of
-    from trainplan.search import NoRunnablePlan, search
     from trainplan.stacks import check_experts
 
+    execution = execution_of(name, settings)
+    check_experts(execution, q.model.moe is not None)
+    return replace(q, stack=name, execution=execution)
+
+
+def search_runnable(q, ev, update, *, stack_chosen: bool, settings=()):
+    """search(q); when no stack was chosen and trainplan's trainer runs none of the layouts that fit,
+    the search again on the stack the refusal names (its preset, the --set changes kept), with the
+    reason first among the plan's reasons. A stack the user chose is kept: the refusal is the answer.
+    Otherwise the same search on the stack the refusals name (compare_stacks)."""
+    from dataclasses import replace
+
+    from trainplan.search import NoRunnablePlan, search
+
     try:
-        return search(q, ev, update)
+        result = search(q, ev, update)
     except NoRunnablePlan as e:
         if stack_chosen or e.stack is None:
             raise
-        execution = execution_of(e.stack, settings)
-        check_experts(execution, q.model.moe is not None)
-        result = search(replace(q, stack=e.stack, execution=execution), ev, update)
+        result = search(_on_stack(q, e.stack, settings), ev, update)
         note = (f"stack {e.stack}: trainplan's trainer runs none of the layouts that fit {q.model.name} "
                 f"({e.reason.split(';')[0]}); planned for --stack {e.stack}, which runs them")
         return replace(result, reasons=(note, *result.reasons))
+    return compare_stacks(result, ev, settings)
+
+
+def compare_stacks(result, ev, settings=()):
+    """`result` with the same search on the stack trainplan's refusals name (supports.OTHER_STACK,
+    which runs every layout and setting), its settings chosen too: named first among the reasons when
+    it is more than 10% better on the priority's metric (search/other_stack.py), else last. One extra
+    search; none when the plan is on that stack already or it finds nothing."""
+    from dataclasses import replace
+
+    from trainplan.errors import TrainplanError
+    from trainplan.search import search
+    from trainplan.search.other_stack import other_stack_reason
+    from trainplan.supports import OTHER_STACK
+
+    q = result.query
+    if q.stack == OTHER_STACK:
+        return result
+    try:
+        other = search(_on_stack(q, OTHER_STACK, settings), ev)
+    except TrainplanError:
+        return result
+    note, material = other_stack_reason(result.chosen, other.chosen, q.priority)
+    return replace(result, reasons=(note, *result.reasons) if material else (*result.reasons, note))
 
 
 def run(args) -> int:

@@ -9,7 +9,10 @@ For each instance type and node count (space.node_counts):
  2. Expand. The best `KEEP` meshes by throughput, and the best `KEEP` by the priority's own order,
     are expanded over precision x checkpointing level x pipeline schedule, each at its largest
     micro-batch. A more-recompute level is only estimated when it fits a larger micro-batch than
-    a cheaper level already did (otherwise it is dominated: same batch, more work).
+    a cheaper level already did (otherwise it is dominated: same batch, more work). The execution
+    settings with a trade-off (search/settings.py: the MoE dispatcher, the context-parallel
+    exchange) are chosen here, on the expanded candidates; those that only hide time are set by
+    rule on every point.
  3. Rank all feasible candidates with the objective; OOM risks (memory band above capacity) are
     set aside unless allow_risk.
 
@@ -30,11 +33,11 @@ from trainplan.costs.fit import longest_seq as longest_seq_len
 from trainplan.errors import TrainplanError
 from trainplan.hardware.types import Cluster, NodeType
 from trainplan.job import Job, Workload
-from trainplan.layout import Layout, expert_refusal
+from trainplan.layout import Layout, check_layout, expert_refusal
 from trainplan.models.checks import context_limit
 from trainplan.models.stages import balanced_split, max_stage_layers
 from trainplan.precision import DEFAULT, recipe, searched
-from trainplan.search import space
+from trainplan.search import settings, space
 from trainplan.search.candidate import Candidate
 from trainplan.search.capability import runnable
 from trainplan.search.evaluator import Counting, Evaluator
@@ -99,6 +102,9 @@ class _Count:
         self.q, self.node, self.nodes, self.ev, self.obj = q, node, nodes, ev, obj
         self.cluster = Cluster(node, nodes)
         self.context = q.seq_len is None
+        # the execution settings chosen by rule (search/settings.py), on every point
+        self.execution, self.conditions = settings.rule_execution(q), settings.conditional(q)
+        self.mesh_execution: dict[space.Mesh, object] = {}  # with the trade-offs chosen for a mesh
 
     # ---- building blocks ---------------------------------------------------------------------
     def job(self, seq: int, gb: int) -> Job:
@@ -116,10 +122,13 @@ class _Count:
                         pp_embedding_in_split=split.embedding, pp_loss_in_split=split.loss,
                         fp8_allgather=r.low_precision is not None and r.low_precision.fsdp_allgather
                         and mesh.sharding == "fsdp",
-                        chunked_loss=self.context, stack=self.q.stack, execution=self.q.execution,
+                        chunked_loss=self.context, stack=self.q.stack,
+                        execution=self.mesh_execution.get(mesh, self.execution),
                         **mesh.layout_fields())
-        # a --set the stack refuses on this layout (stacks.RULES) is costed off here, as it would run
-        layout = drop_refused(layout.with_(**trainer_fields(self.q.stack, mesh.tp)))
+        # a --set the stack refuses on this layout (stacks.RULES) is costed off here, as it would run,
+        # and so is a setting chosen by rule where the framework does not run it
+        layout = settings.settle(layout.with_(**trainer_fields(self.q.stack, mesh.tp)), self.conditions)
+        layout = drop_refused(layout)
         if mesh.etp is not None and expert_refusal(self.q.model, layout):  # etp = 1 without sequence parallel
             return None
         return self.job(seq, mesh.dp * mb * ga), layout
@@ -211,6 +220,32 @@ class _Count:
                             break  # offload only when full checkpointing fits nothing
             else:
                 out += self._expand_fixed_seq(mesh, prec, sched)
+        return out
+
+    def try_layout(self, c: Candidate, layout: Layout) -> Candidate | None:
+        """`c`'s job with another layout, when the layout is valid and fits."""
+        try:
+            check_layout(c.job, layout)
+        except TrainplanError:
+            return None
+        return Candidate(c.job, layout, self.ev.evaluate(c.job, layout)) if self.ev.fits(c.job, layout) else None
+
+    def with_settings(self, mesh: space.Mesh, cands: list[Candidate]) -> list[Candidate]:
+        """The expansion of `mesh` in the first precision with the trade-off settings chosen
+        (search/settings.py): tried on the best of its candidates by the priority, the winner's then
+        costed on the others (a candidate it does not fit keeps its own), and the mesh's other
+        precisions expanded with them."""
+        if not cands or not settings.enumerates(self.q):
+            return cands
+        top = self.obj.rank(cands, self.q.tokens, self.q.tolerance)[0]
+        won = settings.choose(top, self.q, self.try_layout)
+        if won is top:
+            return cands
+        self.mesh_execution[mesh] = settings.carry_values(self.execution, won.layout.execution)
+        out = []
+        for c in cands:
+            alt = won if c is top else self.try_layout(c, settings.carry(c.layout, won.layout.execution))
+            out.append(c if alt is None else alt)
         return out
 
     def expand_like(self, mesh: space.Mesh, prec: str, ref: list[Candidate]) -> list[Candidate]:
@@ -322,7 +357,7 @@ def search_count(q: Query, node: NodeType, nodes: int, ev: Counting, obj: Object
     # the latter and names the stack the former would need.
     keep = list({m: None for m, _ in best(screened) + best([mc for mc in screened if runnable(mc[1])])})
     for mesh in keep:
-        ref_cands = sc.expand(mesh, precs[0])
+        ref_cands = sc.with_settings(mesh, sc.expand(mesh, precs[0]))
         cands += ref_cands
         for prec in precs[1:]:
             cands += sc.expand_like(mesh, prec, ref_cands) if ref_cands else []

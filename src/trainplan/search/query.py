@@ -109,6 +109,8 @@ class Query:
         return min(MAX_SEQ_LEN, context_limit(self.model, self.allow_long_context) or MAX_SEQ_LEN)
     stack: str = DEFAULT_STACK  # the software every candidate layout runs on (stacks.py)
     execution: object = None  # its stacks.Execution; None: the stack's preset
+    # settings the person fixed (--set): the search chooses the others the stack can run (settings.py)
+    fixed_settings: frozenset = frozenset()
 
     def node_range(self) -> tuple[int, int, bool]:
         """(first, last, stop_at_first_fit)."""

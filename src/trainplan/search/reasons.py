@@ -10,12 +10,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from trainplan.costs.fit import MAX_SEQ_LEN
-from trainplan.layout import expert_groups, expert_refusal
+from trainplan.errors import TrainplanError
+from trainplan.layout import check_layout, expert_groups, expert_refusal
 from trainplan.precision import recipe, searched
-from trainplan.search import space
+from trainplan.search import settings, space
 from trainplan.search.candidate import Candidate
 from trainplan.search.evaluator import Counting
 from trainplan.search.query import Query
+from trainplan.stacks import applicable, stack
 
 GIB = 1024**3
 
@@ -195,23 +197,23 @@ _OVERLAPS = (
 MATTERS = 0.01  # a setting is worth a reason when it moves the step time by 1% or more
 
 
-def execution_reasons(best: Candidate, ev: Counting) -> list[str]:
+def execution_reasons(best: Candidate, ev: Counting, skip: frozenset = frozenset()) -> list[str]:
     """What the stack's settings cost the chosen plan: each overlap that is off and the layout has
     communication for ('tp communication not overlapped: +0.8 s per step'), and the context-parallel
-    exchange against the other kinds."""
+    exchange against the other kinds; `skip`: settings the search chose (setting_reasons says why)."""
     L, t = best.layout, best.metrics.step_time_s
+    can = settings.choices(L.stack)
     out = []
     for key, what, applies in _OVERLAPS:
-        if getattr(L.execution, key) or not applies(L):
+        if key in skip or getattr(L.execution, key) or not applies(L):
             continue
         _, alt = _variant(best, ev, execution=L.execution.with_(**{key: True}))
         dt = t - alt.metrics.step_time_s
         if dt >= MATTERS * t:
+            hint = f"; --set {key}=true" if key in can and can[key].allows(L, True) else ""
             out.append(f"{what} not overlapped ({L.stack}: {key}=false): +{dt:.2g} s per step "
-                       f"({_pct(t, alt.metrics.step_time_s)})")
-    if L.cp > 1:
-        from trainplan.errors import TrainplanError
-        from trainplan.layout import check_layout
+                       f"({_pct(t, alt.metrics.step_time_s)}){hint}")
+    if L.cp > 1 and "cp_comm" not in skip:
         from trainplan.stacks import CHOICES
 
         times = {}
@@ -226,6 +228,62 @@ def execution_reasons(best: Candidate, ev: Counting) -> list[str]:
         if fastest != L.execution.cp_comm and times[fastest] <= (1 - MATTERS) * t:
             out.append(f"cp_comm {L.execution.cp_comm} ({L.stack}): {fastest} would be "
                        f"{_pct(times[fastest], t)} step time (--set cp_comm={fastest})")
+    return out
+
+
+def _label(ex, keys) -> str:
+    return ", ".join(f"{k}={_text(getattr(ex, k))}" for k in keys)
+
+
+def _text(v) -> str:
+    return "null" if v is None else str(v).lower()
+
+
+def setting_reasons(best: Candidate, q: Query, ev: Counting) -> list[str]:
+    """The execution settings the search chose (search/settings.py), each with its gain on the chosen
+    layout in tokens/s against the value it beat; the ones considered and not taken, with why."""
+    L, ex = best.layout, best.layout.execution
+    can, preset = settings.free(q), applicable(L, stack(L.stack).execution)
+    out, small = [], []
+    for key, value in settings.BY_RULE.items():
+        if key not in can or getattr(ex, key) != value or settings.RULE_OFF[key] not in can[key].values:
+            continue  # not the stack's to choose, or off where its framework does not run it
+        _, alt = _variant(best, ev, execution=ex.with_(**{key: settings.RULE_OFF[key]}))
+        gain = best.tokens_per_s / alt.tokens_per_s - 1
+        if gain < MATTERS:
+            small.append(f"{key}={_text(value)}")
+            continue
+        was = "" if getattr(preset, key) == value else f", the {L.stack} preset's"
+        out.append(f"{key}={_text(value)}: {_pct(best.tokens_per_s, alt.tokens_per_s)} tokens/s over "
+                   f"{_text(settings.RULE_OFF[key])}{was} ({settings.WHAT[key]})")
+    if small:
+        out.append(f"{', '.join(small)}: chosen by rule (never slower, never more memory in the cost model); "
+                   "under 1% tokens/s each on this layout")
+    for keys, applies in settings.ENUMERATED:
+        mine = tuple(k for k in keys if k in can)
+        if not mine or not applies(q.model, L):
+            continue
+        parts = []
+        for other in settings.options(L, keys, can)[1:]:
+            diff = _label(other, [k for k in keys if getattr(other, k) != getattr(ex, k)])
+            try:
+                check_layout(best.job, replace(L, execution=other))
+            except TrainplanError:
+                parts.append(f"{diff} cannot run this layout")
+                continue
+            fits, alt = _variant(best, ev, execution=other)
+            parts.append(f"{diff} {_pct(alt.tokens_per_s, best.tokens_per_s) + ' tokens/s' if fits else 'does not fit'}")
+        if parts:
+            out.append(f"{_label(ex, mine)}: chosen on this mesh's best layout; against it here: " + "; ".join(parts))
+    for key in settings.UNPRICED:
+        if key in can:
+            out.append(f"{key}={_text(getattr(ex, key))} (the {L.stack} preset's): not weighed, the cost model "
+                       f"prices neither the gain nor the memory of {key.replace('_', ' ')}")
+    for key in sorted(q.fixed_settings & set(settings.BY_RULE) & set(settings.choices(L.stack))):
+        other = settings.RULE_OFF[key] if getattr(ex, key) == settings.BY_RULE[key] else settings.BY_RULE[key]
+        _, alt = _variant(best, ev, execution=ex.with_(**{key: other}))
+        out.append(f"{key}={_text(getattr(ex, key))}: as asked (--set); {_text(other)} would be "
+                   f"{_pct(alt.tokens_per_s, best.tokens_per_s)} tokens/s")
     return out
 
 
@@ -286,7 +344,8 @@ def reasons(best: Candidate, pool: list[Candidate], q: Query, ev: Counting, no_f
     for why in (ep_reason(best, pool, ev), etp_reason(best, pool, ev)):
         if why:
             out.append(why)
-    out += execution_reasons(best, ev)
+    out += setting_reasons(best, q, ev)
+    out += execution_reasons(best, ev, skip=frozenset(settings.free(q)))
     out.append(f"binding: {best.metrics.binding}")
     if risky:
         out.append(f"{risky} layouts set aside as OOM risks (memory +{ev.inner.memory_error:.0%} "

@@ -14,8 +14,8 @@ For each instance type and node count (space.node_counts):
     set aside unless allow_risk.
 
 With --seq-len max the sequence takes the micro-batch's place: micro-batch 1, and the longest
-sequence that fits (costs.fit.longest_seq: a multiple of 1024 and of 2 cp, at least the sequence
-asked for) is found by bisection. Memory is monotone in micro-batch,
+sequence that fits (costs.fit.longest_seq: a multiple of 1024 and of 2 cp, at least the workload's
+sequence, Query.seq_floor) is found by bisection. Memory is monotone in micro-batch,
 sequence length and recompute level, which is what makes each bisection exact.
 """
 
@@ -27,18 +27,17 @@ from dataclasses import dataclass, field
 
 from trainplan.costs.fit import MAX_SEQ_LEN, shortest_seq
 from trainplan.costs.fit import longest_seq as longest_seq_len
-from trainplan.errors import TrainplanError
 from trainplan.hardware.types import Cluster, NodeType
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout, expert_refusal
 from trainplan.models.checks import context_limit
 from trainplan.models.stages import balanced_split, max_stage_layers
 from trainplan.precision import DEFAULT, recipe, searched
-from trainplan.search import space
+from trainplan.search import sizing, space
 from trainplan.search.candidate import Candidate
 from trainplan.search.capability import runnable
 from trainplan.search.evaluator import Counting, Evaluator
-from trainplan.search.objectives import Objective, objective
+from trainplan.search.objectives import Objective
 from trainplan.search.query import Query
 from trainplan.stacks import drop_refused
 from trainplan.supports import trainer_fields
@@ -83,6 +82,7 @@ class Stats:
     evaluate_calls: int = 0
     seconds: float = 0.0
     no_fit_counts: list = field(default_factory=list)  # (instance, nodes) where no mesh fits
+    notes: list = field(default_factory=list)  # why the node count is what it is (search/sizing.py)
 
     def to_dict(self) -> dict:
         return {"node_counts": self.counts, "node_counts_bounded": self.bounded,
@@ -163,7 +163,7 @@ class _Count:
         return largest(mbs, lambda mb: self.fits(mesh, prec, ac, k, mb, seq, sched))
 
     def seq_max(self, mesh, prec, ac, k, sched) -> int | None:
-        s = longest_seq_len(lambda s: self.fits(mesh, prec, ac, k, 1, s, sched), mesh.cp, self.q.min_seq_len,
+        s = longest_seq_len(lambda s: self.fits(mesh, prec, ac, k, 1, s, sched), mesh.cp, self.q.seq_floor,
                             self.q.seq_limit)
         return s or None
 
@@ -180,7 +180,7 @@ class _Count:
         sched = ("1f1b", 1)
         if self.context:
             # offload holds the least: if the shortest sequence does not fit with it, none does
-            if not self.fits(mesh, prec, "offload", 0, 1, shortest_seq(mesh.cp, self.q.min_seq_len), sched):
+            if not self.fits(mesh, prec, "offload", 0, 1, shortest_seq(mesh.cp, self.q.seq_floor), sched):
                 return None
             for ac in ("full", "offload"):
                 s = self.seq_max(mesh, prec, ac, 0, sched)
@@ -356,7 +356,7 @@ def _peak_bound(q: Query, node: NodeType, n: int, flops_per_token: float) -> flo
 
 def run_search(q: Query, ev: Evaluator, progress: Progress | None = None) -> tuple[list[Candidate], Stats, Counting]:
     """Every candidate the search evaluated (feasible by the point memory estimate), with stats."""
-    obj = objective(q.priority)
+    obj = sizing.objective_for(q)
     counting = ev if isinstance(ev, Counting) else Counting(ev, q.allow_risk)
     stats = Stats()
     t0 = time.perf_counter()
@@ -369,14 +369,14 @@ def run_search(q: Query, ev: Evaluator, progress: Progress | None = None) -> tup
         memo = Memo()
         # Without an early stop, go from the most nodes down: a mesh family that does not fit on
         # n nodes is skipped on every smaller count (see _family).
-        best_tps, flops_per_token = 0.0, None
+        mine, flops_per_token = [], None
         for n in (counts if stop_at_fit else counts[::-1]):  # (context's list is already reversed)
-            if obj.bound_by_peak and flops_per_token and _peak_bound(q, node, n, flops_per_token) < best_tps:
+            if flops_per_token and obj.skips(_peak_bound(q, node, n, flops_per_token), mine):
                 stats.bounded += 1
                 continue
             found = search_count(q, node, n, counting, obj, stats, None if stop_at_fit else memo)
             if found:
-                best_tps = max(best_tps, max(c.tokens_per_s for c in found))
+                mine += found
                 flops_per_token = min(_flops_per_token(c) for c in found)
             searched.add(n)
             stats.counts += 1
@@ -386,12 +386,44 @@ def run_search(q: Query, ev: Evaluator, progress: Progress | None = None) -> tup
             pool += found
             if stop_at_fit and found:
                 break
+        if _probes(q, obj) and mine:
+            pool = [c for c in pool if c.instance != node.name] + _probe(q, node, mine, counting, obj, stats)
         if obj.refine_counts and len(counts) > 1:
             pool += _refine(q, node, counts, searched, pool, counting, obj, stats)
     stats.seconds = time.perf_counter() - t0
     stats.fits_calls, stats.evaluate_calls = counting.memory_calls, counting.evaluate_calls
     stats.candidates = len(pool)
     return pool, stats, counting
+
+
+def _probes(q: Query, obj: Objective) -> bool:
+    """Throughput without a node count or range: the fewest nodes that fit is where it starts."""
+    return obj.name == "throughput" and q.nodes is None and q.max_nodes is None and q.seq_len is not None
+
+
+def _probe(q, node, first, ev, obj, stats) -> list[Candidate]:
+    """The plans of `first` (the fewest nodes that fit) and of larger counts (sizing.probe_counts)
+    while each earns its nodes; kept up to the fewest not starved (sizing.efficient_count), with
+    the reason in stats.notes. Judged on the plans the stack runs (capability.py): those are the
+    ones `plan` recommends, and when there are none on `first` the answer is the refusal."""
+    found_at = {first[0].nodes: first}
+    by_count = {first[0].nodes: [c for c in first if runnable(c)]}
+    last = q.node_range()[1]
+    for n in sizing.probe_counts(first[0].nodes, last) if by_count[first[0].nodes] else ():
+        found_at[n] = search_count(q, node, n, ev, obj, stats)
+        stats.counts += 1
+        ok = [c for c in found_at[n] if runnable(c)]
+        if not ok:
+            continue
+        more = sizing.worth_more(max(sizing.per_gpu(v) for v in by_count.values()), ok)
+        by_count[n] = ok
+        if not more:
+            break
+    chosen = sizing.efficient_count(by_count) if by_count[first[0].nodes] else first[0].nodes
+    note = sizing.count_note(by_count, chosen, last)
+    if note:
+        stats.notes.append(note)
+    return [c for n, found in found_at.items() if n <= chosen for c in found]
 
 
 def _refine(q, node, counts, searched, pool, ev, obj, stats) -> list[Candidate]:
@@ -412,14 +444,13 @@ def _refine(q, node, counts, searched, pool, ev, obj, stats) -> list[Candidate]:
 
 
 def feasible(pool: list[Candidate], q: Query) -> tuple[list[Candidate], int]:
-    """(plans that may be recommended, plans over the budget). OOM risks never reach the pool
-    unless allow_risk: the fit rule (evaluator.Counting.fits) keeps them out."""
-    if q.budget_usd is None:
-        return pool, 0
-    if not q.tokens:
-        raise TrainplanError("--budget needs --tokens: the budget is for training that many tokens")
-    within = [c for c in pool if c.usd_for(q.tokens) is not None and c.usd_for(q.tokens) <= q.budget_usd]
-    return within, len(pool) - len(within)
+    """(plans that may be recommended, plans that miss the deadline or budget). OOM risks never
+    reach the pool unless allow_risk: the fit rule (evaluator.Counting.fits) keeps them out. A
+    plan that misses is not dropped: the sizing rule ranks it after those that meet the goal, so
+    that when none does the answer says by how much the nearest misses (search/sizing.py)."""
+    goal = sizing.Goal.of(q)
+    goal.check()
+    return pool, sum(not sizing.meets(c, goal) for c in pool) if goal.sized else 0
 
 
 def longest_seq(ev: Counting, job: Job, layout: Layout) -> int:

@@ -15,7 +15,7 @@ For each instance type and node count (space.node_counts):
 
 With --seq-len max the sequence takes the micro-batch's place: micro-batch 1, and the longest
 sequence that fits (costs.fit.longest_seq: a multiple of 1024 and of 2 cp, at least the workload's
-sequence, Query.seq_floor) is found by bisection. Memory is monotone in micro-batch,
+sequence, Query.min_seq_len) is found by bisection. Memory is monotone in micro-batch,
 sequence length and recompute level, which is what makes each bisection exact.
 """
 
@@ -163,7 +163,7 @@ class _Count:
         return largest(mbs, lambda mb: self.fits(mesh, prec, ac, k, mb, seq, sched))
 
     def seq_max(self, mesh, prec, ac, k, sched) -> int | None:
-        s = longest_seq_len(lambda s: self.fits(mesh, prec, ac, k, 1, s, sched), mesh.cp, self.q.seq_floor,
+        s = longest_seq_len(lambda s: self.fits(mesh, prec, ac, k, 1, s, sched), mesh.cp, self.q.min_seq_len,
                             self.q.seq_limit)
         return s or None
 
@@ -180,7 +180,7 @@ class _Count:
         sched = ("1f1b", 1)
         if self.context:
             # offload holds the least: if the shortest sequence does not fit with it, none does
-            if not self.fits(mesh, prec, "offload", 0, 1, shortest_seq(mesh.cp, self.q.seq_floor), sched):
+            if not self.fits(mesh, prec, "offload", 0, 1, shortest_seq(mesh.cp, self.q.min_seq_len), sched):
                 return None
             for ac in ("full", "offload"):
                 s = self.seq_max(mesh, prec, ac, 0, sched)

@@ -20,7 +20,7 @@ from trainplan.stacks import DEFAULT_STACK
 DEFAULT_STEP_TOKENS = 2**22
 MAX_MICRO_BATCH = 64
 # The workload's sequence when none is given: Llama 3.1 pre-training's (arXiv:2407.21783, 3.4.1).
-# --seq-len max and the context priority never answer with less (Query.seq_floor).
+# --seq-len max and the context priority never answer with less (Query.min_seq_len).
 DEFAULT_SEQ_LEN = 8192
 
 
@@ -112,11 +112,6 @@ class Query:
     def seq_limit(self) -> int:
         """The longest sequence --seq-len max may reach: the model's context, and MAX_SEQ_LEN."""
         return min(MAX_SEQ_LEN, context_limit(self.model, self.allow_long_context) or MAX_SEQ_LEN)
-
-    @property
-    def seq_floor(self) -> int:
-        """The shortest sequence --seq-len max may answer: the workload's, within the model's context."""
-        return min(self.min_seq_len, self.seq_limit)
     stack: str = DEFAULT_STACK  # the software every candidate layout runs on (stacks.py)
     execution: object = None  # its stacks.Execution; None: the stack's preset
 

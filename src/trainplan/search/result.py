@@ -126,7 +126,8 @@ def _nothing(q: Query, pool: list, risky: int, over: int) -> str:
         return (f"every plan that fits {q.model.name} on {nodes} x {where} is an OOM risk "
                 f"({risky} plans); add nodes or use --allow-risk")
     if q.seq_len is None:
-        return (f"{q.model.name} does not fit the workload's sequence {q.seq_floor} on {nodes} x {where} with any "
-                "layout; add nodes (--nodes/--max-nodes), accept a shorter one (--seq-len N) or use a larger instance")
+        return (f"{q.model.name} does not fit the workload's sequence {q.min_seq_len} (the shortest acceptable) on "
+                f"{nodes} x {where} with any layout; add nodes (--nodes/--max-nodes), shorten --seq-len or use a "
+                "larger instance")
     return (f"{q.model.name} does not fit at sequence {q.seq_len} on {nodes} x {where} with any layout; "
             "add nodes (--nodes/--max-nodes), shorten --seq-len or use a larger instance")

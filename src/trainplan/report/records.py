@@ -58,6 +58,12 @@ class CompareRow:
     meets: bool | None = None  # the chosen plan meets the deadline and budget
     miss: str = ""  # by how much it misses them
 
+    @property
+    def label(self) -> str:
+        """The instance, with which of its plans this is when compare shows two (cheapest, fastest)."""
+        name = self.instance.removeprefix("ml.")
+        return f"{name} ({self.choice})" if self.choice in ("cheapest", "fastest") else name
+
 
 def _gpu_of(instance: str) -> str:
     from trainplan.errors import TrainplanError

@@ -120,3 +120,21 @@ def test_throughput_probes_powers_of_two_and_takes_the_fewest_nodes_near_the_bes
     assert note.endswith("--nodes 10 plans on 10")
     fine = {2: [plan(2, 2900)], 4: [plan(4, 2950)]}
     assert efficient_count(fine) == 2 and count_note(fine, 2, 64) is None
+
+
+def test_probe_searches_larger_counts_while_they_earn_their_nodes_and_keeps_up_to_the_efficient_one():
+    from trainplan.search.sizing import probe
+
+    rate = {10: 78, 16: 1155, 32: 1258, 64: 1300}  # 32 earns under 10% over 16: the probe stops there
+    asked = []
+
+    def search_at(n):
+        asked.append(n)
+        return [plan(n, rate[n])]
+
+    kept, note = probe([plan(10, 78)], 64, search_at)
+    assert asked == [16, 32]
+    assert sorted({c.nodes for c in kept}) == [10, 16]  # throughput's most tokens/s is then on 16
+    assert note.startswith("16 nodes, not the fewest that fit (10)")
+    kept, note = probe([plan(10, 1000)], 64, lambda n: [plan(n, 1050)])
+    assert {c.nodes for c in kept} == {10} and note is None

@@ -402,28 +402,15 @@ def _probes(q: Query, obj: Objective) -> bool:
 
 
 def _probe(q, node, first, ev, obj, stats) -> list[Candidate]:
-    """The plans of `first` (the fewest nodes that fit) and of larger counts (sizing.probe_counts)
-    while each earns its nodes; kept up to the fewest not starved (sizing.efficient_count), with
-    the reason in stats.notes. Judged on the plans the stack runs (capability.py): those are the
-    ones `plan` recommends, and when there are none on `first` the answer is the refusal."""
-    found_at = {first[0].nodes: first}
-    by_count = {first[0].nodes: [c for c in first if runnable(c)]}
-    last = q.node_range()[1]
-    for n in sizing.probe_counts(first[0].nodes, last) if by_count[first[0].nodes] else ():
-        found_at[n] = search_count(q, node, n, ev, obj, stats)
+    """`first` (the fewest nodes that fit) and the larger counts sizing.probe keeps."""
+    def search_at(n: int) -> list[Candidate]:
         stats.counts += 1
-        ok = [c for c in found_at[n] if runnable(c)]
-        if not ok:
-            continue
-        more = sizing.worth_more(max(sizing.per_gpu(v) for v in by_count.values()), ok)
-        by_count[n] = ok
-        if not more:
-            break
-    chosen = sizing.efficient_count(by_count) if by_count[first[0].nodes] else first[0].nodes
-    note = sizing.count_note(by_count, chosen, last)
+        return search_count(q, node, n, ev, obj, stats)
+
+    kept, note = sizing.probe(first, q.node_range()[1], search_at)
     if note:
         stats.notes.append(note)
-    return [c for n, found in found_at.items() if n <= chosen for c in found]
+    return kept
 
 
 def _refine(q, node, counts, searched, pool, ev, obj, stats) -> list[Candidate]:

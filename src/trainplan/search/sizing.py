@@ -17,15 +17,17 @@ The search bounds the node counts with `skips` (engine.Stats.bounded): a count w
 count whose peak bound cannot beat the fastest plan already found within the budget.
 
 `throughput` without a node range also sizes by this module: the fewest nodes that fit is where it
-starts, not where it stops (`probe_counts`, `efficient_count`). Pure: no I/O.
+starts, not where it stops (`probe`). Pure: no I/O (the search of a count is a callable).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainplan.errors import TrainplanError
 from trainplan.search.candidate import Candidate
+from trainplan.search.capability import runnable
 from trainplan.search.objectives import Objective, objective
 
 # A tenth: the time-bounded choice pays at most 10% more per token than the cheapest plan, and a
@@ -275,6 +277,30 @@ def efficient_count(by_count: dict[int, list[Candidate]]) -> int:
     """The fewest nodes whose tokens/s per GPU is within TOLERANCE of the best of any count."""
     best = max(per_gpu(v) for v in by_count.values())
     return min(n for n, v in by_count.items() if per_gpu(v) >= (1 - TOLERANCE) * best)
+
+
+def probe(first: list[Candidate], last: int, search_at: Callable[[int], list[Candidate]]
+          ) -> tuple[list[Candidate], str | None]:
+    """Throughput without a node range: the plans of `first` (the fewest nodes that fit) and of the
+    larger counts of probe_counts, searched with `search_at` while each earns its nodes
+    (worth_more), kept up to the fewest that are not starved (efficient_count); and the reason.
+    Judged on the plans the stack runs (capability.py): those are the ones `plan` recommends, and
+    when there are none on `first` the answer is the refusal, so no more counts are searched."""
+    n0 = first[0].nodes
+    found_at = {n0: first}
+    by_count = {n0: [c for c in first if runnable(c)]}
+    for n in probe_counts(n0, last) if by_count[n0] else ():
+        found_at[n] = search_at(n)
+        ok = [c for c in found_at[n] if runnable(c)]
+        if not ok:
+            continue
+        more = worth_more(max(per_gpu(v) for v in by_count.values()), ok)
+        by_count[n] = ok
+        if not more:
+            break
+    chosen = efficient_count(by_count) if by_count[n0] else n0
+    kept = [c for n, found in found_at.items() if n <= chosen for c in found]
+    return kept, count_note(by_count, chosen, last)
 
 
 def count_note(by_count: dict[int, list[Candidate]], chosen: int, last: int) -> str | None:

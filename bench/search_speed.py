@@ -24,9 +24,17 @@ from trainplan.search import OBJECTIVES, Query, search
 MODEL, INSTANCE, MAX_NODES, TOKENS = "llama-3.1-405b", "ml.p6-b200.48xlarge", 128, 15 * 10**12
 
 
+# Searches sized by search/sizing.py (a deadline, a budget, both) and throughput without a node
+# range (the fewest nodes that fit, then larger counts while they earn their nodes).
+SIZED = {"days": {"days": 500.0}, "budget": {"budget_usd": 1.2e8}, "days+budget": {"days": 500.0, "budget_usd": 1.2e8},
+         "throughput-unranged": {"max_nodes": None}}
+
+
 def one(priority: str) -> dict:
-    q = Query(resolve(MODEL), (find_node(INSTANCE),), max_nodes=MAX_NODES, priority=priority,
-              seq_len=None if priority == "context" else 8192, tokens=TOKENS)
+    extra = SIZED.get(priority, {})
+    kw = {"max_nodes": MAX_NODES, **extra}
+    q = Query(resolve(MODEL), (find_node(INSTANCE),), priority="throughput" if priority in SIZED else priority,
+              seq_len=None if priority == "context" else 8192, tokens=TOKENS, **kw)
     t0, c0 = time.perf_counter(), time.process_time()
     r = search(q)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -50,12 +58,12 @@ def one(priority: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="bench/results/search_speed.json")
-    ap.add_argument("--priority", action="append", choices=sorted(OBJECTIVES))
+    ap.add_argument("--priority", action="append", choices=sorted([*OBJECTIVES, *SIZED]))
     args = ap.parse_args(argv)
     # Warm-up: imports, catalog parsing and per-model caches are not part of a search's cost.
     search(Query(resolve(MODEL), (find_node(INSTANCE),), nodes=8))
     rows = []
-    for p in args.priority or list(OBJECTIVES):
+    for p in args.priority or [*OBJECTIVES, *SIZED]:
         row = one(p)
         rows.append(row)
         print(f"{p:<14}{row['wall_s']:>6.2f} s wall {row['cpu_s']:>6.2f} s cpu {row['node_counts']:>3} counts "

@@ -40,7 +40,12 @@ def test_out_writes_a_plan_that_loads(cli, tmp_path):
     (["--global-batch", "0"], "--global-batch must be N or LO:HI positive sequences, got '0'"),
     (["--nodes", "2", "--max-nodes", "4"], "give --nodes (a fixed count) or --max-nodes (a range), not both"),
     (["--model", "llama-3.1-8b", "--budget", "10"],
-     "--budget needs --tokens: the budget is for training that many tokens"),
+     "--budget needs --tokens: the budget is for training that many tokens (e.g. --tokens 1T)"),
+    (["--model", "llama-3.1-8b", "--days", "30"],
+     "--days needs --tokens: the deadline is for training that many tokens (e.g. --tokens 1T)"),
+    (["--days", "30", "--tokens", "1T", "--priority", "context"],
+     ("--days and --budget choose the plan by cost and time; they do not combine with --priority context "
+      "(use one of throughput, cost, time, or drop them)")),
     (["--tolerance", "1.5"], "argument --tolerance: expected a fraction in [0, 1), got '1.5' (see --help)"),
     (["--instance", "ml.p4d.24xlarge", "--precision", "fp8"],
      ("precision 'fp8_tensorwise' needs fp8 tensor cores, which a100-sxm-40gb (ampere) does not have; "
@@ -184,3 +189,46 @@ def test_the_plan_states_its_throughput_band_the_wider_for_moe(cli):
         line = next(x for x in out.splitlines() if "at the p90 error of published runs" in x)
         assert line.endswith(f"(x/{1 + prof.throughput_error(moe):.2f})")
     assert prof.throughput_error(True) > prof.throughput_error(False)
+
+
+def test_context_and_seq_len_max_never_answer_below_the_workloads_sequence(cli):
+    # They once stopped at the fewest nodes holding any sequence: 1,024 for 70B on p5en, 2,048 on B200.
+    from trainplan.search.query import DEFAULT_SEQ_LEN
+
+    for argv in (("--instance", "ml.p5en.48xlarge", "--priority", "context"),
+                 ("--instance", "ml.p6-b200.48xlarge", "--seq-len", "max")):
+        assert _chosen(cli, "--model", "llama-3.1-70b", *argv)["seq_len"] >= DEFAULT_SEQ_LEN
+
+
+def test_context_that_cannot_reach_the_workloads_sequence_says_so_in_one_line(cli):
+    code, _, err = cli("plan", "--model", "llama-3.1-405b", "--instance", "ml.p5en.48xlarge", "--nodes", "1",
+                       "--priority", "context")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "does not fit the workload's sequence 8192 (the shortest acceptable) on 1 x ml.p5en.48xlarge" in err
+    assert "add nodes (--nodes/--max-nodes), shorten --seq-len" in err
+
+
+def test_deepseek_v3_throughput_on_p5en_is_not_starved_or_says_why_in_numbers(cli):
+    # The check: the fewest nodes that fit (10) gave 1.1% MFU without a word.
+    code, out, err = cli("plan", "--model", "deepseek-v3", "--instance", "ml.p5en.48xlarge", "--priority",
+                         "throughput", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    why = [r for r in d["reasons"] if r.startswith(f"{d['chosen']['nodes']} nodes, not the fewest that fit")]
+    assert d["chosen"]["mfu"] >= 0.10 or why
+    assert why and "MFU" in why[0] and "tokens/s per GPU" in why[0]
+
+
+def test_a_deadline_picks_the_cheapest_count_that_meets_it_and_says_so(cli):
+    base = ("--model", "llama-3.1-8b", "--instance", "ml.p5.48xlarge", "--max-nodes", "8", "--tokens", "1T")
+    loose, tight = _plan(cli, *base, "--days", "10000"), _plan(cli, *base, "--days", "20")
+    assert loose["sizing"]["meets"] and loose["reasons"][0].endswith(
+        "the cheapest plan that trains 1T tokens within 10000 days")
+    assert tight["chosen"]["hours_to_tokens"] <= 20 * 24 < loose["chosen"]["hours_to_tokens"]
+    assert tight["chosen"]["usd_per_million_tokens"] >= loose["chosen"]["usd_per_million_tokens"]
+
+
+def _plan(cli, *argv):
+    code, out, err = cli("plan", "--json", *argv)
+    assert code == 0, err
+    return json.loads(out)

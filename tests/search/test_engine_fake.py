@@ -46,15 +46,19 @@ def test_context_reaches_a_longer_sequence_than_throughput():
     assert c.chosen.layout.cp > 1 or c.chosen.layout.ac in ("full", "offload")
 
 
-def test_fewest_nodes_that_fit_when_no_count_is_given():
+def test_throughput_without_a_count_starts_at_the_fewest_nodes_that_fit_and_says_why_it_takes_more():
     r = run("llama-3.1-405b")
-    assert r.chosen.nodes > 1
-    assert ("ml.p6-b200.48xlarge", r.chosen.nodes - 1) in r.stats.no_fit_counts
-    assert "no layout fits" in r.reasons[0]
+    first = max(n for _, n in r.stats.no_fit_counts) + 1  # the counts up to 8 are searched one by one
+    assert r.chosen.nodes > first
+    assert r.reasons[0].startswith(f"{r.chosen.nodes} nodes, not the fewest that fit ({first}): ")
+    assert r.reasons[0].endswith(f"--nodes {first} plans on {first}")
+    at_first = run("llama-3.1-405b", nodes=first).chosen
+    assert r.chosen.tokens_per_s_per_gpu > at_first.tokens_per_s_per_gpu
 
 
 def test_communication_keeps_tp_in_the_node_and_uses_no_more_nodes_than_needed():
-    fewest = run("llama-3.1-70b").chosen.nodes
+    # the fewest nodes that fit: throughput's search starts there (it may go on to more)
+    fewest = max((n for _, n in run("llama-3.1-70b").stats.no_fit_counts), default=0) + 1
     r = run("llama-3.1-70b", max_nodes=16, priority="communication")
     assert r.chosen.layout.tp <= 8
     assert r.chosen.nodes == fewest
@@ -73,13 +77,19 @@ def test_risky_plans_are_set_aside_unless_allowed():
     assert risky.chosen.tokens_per_s >= safe.chosen.tokens_per_s
 
 
-def test_budget_needs_tokens_and_excludes_plans_over_it():
-    with pytest.raises(TrainplanError) as e:
-        run("llama-3.1-8b", nodes=1, budget_usd=100.0)
-    assert str(e.value) == "--budget needs --tokens: the budget is for training that many tokens"
-    with pytest.raises(TrainplanError) as e:
-        run("llama-3.1-8b", nodes=1, budget_usd=1.0, tokens=10**12, priority="cost")
-    assert str(e.value) == "no plan trains 1e+12 tokens within $1; raise --budget or lower --tokens"
+def test_budget_and_deadline_need_tokens():
+    for kw, flag, what in (({"budget_usd": 100.0}, "--budget", "budget"), ({"days": 30.0}, "--days", "deadline")):
+        with pytest.raises(TrainplanError) as e:
+            run("llama-3.1-8b", nodes=1, **kw)
+        assert str(e.value) == f"{flag} needs --tokens: the {what} is for training that many tokens (e.g. --tokens 1T)"
+
+
+def test_a_budget_no_plan_meets_answers_with_the_nearest_and_by_how_much_it_misses():
+    r = run("llama-3.1-8b", nodes=1, budget_usd=1.0, tokens=10**12, priority="cost")
+    usd = r.chosen.usd_for(10**12)
+    assert not r.sizing.meets and r.over_budget > 0
+    assert r.reasons[0].startswith("no plan up to 1 nodes trains 1T tokens within $1: the nearest, 1 x ")
+    assert f"misses by ${usd - 1:,.0f} over the $1 budget" in r.reasons[0]
 
 
 def test_a_model_that_cannot_fit_says_what_to_do():
@@ -96,4 +106,5 @@ def test_cost_chooses_instance_and_count():
     best = min((c for c in [r.chosen, *r.runners_up]), key=lambda c: c.usd_per_million_tokens)
     assert r.chosen.usd_per_million_tokens == best.usd_per_million_tokens
     other = "p5.48xlarge" if r.chosen.instance == "ml.p6-b200.48xlarge" else "p6-b200.48xlarge"
-    assert r.reasons[0].startswith(f"instance {r.chosen.instance}: cheapest plans of the others: {other} on ")
+    assert r.reasons[0].startswith("nodes by cost, up to 4: cheapest ")
+    assert r.reasons[1].startswith(f"instance {r.chosen.instance}: cheapest plans of the others: {other} on ")

@@ -1,56 +1,57 @@
-"""`trainplan compare --model M --instances a,b,c [--tokens N]`: what each instance type gives.
+"""`trainplan compare --model M --instances a,b,c [--tokens N] [--days D] [--budget USD]`: what each
+instance type gives.
 
-Per instance type: the fewest nodes that fit, the throughput plan on those nodes (largest
-micro-batch, tokens/s), the longest sequence that plan's layout holds at micro-batch 1, dollars
-per billion tokens and days to the token budget. This is how a team sees what Blackwell changes
-against Hopper and Ampere.
+Per instance type, the node count and layout of the sizing rule (search/sizing.py, the one `plan
+--days/--budget` uses): with --days the cheapest plan that trains --tokens within the deadline,
+with --budget the fastest within the budget, with both the cheapest that meets both (and by how
+much the nearest misses when none does); with neither, two rows: the cheapest plan (least dollars
+per token) and the fastest within sizing.TOLERANCE of its dollars per token. Each row: the plan's
+tokens/s, the longest sequence its mesh holds at micro-batch 1, dollars per billion tokens and days
+to the token budget. This is how a team sees what Blackwell changes against Hopper and Ampere.
 """
 
 from __future__ import annotations
 
 from trainplan.commands._profile_args import add_profile_arguments, check_machine_gpu
 from trainplan.report.cli import add_html_argument, write_html
+from trainplan.search.query import DEFAULT_MAX_NODES, DEFAULT_SEQ_LEN
 
 NAME = "compare"
-HELP = "compare instance types for one model: nodes needed, batch, sequence, tokens/s, cost"
+HELP = "compare instance types for one model: nodes by cost, deadline or budget, tokens/s, cost"
 
 DEFAULT_INSTANCES = "ml.p6-b200.48xlarge,ml.p5en.48xlarge,ml.p5.48xlarge,ml.p4de.24xlarge"
 
 
 def add_arguments(p) -> None:
-    from trainplan.commands._common import positive_int, tokens
+    from trainplan.commands._common import positive_int, positive_number, tokens
 
     p.add_argument("--model", default="llama-3.1-70b", help="catalog name or HF config.json path")
     p.add_argument("--instances", default=DEFAULT_INSTANCES, help="comma list of instance types")
-    p.add_argument("--tokens", type=tokens, default=0, help="token budget, e.g. 15T, 300B")
-    p.add_argument("--seq-len", type=positive_int, default=8192)
+    p.add_argument("--tokens", type=tokens, default=0, help="tokens to train, e.g. 15T, 300B (needed by --days "
+                   "and --budget)")
+    p.add_argument("--days", type=positive_number, default=None,
+                   help="deadline for --tokens: per instance, the cheapest plan that meets it")
+    p.add_argument("--budget", type=positive_number, default=None,
+                   help="USD cap for --tokens: per instance, the fastest plan within it")
+    p.add_argument("--seq-len", type=positive_int, default=DEFAULT_SEQ_LEN)
     p.add_argument("--allow-long-context", action="store_true",
                    help="a RoPE model past its max_position_embeddings")
     p.add_argument("--global-batch", default=None, help="sequences per step: N or LO:HI")
-    p.add_argument("--max-nodes", type=positive_int, default=64,
-                   help="give up on an instance type past this many nodes")
+    p.add_argument("--max-nodes", type=positive_int, default=DEFAULT_MAX_NODES,
+                   help="search up to this many nodes per instance type")
     add_profile_arguments(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_html_argument(p)
 
 
-def compare_one(model, node, args, ev) -> dict:
-    from trainplan.errors import TrainplanError
-    from trainplan.search import Counting, Query, parse_batch, search
+def _row(c, choice: str, sized, counting, tokens: int) -> dict:
     from trainplan.search.engine import longest_seq
 
-    q = Query(model, (node,), max_nodes=args.max_nodes, fewest_nodes=True, seq_len=args.seq_len,
-              batch=parse_batch(args.global_batch), tokens=args.tokens, priority="throughput")
-    row = {"instance": node.name, "gpu": node.gpu.name, "gpus_per_node": node.gpus_per_node}
-    try:
-        r = search(q, ev)
-    except TrainplanError as e:
-        return {**row, "fits": False, "why": str(e)}
-    c = r.chosen
-    counting = ev if isinstance(ev, Counting) else Counting(ev)
     return {
-        **row,
+        "choice": choice,
         "fits": True,
+        "meets": sized.meets if choice == "chosen" else None,
+        "miss": sized.miss() if choice == "chosen" else None,
         "nodes": c.nodes,
         "layout": c.layout.short(),
         "micro_batch": c.layout.micro_batch,
@@ -59,24 +60,57 @@ def compare_one(model, node, args, ev) -> dict:
         "tokens_per_s": c.tokens_per_s,
         "tokens_per_s_per_gpu": c.tokens_per_s_per_gpu,
         "mfu": c.metrics.mfu,
-        **c.cost(args.tokens).to_dict(),  # costs/cost.py: per million tokens, hours
+        **c.cost(tokens).to_dict(),  # costs/cost.py: per million tokens, hours
     }
+
+
+def compare_one(model, node, args, ev) -> list[dict]:
+    """The rows of one instance type: the sizing rule's choice, or (without --days and --budget)
+    the cheapest plan and the fastest near its cost."""
+    from trainplan.errors import TrainplanError
+    from trainplan.search import Counting, Query, parse_batch, search
+
+    q = Query(model, (node,), max_nodes=args.max_nodes, seq_len=args.seq_len, batch=parse_batch(args.global_batch),
+              tokens=args.tokens, priority="cost", days=args.days, budget_usd=args.budget)
+    head = {"instance": node.name, "gpu": node.gpu.name, "gpus_per_node": node.gpus_per_node}
+    try:
+        r = search(q, ev)
+    except TrainplanError as e:
+        return [{**head, "fits": False, "why": str(e)}]
+    s, t = r.sizing, args.tokens
+    counting = ev if isinstance(ev, Counting) else Counting(ev)
+    if s.goal.sized:
+        return [{**head, **_row(s.chosen, "chosen", s, counting, t)}]
+    rows = [{**head, **_row(s.cheapest, "cheapest", s, counting, t)}]
+    if s.fastest.tokens_per_s > s.cheapest.tokens_per_s:
+        rows.append({**head, **_row(s.fastest, "fastest", s, counting, t)})
+    return rows
 
 
 def run(args) -> int:
     from trainplan.commands._common import print_json
     from trainplan.commands.plan import evaluator
+    from trainplan.errors import TrainplanError
     from trainplan.hardware import find_node
     from trainplan.models import resolve
     from trainplan.models.checks import check_context
+    from trainplan.search.sizing import TOLERANCE, Goal
 
+    goal = Goal(args.tokens, args.days, args.budget)
+    goal.check()
     model = resolve(args.model)
     check_context(model, args.seq_len, args.allow_long_context)
     nodes = [find_node(n) for n in args.instances.split(",") if n.strip()]
+    if not nodes:
+        raise TrainplanError(f"--instances names no instance type: {args.instances!r}")
     check_machine_gpu(args.machine, (n.gpu.name for n in nodes))
     ev = evaluator(args.profile, args.machine) if args.machine else evaluator(args.profile)
-    rows = [compare_one(model, n, args, ev) for n in nodes]
-    d = {"model": model.name, "seq_len": args.seq_len, "tokens": args.tokens, "instances": rows}
+    rows = [row for n in nodes for row in compare_one(model, n, args, ev)]
+    d = {"model": model.name, "seq_len": args.seq_len, "tokens": args.tokens, "days": args.days,
+         "budget_usd": args.budget, "max_nodes": args.max_nodes, "tolerance": TOLERANCE,
+         "rule": (f"per instance: {goal.describe()} (search/sizing.py)" if goal.sized else
+                  f"per instance: the cheapest plan, and the fastest within {TOLERANCE:.0%} of its $/token"),
+         "instances": rows}
     if args.json:
         print_json(d)
     else:

@@ -11,13 +11,13 @@ import textwrap
 from trainplan.commands._layout_args import add_stack_arguments, stack_and_execution
 from trainplan.commands._profile_args import add_profile_arguments, check_machine_gpu, profile_line
 from trainplan.report.cli import add_html_argument, write_html
+from trainplan.search.query import DEFAULT_SEQ_LEN
 
 NAME = "plan"
 HELP = "search the parallel layouts of a model on a cluster and choose one by priority"
 
 DEFAULT_MODEL = "llama-3.1-70b"
 DEFAULT_INSTANCE = "ml.p6-b200.48xlarge"
-DEFAULT_SEQ_LEN = 8192  # Llama 3.1 pre-training sequence length (arXiv:2407.21783, 3.4.1)
 WIDTH = 80
 
 
@@ -32,7 +32,8 @@ def add_arguments(p) -> None:
                         "cost and time: every priced SageMaker instance)")
     p.add_argument("--nodes", type=positive_int, default=None, help="a fixed number of nodes")
     p.add_argument("--max-nodes", type=positive_int, default=None,
-                   help="search 1..N nodes (default: the fewest nodes that fit)")
+                   help="search 1..N nodes (default: up to 64; throughput starts at the fewest that fit and "
+                        "takes more while they add over 10%% tokens/s per GPU)")
     p.add_argument("--seq-len", default=None,
                    help=f"tokens per sequence, or 'max' for the longest that fits (default {DEFAULT_SEQ_LEN}; "
                         "with --priority context: the shortest acceptable, the search finds the longest)")
@@ -41,12 +42,17 @@ def add_arguments(p) -> None:
     p.add_argument("--global-batch", default=None,
                    help="sequences per step: N or a range LO:HI (default: about 4Mi tokens)")
     p.add_argument("--precision", default=None, help="fix the precision recipe (default: searched)")
-    p.add_argument("--priority", default="throughput", choices=sorted(OBJECTIVES),
-                   help="what to optimise")
+    p.add_argument("--priority", default=None, choices=sorted(OBJECTIVES),
+                   help="what to optimise (default throughput; with --days or --budget the node count is "
+                        "chosen by them: cheapest within the deadline, fastest within the budget)")
     p.add_argument("--tolerance", type=fraction, default=0.05,
                    help="communication: plans within this fraction of the best tokens/s per GPU")
     p.add_argument("--tokens", type=tokens, default=0, help="tokens to train, e.g. 15T, 300B")
-    p.add_argument("--budget", type=positive_number, default=None, help="USD cap for training --tokens")
+    p.add_argument("--days", type=positive_number, default=None,
+                   help="deadline for training --tokens: the cheapest plan that meets it")
+    p.add_argument("--budget", type=positive_number, default=None,
+                   help="USD cap for training --tokens: the fastest plan within it (with --days: the cheapest "
+                        "that meets both)")
     p.add_argument("--price", type=positive_number, default=None, help="USD per node-hour (overrides the catalog)")
     p.add_argument("--allow-risk", action="store_true",
                    help="admit plans whose memory band crosses the GPU's capacity")
@@ -91,43 +97,68 @@ def seq_len(text: str) -> int | None:
     return v
 
 
+SIZED_PRIORITIES = ("throughput", "cost", "time")  # what --days and --budget stand in for
+
+
+def priority(args) -> str:
+    """--priority, throughput by default; --days and --budget choose the node count by cost and
+    time themselves, so a priority that ranks by something else does not combine with them."""
+    from trainplan.errors import TrainplanError
+    from trainplan.search.sizing import Goal
+
+    goal = Goal(args.tokens, args.days, args.budget)
+    goal.check()
+    if goal.sized and args.priority not in (None, *SIZED_PRIORITIES):
+        raise TrainplanError(f"--days and --budget choose the plan by cost and time; they do not combine with "
+                             f"--priority {args.priority} (use one of {', '.join(SIZED_PRIORITIES)}, or drop them)")
+    return args.priority or "throughput"
+
+
+def workload_seq(model, text: str | None) -> tuple[int | None, int]:
+    """(sequence, shortest acceptable sequence) of the workload. Without --seq-len: DEFAULT_SEQ_LEN,
+    or the model's context when that is shorter (GPT-3: 2048). With 'max' the sequence is searched,
+    never below that default: a longest sequence shorter than the workload's is no answer."""
+    from trainplan.models.checks import context_limit
+
+    default = min(DEFAULT_SEQ_LEN, context_limit(model) or DEFAULT_SEQ_LEN)
+    seq = seq_len(text) if text else default
+    return seq, default if seq is None else seq
+
+
 def query(args):
     from trainplan.errors import TrainplanError
     from trainplan.models import hf_config, resolve
-    from trainplan.models.checks import check_context, context_limit
+    from trainplan.models.checks import check_context
     from trainplan.precision import check_supported, recipe
     from trainplan.search import Query, parse_batch
 
     model = resolve(args.model)
-    nodes = instances(args.instance, args.priority, args.price)
+    prio = priority(args)
+    nodes = instances(args.instance, prio, args.price)
     if args.precision:
         for n in nodes:
             check_supported(recipe(args.precision), n.gpu)
     if not 0 <= args.tolerance < 1:
         raise TrainplanError(f"--tolerance must be a fraction in [0, 1), got {args.tolerance}")
-    if args.budget is not None and args.budget <= 0:
-        raise TrainplanError(f"--budget must be a positive number of dollars, got {args.budget}")
     if args.nodes and args.max_nodes:
         raise TrainplanError("give --nodes (a fixed count) or --max-nodes (a range), not both")
     stack_name, execution = stack_and_execution(args)
     from trainplan.stacks import check_experts, parse_assignment
 
     check_experts(execution, model.moe is not None)
-    # Without --seq-len: DEFAULT_SEQ_LEN, or the model's context when that is shorter (GPT-3: 2048)
-    seq = seq_len(args.seq_len) if args.seq_len else min(DEFAULT_SEQ_LEN, context_limit(model) or DEFAULT_SEQ_LEN)
-    min_seq = 0
-    if args.priority == "context":
-        # The context priority always searches the sequence; a length given is the shortest
-        # acceptable one (a plan that cannot reach it is no answer), not a length to keep.
-        seq, min_seq = None, (seq_len(args.seq_len) or 0) if args.seq_len else 0
-    if seq or min_seq:  # a length the model cannot take is refused here, not searched for
-        check_context(model, seq or min_seq, args.allow_long_context)
+    seq, min_seq = workload_seq(model, args.seq_len)
+    if prio == "context":
+        # The context priority always searches the sequence; the workload's (given or default) is
+        # the shortest acceptable one (a plan that cannot reach it is no answer), not one to keep.
+        seq = None
+    # a length the model cannot take is refused here, not searched for
+    check_context(model, seq or min_seq, args.allow_long_context)
     return Query(
         model=model, instances=nodes, nodes=args.nodes, max_nodes=args.max_nodes,
         seq_len=seq, min_seq_len=min_seq, allow_long_context=args.allow_long_context,
         batch=parse_batch(args.global_batch), tokens=args.tokens,
-        precision=recipe(args.precision).name if args.precision else None, priority=args.priority,
-        tolerance=args.tolerance, budget_usd=args.budget, allow_risk=args.allow_risk, top=args.top,
+        precision=recipe(args.precision).name if args.precision else None, priority=prio,
+        tolerance=args.tolerance, budget_usd=args.budget, days=args.days, allow_risk=args.allow_risk, top=args.top,
         hf_config=hf_config(args.model), stack=stack_name, execution=execution,
         fixed_settings=frozenset(parse_assignment(t)[0] for t in args.settings),
     )

@@ -111,7 +111,7 @@ def compare_html(result: dict) -> str:
     from trainplan.report.records import compare_rows
 
     rows = compare_rows(result)
-    table_rows = [[r.instance, r.gpu, "-" if r.nodes is None else r.nodes, r.layout or r.note,
+    table_rows = [[r.label, r.gpu, "-" if r.nodes is None else r.nodes, r.layout or r.note,
                    "-" if r.micro_batch is None else r.micro_batch,
                    "-" if r.longest_seq_len is None else f"{r.longest_seq_len:,}",
                    fmt_count(r.tokens_per_s), fmt_pct(r.mfu), _money(per_billion(r.usd_per_million_tokens), 0),

@@ -12,7 +12,7 @@ from trainplan.report.terminal import days, per_billion
 
 def compare_plots(result: dict) -> list[Plot]:
     rows = compare_rows(result)
-    names = [r.instance.removeprefix("ml.") for r in rows]
+    names = [r.label for r in rows]
     colors = [gpu_color(r.gpu) for r in rows]
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09, subplot_titles=(
         "throughput (tokens/s, higher is better)", "$ per billion tokens (lower is better)",
@@ -34,9 +34,11 @@ def compare_plots(result: dict) -> list[Plot]:
         top = max([y for y in ys if y] or [1])
         fig.update_yaxes(range=[0, top * 1.25], row=1, col=col)
     fig.update_xaxes(tickangle=-30)
+    near = f"{result['tolerance']:.0%}" if isinstance(result.get("tolerance"), float) else "a tolerance"
     caption = (
-        "The best plan the search finds on each instance type, side by side, with the nodes it "
-        "uses under each bar. Left: tokens per second for the whole cluster. Middle: dollars per "
+        "The plans of the sizing rule on each instance type (without a deadline or budget: the "
+        f"cheapest and the fastest within {near} of its cost), side by side, with the nodes each "
+        "uses under its bar. Left: tokens per second for the whole cluster. Middle: dollars per "
         "billion training tokens at the catalog price. Right: days to train the token budget. Bars "
         "are coloured by GPU, so a Blackwell vs Hopper vs Ampere difference reads at a glance; "
         "'no plan' means the model does not fit within the node limit.")

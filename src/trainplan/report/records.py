@@ -54,6 +54,15 @@ class CompareRow:
     longest_seq_len: int | None = None
     mfu: float | None = None
     tokens_per_s_per_gpu: float | None = None
+    choice: str = ""  # cheapest / fastest (no deadline or budget), chosen (commands/compare.py)
+    meets: bool | None = None  # the chosen plan meets the deadline and budget
+    miss: str = ""  # by how much it misses them
+
+    @property
+    def label(self) -> str:
+        """The instance, with which of its plans this is when compare shows two (cheapest, fastest)."""
+        name = self.instance.removeprefix("ml.")
+        return f"{name} ({self.choice})" if self.choice in ("cheapest", "fastest") else name
 
 
 def _gpu_of(instance: str) -> str:
@@ -84,7 +93,8 @@ def compare_rows(result: dict) -> list[CompareRow]:
             layout=str(r.get("layout") or ""),
             micro_batch=r.get("micro_batch") if isinstance(r.get("micro_batch"), int) else None,
             longest_seq_len=r.get("longest_seq_len"), mfu=_num(r.get("mfu")),
-            tokens_per_s_per_gpu=_num(r.get("tokens_per_s_per_gpu"))))
+            tokens_per_s_per_gpu=_num(r.get("tokens_per_s_per_gpu")), choice=str(r.get("choice") or ""),
+            meets=r.get("meets") if isinstance(r.get("meets"), bool) else None, miss=str(r.get("miss") or "")))
     return out
 
 

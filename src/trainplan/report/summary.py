@@ -105,20 +105,25 @@ def compare_table(result: dict, color: bool = False) -> str:
     seq, tokens = result.get("seq_len"), result.get("tokens")
     head = f"{result.get('model', 'model')}" + (f", sequence {seq}" if seq else "") + (
         f", {fmt_count(tokens)} tokens" if tokens else "")
+    def pick(r) -> str:
+        return {True: "meets", False: "misses"}.get(r.meets, r.choice if r.choice != "chosen" else "")
+
     table = format_table(
-        ["instance", "nodes", "mb", "max seq", "tok/s", "tok/s/GPU", "$/B tok", "days"],
-        [[r.instance.removeprefix("ml."), r.nodes, r.micro_batch, fmt_count(r.longest_seq_len),
+        ["instance", "pick", "nodes", "max seq", "tok/s", "tok/s/GPU", "$/B tok", "days"],
+        [[r.instance.removeprefix("ml."), pick(r), r.nodes, fmt_count(r.longest_seq_len),
           fmt_count(r.tokens_per_s), fmt_count(r.tokens_per_s_per_gpu),
           "-" if r.usd_per_million_tokens is None else f"{per_billion(r.usd_per_million_tokens):,.0f}",
           "-" if r.hours_to_tokens is None else f"{days(r.hours_to_tokens):,.1f}"] for r in rows],
         row_styles={} if best is None else {best: ("green",)}, color=color)
     lines = [head, table]
     for r in rows:
-        if r.note:
-            lines += textwrap.wrap(f"{r.instance.removeprefix('ml.')}: {r.note}", WIDTH,
-                                   subsequent_indent="    ")
-    lines += ["nodes: the fewest that fit; tokens/s of the fastest plan on them; max seq: its",
-              "mesh with full checkpointing at micro-batch 1. Prices: `trainplan hardware`."]
+        for note in (r.note, r.miss and f"misses by {r.miss}"):
+            if note:
+                lines += textwrap.wrap(f"{r.instance.removeprefix('ml.')}: {note}", WIDTH,
+                                       subsequent_indent="    ")
+    rule = result.get("rule") or "per instance: the plan the search chose"
+    lines += textwrap.wrap(f"nodes and layout {rule}, up to {result.get('max_nodes', '?')} nodes; max seq: "
+                           "the mesh with full checkpointing at micro-batch 1. Prices: `trainplan hardware`.", WIDTH)
     return "\n".join(lines)
 
 

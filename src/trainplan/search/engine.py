@@ -17,8 +17,8 @@ For each instance type and node count (space.node_counts):
     set aside unless allow_risk.
 
 With --seq-len max the sequence takes the micro-batch's place: micro-batch 1, and the longest
-sequence that fits (costs.fit.longest_seq: a multiple of 1024 and of 2 cp, at least the sequence
-asked for) is found by bisection. Memory is monotone in micro-batch,
+sequence that fits (costs.fit.longest_seq: a multiple of 1024 and of 2 cp, at least the workload's
+sequence, Query.min_seq_len) is found by bisection. Memory is monotone in micro-batch,
 sequence length and recompute level, which is what makes each bisection exact.
 """
 
@@ -37,11 +37,11 @@ from trainplan.layout import Layout, check_layout, expert_refusal
 from trainplan.models.checks import context_limit
 from trainplan.models.stages import balanced_split, max_stage_layers
 from trainplan.precision import DEFAULT, recipe, searched
-from trainplan.search import settings, space
+from trainplan.search import settings, sizing, space
 from trainplan.search.candidate import Candidate
 from trainplan.search.capability import runnable
 from trainplan.search.evaluator import Counting, Evaluator
-from trainplan.search.objectives import Objective, objective
+from trainplan.search.objectives import Objective
 from trainplan.search.query import Query
 from trainplan.stacks import drop_refused
 from trainplan.supports import trainer_fields
@@ -86,6 +86,7 @@ class Stats:
     evaluate_calls: int = 0
     seconds: float = 0.0
     no_fit_counts: list = field(default_factory=list)  # (instance, nodes) where no mesh fits
+    notes: list = field(default_factory=list)  # why the node count is what it is (search/sizing.py)
 
     def to_dict(self) -> dict:
         return {"node_counts": self.counts, "node_counts_bounded": self.bounded,
@@ -391,7 +392,7 @@ def _peak_bound(q: Query, node: NodeType, n: int, flops_per_token: float) -> flo
 
 def run_search(q: Query, ev: Evaluator, progress: Progress | None = None) -> tuple[list[Candidate], Stats, Counting]:
     """Every candidate the search evaluated (feasible by the point memory estimate), with stats."""
-    obj = objective(q.priority)
+    obj = sizing.objective_for(q)
     counting = ev if isinstance(ev, Counting) else Counting(ev, q.allow_risk)
     stats = Stats()
     t0 = time.perf_counter()
@@ -404,14 +405,14 @@ def run_search(q: Query, ev: Evaluator, progress: Progress | None = None) -> tup
         memo = Memo()
         # Without an early stop, go from the most nodes down: a mesh family that does not fit on
         # n nodes is skipped on every smaller count (see _family).
-        best_tps, flops_per_token = 0.0, None
+        mine, flops_per_token = [], None
         for n in (counts if stop_at_fit else counts[::-1]):  # (context's list is already reversed)
-            if obj.bound_by_peak and flops_per_token and _peak_bound(q, node, n, flops_per_token) < best_tps:
+            if flops_per_token and obj.skips(_peak_bound(q, node, n, flops_per_token), mine):
                 stats.bounded += 1
                 continue
             found = search_count(q, node, n, counting, obj, stats, None if stop_at_fit else memo)
             if found:
-                best_tps = max(best_tps, max(c.tokens_per_s for c in found))
+                mine += found
                 flops_per_token = min(_flops_per_token(c) for c in found)
             searched.add(n)
             stats.counts += 1
@@ -421,12 +422,31 @@ def run_search(q: Query, ev: Evaluator, progress: Progress | None = None) -> tup
             pool += found
             if stop_at_fit and found:
                 break
+        if _probes(q, obj) and mine:
+            pool = [c for c in pool if c.instance != node.name] + _probe(q, node, mine, counting, obj, stats)
         if obj.refine_counts and len(counts) > 1:
             pool += _refine(q, node, counts, searched, pool, counting, obj, stats)
     stats.seconds = time.perf_counter() - t0
     stats.fits_calls, stats.evaluate_calls = counting.memory_calls, counting.evaluate_calls
     stats.candidates = len(pool)
     return pool, stats, counting
+
+
+def _probes(q: Query, obj: Objective) -> bool:
+    """Throughput without a node count or range: the fewest nodes that fit is where it starts."""
+    return obj.name == "throughput" and q.nodes is None and q.max_nodes is None and q.seq_len is not None
+
+
+def _probe(q, node, first, ev, obj, stats) -> list[Candidate]:
+    """`first` (the fewest nodes that fit) and the larger counts sizing.probe keeps."""
+    def search_at(n: int) -> list[Candidate]:
+        stats.counts += 1
+        return search_count(q, node, n, ev, obj, stats)
+
+    kept, note = sizing.probe(first, q.node_range()[1], search_at)
+    if note:
+        stats.notes.append(note)
+    return kept
 
 
 def _refine(q, node, counts, searched, pool, ev, obj, stats) -> list[Candidate]:
@@ -447,14 +467,13 @@ def _refine(q, node, counts, searched, pool, ev, obj, stats) -> list[Candidate]:
 
 
 def feasible(pool: list[Candidate], q: Query) -> tuple[list[Candidate], int]:
-    """(plans that may be recommended, plans over the budget). OOM risks never reach the pool
-    unless allow_risk: the fit rule (evaluator.Counting.fits) keeps them out."""
-    if q.budget_usd is None:
-        return pool, 0
-    if not q.tokens:
-        raise TrainplanError("--budget needs --tokens: the budget is for training that many tokens")
-    within = [c for c in pool if c.usd_for(q.tokens) is not None and c.usd_for(q.tokens) <= q.budget_usd]
-    return within, len(pool) - len(within)
+    """(plans that may be recommended, plans that miss the deadline or budget). OOM risks never
+    reach the pool unless allow_risk: the fit rule (evaluator.Counting.fits) keeps them out. A
+    plan that misses is not dropped: the sizing rule ranks it after those that meet the goal, so
+    that when none does the answer says by how much the nearest misses (search/sizing.py)."""
+    goal = sizing.Goal.of(q)
+    goal.check()
+    return pool, sum(not sizing.meets(c, goal) for c in pool) if goal.sized else 0
 
 
 def longest_seq(ev: Counting, job: Job, layout: Layout) -> int:

@@ -1,8 +1,9 @@
 """Priorities: how the search ranks the plans that fit. A plain registry dict, one entry per priority.
 
 Each objective ranks feasible candidates best first. `chooses_count` says whether the node count
-(and the instance type) is part of what it optimises; the others take the fewest nodes that fit
-when no --nodes or --max-nodes is given.
+(and the instance type) is part of what it optimises; without --nodes or --max-nodes the others
+start from the fewest nodes that fit (throughput goes on to the fewest that are not starved:
+search/sizing.py, which also holds the rule for --days and --budget).
 """
 
 from __future__ import annotations
@@ -77,6 +78,15 @@ class Objective:
     bound_by_peak: bool = False
     # ranks fewer nodes first: the search stops at the first node count that fits
     fewest_first: bool = False
+    # (peak tokens/s of a node count, plans found so far on the instance) -> skip the count;
+    # None: bound_by_peak's rule (search/sizing.py gives its own)
+    bound: Callable[[float, list[Candidate]], bool] | None = None
+
+    def skips(self, peak_tokens_per_s: float, found: list[Candidate]) -> bool:
+        """Whether a node count that cannot exceed `peak_tokens_per_s` can be left unsearched."""
+        if self.bound is not None:
+            return self.bound(peak_tokens_per_s, found)
+        return self.bound_by_peak and bool(found) and peak_tokens_per_s < max(c.tokens_per_s for c in found)
 
 
 OBJECTIVES: dict[str, Objective] = {

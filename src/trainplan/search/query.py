@@ -19,6 +19,9 @@ from trainplan.stacks import DEFAULT_STACK
 # search then needs tp, pp or cp to keep dp small, as large runs do, instead of growing the batch.
 DEFAULT_STEP_TOKENS = 2**22
 MAX_MICRO_BATCH = 64
+# The workload's sequence when none is given: Llama 3.1 pre-training's (arXiv:2407.21783, 3.4.1).
+# --seq-len max and the context priority never answer with less (Query.min_seq_len).
+DEFAULT_SEQ_LEN = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,14 +92,16 @@ class Query:
     instances: tuple[NodeType, ...]
     nodes: int | None = None  # a fixed node count
     max_nodes: int | None = None  # search 1..max_nodes; both None: the fewest nodes that fit
-    seq_len: int | None = 8192  # None: the longest sequence that fits (--seq-len max)
-    min_seq_len: int = 0  # with seq_len None: the shortest acceptable sequence (costs.fit.longest_seq)
+    seq_len: int | None = DEFAULT_SEQ_LEN  # None: the longest sequence that fits (--seq-len max)
+    # with seq_len None: the shortest acceptable sequence, the workload's (costs.fit.longest_seq)
+    min_seq_len: int = DEFAULT_SEQ_LEN
     batch: BatchSpec = field(default_factory=BatchSpec)
     tokens: int = 0  # tokens to train, for cost and time
     precision: str | None = None  # a fixed recipe; None lets the search choose
     priority: str = "throughput"
     tolerance: float = 0.05  # communication: plans within this fraction of the best tokens/s/GPU
-    budget_usd: float | None = None
+    budget_usd: float | None = None  # USD cap for training `tokens` (search/sizing.py)
+    days: float | None = None  # deadline for training `tokens` (search/sizing.py)
     allow_risk: bool = False
     top: int = 5  # runners-up to report
     hf_config: dict | None = None

@@ -9,10 +9,10 @@ from trainplan.search.candidate import Candidate
 from trainplan.search.capability import refused_note, runnable, why_not
 from trainplan.search.engine import Progress, Stats, feasible, run_search
 from trainplan.search.evaluator import Evaluator, model_evaluator
-from trainplan.search.objectives import objective
 from trainplan.search.pareto import pareto_front
 from trainplan.search.query import Query
 from trainplan.search.reasons import reasons
+from trainplan.search.sizing import Choice, Goal, applies, choose, objective_for
 
 PARETO_SHOWN = 12
 
@@ -35,7 +35,8 @@ class SearchResult:
     reasons: tuple[str, ...]
     stats: Stats
     oom_risks: int  # layouts set aside because their memory band crosses capacity
-    over_budget: int
+    over_budget: int  # plans that miss the deadline or the budget (search/sizing.py)
+    sizing: Choice | None = None  # the node-count rule's choice, where the search covers the counts
 
     @property
     def binding(self) -> str:
@@ -53,6 +54,7 @@ class SearchResult:
             "pareto": [c.to_dict(t) for c in self.pareto],
             "oom_risks_set_aside": self.oom_risks,
             "over_budget": self.over_budget,
+            "sizing": None if self.sizing is None else self.sizing.to_dict(),
             "search": self.stats.to_dict(),
         }
 
@@ -72,7 +74,7 @@ def _distinct(ranked: list[Candidate], n: int) -> list[Candidate]:
 
 def search(q: Query, evaluator: Evaluator | None = None, progress: Progress | None = None) -> SearchResult:
     """Search the layouts of `q`, rank them by its priority, explain the winner."""
-    obj = objective(q.priority)
+    obj = objective_for(q)
     pool, stats, ev = run_search(q, evaluator or model_evaluator(), progress)
     fit, over = feasible(pool, q)
     risky = 0 if q.allow_risk else len(ev.risky)
@@ -93,12 +95,14 @@ def search(q: Query, evaluator: Evaluator | None = None, progress: Progress | No
         step = (len(front) - 1) / (PARETO_SHOWN - 1)
         front = [front[round(i * step)] for i in range(PARETO_SHOWN)]
     why = reasons(best, ok, q, ev, stats.no_fit_counts, risky)
+    sized = choose(ok, Goal.of(q), q.node_range()[1]) if applies(q) else None
+    why[:0] = stats.notes + ([sized.reason()] if sized else [])
     note = refused_note(best, obj.rank(refused, q.tokens, q.tolerance)) if refused else None
     if note:
         why.append(note)
     full = _with_estimates(ev, [best, *ranked[1:], *front])
     return SearchResult(q, full[0], tuple(full[1:len(ranked)]), tuple(full[len(ranked):]), tuple(why),
-                        stats, risky, over)
+                        stats, risky, over, sized)
 
 
 def _with_estimates(ev, cands: list[Candidate]) -> list[Candidate]:
@@ -118,12 +122,12 @@ def _nothing(q: Query, pool: list, risky: int, over: int) -> str:
     where = ", ".join(n.name for n in q.instances)
     first, last, _ = q.node_range()
     nodes = f"{first}" if first == last else f"up to {last}"
-    if over:
-        return (f"no plan trains {q.tokens:.3g} tokens within ${q.budget_usd:,.0f}; "
-                "raise --budget or lower --tokens")
     if risky:
         return (f"every plan that fits {q.model.name} on {nodes} x {where} is an OOM risk "
                 f"({risky} plans); add nodes or use --allow-risk")
-    seq = "" if q.seq_len is None else f" at sequence {q.seq_len}"
-    return (f"{q.model.name} does not fit{seq} on {nodes} x {where} with any layout; "
+    if q.seq_len is None:
+        return (f"{q.model.name} does not fit the workload's sequence {q.min_seq_len} (the shortest acceptable) on "
+                f"{nodes} x {where} with any layout; add nodes (--nodes/--max-nodes), shorten --seq-len or use a "
+                "larger instance")
+    return (f"{q.model.name} does not fit at sequence {q.seq_len} on {nodes} x {where} with any layout; "
             "add nodes (--nodes/--max-nodes), shorten --seq-len or use a larger instance")

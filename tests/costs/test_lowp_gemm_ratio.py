@@ -54,7 +54,7 @@ def test_fp8_without_rows_of_its_own_runs_at_the_bf16_rows_times_the_ratio():
     linears, head = _flops()
     # every pass of every linear at 500 x 1.5; the LM head stays bf16 at 500
     assert got.gemm == pytest.approx(3 * linears / 750e12 + 3 * head / 500e12)
-    assert len(got.derived) == 1 and got.derived[0].startswith("fp8 GEMMs priced as bf16 measured x cited ratio")
+    assert len(got.derived) == 1 and got.derived[0].startswith("fp8 GEMMs priced as bf16 measured x cited fp8:bf16 ratio")
     assert mb(PRIOR.with_machine(machine(flat_gemm(500.0), ratio([[1.5]]))), "bf16").derived == ()
 
 

@@ -139,6 +139,6 @@ def _machine_line(e) -> str:
     if e.outside:
         line += f"; {len(e.outside)} lookup(s) beyond a table's range used its edge (--json: machine.outside_grid)"
     for d in e.derived:  # the band already carries the ratio's error (costs/measured.py)
-        line += f"\n{d}; band widened for it"
+        line += f"\n{d}"
     return line
 

@@ -47,8 +47,10 @@ class Ratio:
     ceiling_tflops: float
 
     def line(self) -> str:
+        """What the estimate prints (the table's source is in the machine profile)."""
         t = self.table
-        return f"{t.selector('dtype')} GEMMs priced as {t.selector('over')} measured x cited ratio ({t.source})"
+        d, o = t.selector("dtype"), t.selector("over")
+        return f"{d} GEMMs priced as {o} measured x cited {d}:{o} ratio (band +{t.grid.loo_error:.1%})"
 
 
 def _desc(t) -> str:

@@ -40,6 +40,7 @@ def plan_lines(plan, color: bool = False, priority: str | None = None) -> list[s
              f"({fmt_count(e.tokens_per_s_per_gpu)}/GPU), MFU {fmt_pct(e.mfu)} of bf16 peak, step {fmt_seconds(e.step_time_s)}"),
             (f"  {fmt_count(e.cluster_band[0])}-{fmt_count(e.cluster_band[1])} "
              f"tokens/s at the p90 error of published runs (x/{e.band[1] / e.tokens_per_s_per_gpu:.2f})"),
+            *(f"  {d}" for d in e.derived),  # the band above carries the ratio's error
             (f"  memory {e.peak_mem_gib:.1f} of {ch.capacity_gib:.1f} GiB per GPU; inter-node "
              f"{fmt_count(inter)}B per token"),
         ]

@@ -1,7 +1,9 @@
 """estimate(job, layout) -> Estimate: memory, step time, communication ledger, throughput and cost.
 
-MFU convention: model FLOPs per step / (step time x GPUs x dense peak of the recipe's GEMM dtype),
-where model FLOPs are 6N + attention with causal masking counted at half the s x s work, the LM
+MFU convention: model FLOPs per step / (step time x GPUs x the GPU's bf16 dense peak), whatever the
+recipe (precision.mfu_peak, as torchtitan and Megatron-Bridge quote it: an fp8 plan and a bf16 plan
+read on one scale); `mfu_recipe_peak` divides by the dense peak of the recipe's GEMM dtype instead
+(fp8: twice the bf16 peak), and `peak_tflops_per_gpu` / `recipe_peak_tflops_per_gpu` name both. Model FLOPs are 6N + attention with causal masking counted at half the s x s work, the LM
 head included and recompute excluded (costs/flops.py). This is torchtitan's 6N + attention with
 the causal halving that a causal flash kernel does; Megatron (Narayanan et al. 2021 eq. 3) and
 torchtitan count the full s x s attention, which gives a larger MFU at long sequences
@@ -24,9 +26,9 @@ from trainplan.costs.steptime import StepTime, step_time
 from trainplan.hardware.reliability import Reliability, reliability
 from trainplan.job import Job
 from trainplan.layout import Layout
-from trainplan.precision import recipe
+from trainplan.precision import mfu_peak, recipe
 from trainplan.profile import Profile, default_profile
-from trainplan.units import GiB
+from trainplan.units import TFLOPS, GiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +40,12 @@ class Estimate:
     hardware_flops_per_step: float  # with recompute
     tokens_per_s: float  # whole cluster
     tokens_per_s_per_gpu: float
-    mfu: float
-    mfu_noncausal: float  # Megatron / torchtitan convention: full s x s attention counted
-    hfu: float
+    mfu: float  # against the bf16 dense peak (peak_tflops_per_gpu), every recipe
+    mfu_noncausal: float  # Megatron / torchtitan convention: full s x s attention counted (bf16 peak)
+    hfu: float  # with recompute (bf16 peak)
+    mfu_recipe_peak: float  # against the dense peak of the recipe's GEMM dtype (fp8: the fp8 peak)
+    peak_tflops_per_gpu: float  # the denominator of mfu, mfu_noncausal and hfu (bf16 dense)
+    recipe_peak_tflops_per_gpu: float  # the denominator of mfu_recipe_peak
     cost: Cost
     binding: str  # memory | compute | communication | bubble
     band: tuple[float, float]  # tokens/s per GPU, low and high, from the cross-validated error
@@ -48,10 +53,17 @@ class Estimate:
     goodput: Goodput | None = None  # failures and checkpoint saves (costs/goodput.py)
     machine: str | None = None  # the machine profile whose measured rates were used (trainplan/machine)
     outside: tuple[str, ...] = ()  # its lookups beyond a table's range: the table's edge was used
+    # GEMMs priced as the compute dtype's measured rows x a cited ratio (the band is widened for it)
+    derived: tuple[str, ...] = ()
 
     @property
     def step_time_s(self) -> float:
         return self.time.total
+
+    @property
+    def tflops_per_gpu(self) -> float:
+        """Model TFLOP/s achieved per GPU (mfu x its bf16 peak)."""
+        return self.mfu * self.peak_tflops_per_gpu
 
     @property
     def cluster_band(self) -> tuple[float, float]:
@@ -93,6 +105,9 @@ class Estimate:
             "mfu": self.mfu,
             "mfu_noncausal": self.mfu_noncausal,
             "hfu": self.hfu,
+            "mfu_recipe_peak": self.mfu_recipe_peak,
+            "peak_tflops_per_gpu": self.peak_tflops_per_gpu,
+            "recipe_peak_tflops_per_gpu": self.recipe_peak_tflops_per_gpu,
             "flops_per_step": self.flops_per_step,
             "hardware_flops_per_step": self.hardware_flops_per_step,
             "binding": self.binding,
@@ -103,7 +118,7 @@ class Estimate:
             **self.cost.to_dict(),
             "profile": self.profile,
             "goodput": None if self.goodput is None else self.goodput.to_dict(),
-            "machine": {"profile": self.machine, "outside_grid": list(self.outside)},
+            "machine": {"profile": self.machine, "outside_grid": list(self.outside), "derived": list(self.derived)},
         }
 
 
@@ -111,7 +126,8 @@ class Estimate:
 _DERIVED = {"peak_mem_gib", "step_time_s", "time_s", "comm", "memory", "band", "goodput", "machine"}
 _COST_KEYS = set(Cost.__slots__)
 _SCALARS = ("flops_per_step", "hardware_flops_per_step", "tokens_per_s", "tokens_per_s_per_gpu", "mfu",
-            "mfu_noncausal", "hfu", "binding", "profile")
+            "mfu_noncausal", "hfu", "mfu_recipe_peak", "peak_tflops_per_gpu", "recipe_peak_tflops_per_gpu",
+            "binding", "profile")
 _MEMORY_META = {"worst_stage", "convention", "microbatches_in_flight"}
 
 
@@ -160,10 +176,12 @@ def estimate_from_dict(d: dict, where: str = "estimate") -> Estimate:
             raise TrainplanError(f"{where}: band must be a list of two numbers, got {d['band']!r}")
         band = tuple(float(x) for x in d["band"])
         mach = d.get("machine") or {}
-        check_keys(mach, {"profile", "outside_grid"}, f"{where}.machine")
-        if not isinstance(mach.get("profile"), (str, type(None))) or not isinstance(mach.get("outside_grid") or [], list):
-            raise TrainplanError(f"{where}.machine: profile must be a name or null, outside_grid a list")
-        machine = {"machine": mach.get("profile"), "outside": tuple(str(x) for x in mach.get("outside_grid") or ())}
+        check_keys(mach, {"profile", "outside_grid", "derived"}, f"{where}.machine")
+        if (not isinstance(mach.get("profile"), (str, type(None))) or not isinstance(mach.get("outside_grid") or [], list)
+                or not isinstance(mach.get("derived") or [], list)):
+            raise TrainplanError(f"{where}.machine: profile must be a name or null, outside_grid and derived lists")
+        machine = {"machine": mach.get("profile"), "outside": tuple(str(x) for x in mach.get("outside_grid") or ()),
+                   "derived": tuple(str(x) for x in mach.get("derived") or ())}
         gp = d.get("goodput")
         if gp is not None:
             gp = Goodput(**{**_fields(gp, Goodput, f"{where}.goodput"), "sources": tuple(gp["sources"])})
@@ -221,19 +239,23 @@ def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_m
     t = r.time.total
     tps = w.tokens_per_step / t
     per_gpu = tps / c.num_gpus
-    peak = c.num_gpus * recipe(layout.precision).peak(c.gpu)
+    peak = c.num_gpus * mfu_peak(c.gpu)
+    own_peak = recipe(layout.precision).peak(c.gpu)
     mf = model_flops(job.model)
     noncausal = w.tokens_per_step * mf.model_per_token(w.seq_len, causal=False)
     mem = memory_breakdown(job, layout) if with_memory else None
     fits = mem is None or within(mem.total, capacity(job))  # the point estimate: no band
-    err = prof.throughput_error(job.model.moe is not None)
+    # a GEMM priced through a cited ratio carries the ratio table's own error on top (costs/measured.py)
+    err = prof.throughput_error(job.model.moe is not None) + r.microbatch.derived_error
     return Estimate(
         memory=mem, time=r.time, comm=r.comm, flops_per_step=r.model_flops,
         hardware_flops_per_step=r.hardware_flops, tokens_per_s=tps, tokens_per_s_per_gpu=per_gpu,
         mfu=r.model_flops / t / peak, mfu_noncausal=noncausal / t / peak, hfu=r.hardware_flops / t / peak,
+        mfu_recipe_peak=r.model_flops / t / (c.num_gpus * own_peak), peak_tflops_per_gpu=mfu_peak(c.gpu) / TFLOPS,
+        recipe_peak_tflops_per_gpu=own_peak / TFLOPS,
         cost=cost(c, tps, w.tokens), binding=_binding(r.time, fits),
         band=(per_gpu / (1 + err), per_gpu * (1 + err)), profile=prof.name,
         goodput=goodput(t, c.num_gpus, total_params(job.model) * checkpoint_bytes_per_param(
             recipe(layout.precision), layout.sharding), rel or reliability()),
-        machine=(m.name if (m := prof.machine_for(c.gpu.name)) else None), outside=r.outside,
+        machine=(m.name if (m := prof.machine_for(c.gpu.name)) else None), outside=r.outside, derived=r.derived,
     )

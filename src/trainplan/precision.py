@@ -16,6 +16,11 @@ from trainplan.hardware.types import ARCH_DTYPES, GPUSpec
 from trainplan.parsing import check_keys, read_toml
 
 DEFAULT = "bf16"  # the recipe a layout, a plan query or a record without a precision uses
+# The headline MFU's denominator for every recipe: the GPU's bf16 dense peak, as torchtitan
+# (utils.get_peak_flops: the bf16 peak whatever float8 does) and Megatron-Bridge's performance
+# tables quote it, so fp8 and bf16 plans are compared on one scale; a recipe's own peak gives the
+# second MFU (Estimate.mfu_recipe_peak).
+MFU_PEAK_DTYPE = "bf16"
 _FILE = Path(__file__).with_name("recipes.toml")
 # torch's name of each compute dtype a recipe can name (torch.<name>); the torch-side code (trainer,
 # tracer, kernel probe) maps through torch_dtype_name, so this table is the only one.
@@ -72,7 +77,8 @@ class Recipe:
         return self.master_bytes == 0
 
     def peak(self, gpu: GPUSpec) -> float:
-        """Dense peak FLOP/s of the linears' GEMMs (the MFU denominator)."""
+        """Dense peak FLOP/s of the linears' GEMMs: the recipe's own peak (the denominator of
+        Estimate.mfu_recipe_peak; the headline MFU's is mfu_peak)."""
         return gpu.peak(self.peak_key)
 
     def matmul_ceiling(self, gpu: GPUSpec) -> float:
@@ -129,6 +135,12 @@ def parse(table: dict) -> dict[str, Recipe]:
 def registry() -> dict[str, Recipe]:
     """Every recipe by name, in file order (the search tries them in this order)."""
     return parse(read_toml(_FILE))
+
+
+def mfu_peak(gpu: GPUSpec) -> float:
+    """Dense FLOP/s per GPU that MFU is quoted against, whatever the recipe (MFU_PEAK_DTYPE): the
+    estimate, the trainer's measured MFU and the search all divide by it."""
+    return gpu.peak(MFU_PEAK_DTYPE)
 
 
 def recipe(name: str) -> Recipe:

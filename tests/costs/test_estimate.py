@@ -66,6 +66,22 @@ def test_time_only_estimate_serialises_without_memory():
 
 # Korthikanti et al. 2022 eq. 7: MFU = 72 B s l h^2 (1 + s/6h + V/12lh) / (step time x GPUs x peak);
 # `mfu_noncausal` is that convention (the dataset's Korthikanti and Megatron records use it).
+def test_mfu_is_against_the_bf16_peak_for_every_recipe_and_names_both_peaks():
+    # torchtitan (get_peak_flops: the bf16 peak, float8 or not) and Megatron-Bridge's performance
+    # tables quote MFU against bf16; mfu_recipe_peak divides by the recipe's own GEMM peak
+    j = _job()
+    gpu = j.cluster.gpu
+    for precision, own in (("bf16", "bf16"), ("fp8_tensorwise", "fp8"), ("nvfp4", "fp4")):
+        e = estimate(j, Layout(dp_shard=8, ac="full", precision=precision))
+        assert e.peak_tflops_per_gpu * 1e12 == gpu.peak("bf16")
+        assert e.recipe_peak_tflops_per_gpu * 1e12 == gpu.peak(own)
+        assert e.mfu == pytest.approx(e.flops_per_step / e.step_time_s / (8 * gpu.peak("bf16")))
+        assert e.mfu_recipe_peak == pytest.approx(e.mfu * gpu.peak("bf16") / gpu.peak(own))
+        assert e.tflops_per_gpu == pytest.approx(e.flops_per_step / e.step_time_s / 8 / 1e12)
+        d = e.to_dict()
+        assert (d["mfu_recipe_peak"], d["peak_tflops_per_gpu"]) == (e.mfu_recipe_peak, e.peak_tflops_per_gpu)
+
+
 def test_korthikanti_eq7_mfu_convention():
     from trainplan.costs.flops import megatron_flops_per_step
     from trainplan.validation.dataset import model_spec

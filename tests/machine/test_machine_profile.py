@@ -60,6 +60,9 @@ def test_a_good_profile_loads_and_finds_its_tables():
     ({"tables.0.flavour": "x"}, "unknown key 'flavour'; allowed keys:"),
     ({"tables.1.instances": None}, "an efa collective table must name the instances"),
     ({"provenance.kind": "probe"}, "a probed profile names its machine, date and software"),
+    ({"tables.0.kind": "gemm_ratio", "tables.0.over": "bf16"}, "dtype and over are both 'bf16'"),
+    ({"tables.0.kind": "gemm_ratio", "tables.0.over": "BF16"}, "over 'BF16' must be a lower-case dtype name"),
+    ({"tables.0.kind": "gemm_ratio"}, "missing required key 'over'"),
 ])
 def test_bad_profiles_are_one_line_errors(change, msg):
     with pytest.raises(TrainplanError) as e:
@@ -81,6 +84,19 @@ def test_a_lookup_outside_the_grid_is_clamped_and_flagged():
     assert lk.value == 700.0
     assert lk.outside == ("m=65536 > 4096",)
     assert g.lookup({"m": 16, "n": 256}).outside == ("m=16 < 256",)
+
+
+def test_leave_one_out_error_is_how_far_the_rule_reads_a_point_from_the_others():
+    # two points: each is read as the other, |2/1 - 1| = 1 and |1/2 - 1| = 0.5; the p90 of two is the larger
+    assert Grid(("m",), ((1.0,), (4.0,)), (1.0, 2.0)).loo_error == pytest.approx(1.0)
+    assert Grid(("m",), ((1.0,), (4.0,), (16.0,)), (3.0, 3.0, 3.0)).loo_error == pytest.approx(0.0, abs=1e-12)  # flat
+    assert Grid((), ((),), (3.0,)).loo_error == 0.0  # one point: nothing to leave out
+
+
+def test_a_gemm_ratio_table_loads_with_its_two_dtypes():
+    d = _bad(**{"tables.0.kind": "gemm_ratio", "tables.0.dtype": "fp8", "tables.0.over": "bf16"})
+    t = machine_from_dict(d, "m.json").find("gemm_ratio", dtype="fp8", over="bf16")
+    assert t is not None and t.lookup(m=1024, n=1024, k=1024).value == 400.0
 
 
 def test_a_table_without_axes_is_one_rate_everywhere():

@@ -20,7 +20,7 @@ FIELDS = (
     ("peak_mem_gib", "peak memory (GiB)", "{:.2f}"),
     ("step_time_s", "step time (s)", "{:.4f}"),
     ("tokens_per_s_per_gpu", "tokens/s per GPU", "{:,.0f}"),
-    ("mfu", "MFU", "{:.1%}"),
+    ("mfu", "MFU (bf16 peak)", "{:.1%}"),  # both sides against precision.mfu_peak
 )
 
 

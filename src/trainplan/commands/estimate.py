@@ -95,8 +95,7 @@ def render(job, layout, e) -> str:
            f"stack: {layout.stack} ({_settings(layout.execution)})", "",
            (f"step time {t.total:.3f} s   tokens/s {e.tokens_per_s:,.0f} (cluster), "
             f"{e.tokens_per_s_per_gpu:,.0f} per GPU (band {e.band[0]:,.0f}-{e.band[1]:,.0f})"),
-           (f"MFU {e.mfu:.1%} (causal 6N+attention; Megatron/full-attention convention {e.mfu_noncausal:.1%}),"
-            f" HFU {e.hfu:.1%}   binding: {e.binding}"), _machine_line(e), "", "step time breakdown (s):"]
+           mfu_line(e, layout.precision) + f"   binding: {e.binding}", _machine_line(e), "", "step time breakdown (s):"]
     for k in ("compute", "nongemm", "recompute", "dp", "tp", "pp", "cp", "ep", "bubble", "optimizer", "overhead"):
         v = getattr(t, k)
         if v > 0 or k in ("compute",):
@@ -125,6 +124,17 @@ def render(job, layout, e) -> str:
     return "\n".join(out)
 
 
+def mfu_line(e, precision: str) -> str:
+    """MFU with the peak it is against: the bf16 dense peak (the headline), then the recipe's own."""
+    own = precision.split("_")[0]
+    line = (f"MFU {e.mfu:.1%} of the bf16 dense peak ({e.peak_tflops_per_gpu:,.0f} TFLOP/s; "
+            f"{e.tflops_per_gpu:,.0f} achieved per GPU; causal 6N+attention, Megatron/full-attention "
+            f"convention {e.mfu_noncausal:.1%}), HFU {e.hfu:.1%}")
+    if e.recipe_peak_tflops_per_gpu != e.peak_tflops_per_gpu:
+        line += f"; {e.mfu_recipe_peak:.1%} of the {own} peak ({e.recipe_peak_tflops_per_gpu:,.0f})"
+    return line
+
+
 def _machine_line(e) -> str:
     """Which measured rates priced the kernels (docs/machine-profile.md), and where they were stretched."""
     if e.machine is None:
@@ -132,5 +142,7 @@ def _machine_line(e) -> str:
     line = f"rates: machine profile {e.machine} where it has tables, formulas elsewhere (profile {e.profile})"
     if e.outside:
         line += f"; {len(e.outside)} lookup(s) beyond a table's range used its edge (--json: machine.outside_grid)"
+    for d in e.derived:  # the band already carries the ratio's error (costs/measured.py)
+        line += f"\n{d}"
     return line
 

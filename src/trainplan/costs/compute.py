@@ -31,13 +31,16 @@ Every rate is a physical ceiling times an efficiency in (0, 1]; nothing runs fas
 
 Where the profile carries a machine profile for the GPU (profile.machine_for, trainplan/machine) with
 a table for a kernel, that kernel's rate is the table's (costs/measured.py) times the residual
-`machine_compute` / `machine_hbm`, and every GEMM pass is priced at its own shape; the formulas above
-apply to the kernels the table does not cover (a dtype it has no GEMMs for, attention with no table).
+`machine_compute` / `machine_hbm`, and every GEMM pass is priced at its own shape. A low-precision
+dtype without GEMM rows of its own runs at the compute dtype's rows x the profile's cited per-shape
+ratio (`gemm_ratio`), never above the dtype's ceiling, so that bf16 and fp8 are priced on one footing;
+the formulas above apply to the kernels the profile does not cover (a dtype it has neither rows nor a
+ratio for, attention with no table).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trainplan.costs import measured
 from trainplan.costs.flops import ModelFlops, keys_per_query, layer_recompute
@@ -93,6 +96,10 @@ class MicrobatchCompute:
     hardware_flops: float  # with recompute
     # lookups beyond a machine-profile table's range (the table's edge was used), one line each
     outside: tuple[str, ...] = ()
+    # GEMMs priced as the compute dtype's measured rows x a cited ratio (costs/measured.py), one line
+    # per ratio table, and the largest leave-one-out error of those tables (the band widens by it)
+    derived: tuple[str, ...] = ()
+    derived_error: float = 0.0
 
     @property
     def total(self) -> float:
@@ -165,6 +172,8 @@ def microbatch_compute(
     native = te_attention or gpu.arch in NATIVE_ATTENTION_ARCHS
     mach = prof.machine_for(gpu.name)
     notes: set[str] = set()
+    derived: set[str] = set()  # low-precision GEMMs priced from the compute dtype's rows x a cited ratio
+    derived_error = 0.0
     scale = layers_on_stage / mf.num_layers
     head_rate = gemm_rate(recipe.compute_matmul_ceiling(gpu), gpu, prof)
     rate = gemm_rate(recipe.matmul_ceiling(gpu), gpu, prof)
@@ -189,14 +198,17 @@ def microbatch_compute(
             f = 2.0 * tokens * c * k * n / tp
             lowp = lp is not None and (what != "expert" or lowp_experts)
             passes = _gemm_passes(mach, recipe.gemm_dtype if lowp else recipe.compute_dtype, f, mm, kk, nn,
-                                  what == "expert", m.moe.num_experts / ep if what == "expert" else 1, prof)
+                                  what == "expert", m.moe.num_experts / ep if what == "expert" else 1, prof,
+                                  recipe.compute_dtype, recipe.matmul_ceiling(gpu))
             if passes is None:
                 eff = shape_eff(mm, kk, nn, d) * (prof.moe_gemm_eff if what == "expert" else 1.0)
                 g_rate = rate if lowp or lp is None else head_rate  # uncast experts: the compute dtype's
                 passes = measured.PassTimes(f / (g_rate * eff), 2 * f / (g_rate * eff))
             if what == "expert" and moe_load != 1.0:
-                passes = measured.PassTimes(passes.fwd * moe_load, passes.bwd * moe_load, passes.notes)
+                passes = replace(passes, fwd=passes.fwd * moe_load, bwd=passes.bwd * moe_load)
             notes.update(passes.notes)
+            derived.update(passes.derived)
+            derived_error = max(derived_error, passes.derived_error)
             gemm_fwd += count * passes.fwd
             gemm_bwd += count * passes.bwd
             flops_fwd += count * f
@@ -237,7 +249,8 @@ def microbatch_compute(
     if head_on_stage:
         f = tokens * mf.head_per_token / tp
         nv = m.vocab_size / tp
-        passes = _gemm_passes(mach, recipe.compute_dtype, f, tokens, m.hidden_size, nv, False, 1, prof)
+        passes = _gemm_passes(mach, recipe.compute_dtype, f, tokens, m.hidden_size, nv, False, 1, prof,
+                              recipe.compute_dtype, recipe.compute_matmul_ceiling(gpu))
         if passes is None:
             fwd_t = f / (head_rate * shape_eff(tokens, m.hidden_size, nv, d))
             passes = measured.PassTimes(fwd_t, 2 * fwd_t)
@@ -259,17 +272,29 @@ def microbatch_compute(
         gemm=gemm_fwd + gemm_bwd, attention=attn_fwd + attn_bwd, nongemm=nongemm, recompute=recompute,
         forward=gemm_fwd + attn_fwd + ng_fwd, model_flops=3 * flops_fwd,
         hardware_flops=3 * flops_fwd + rec_flops, outside=tuple(sorted(notes)),
+        derived=tuple(sorted(derived)), derived_error=derived_error,
     )
 
 
 def _gemm_passes(mach, dtype: str, f: float, mm: float, kk: float, nn: float, expert: bool, experts: float,
-                 prof: Profile) -> measured.PassTimes | None:
+                 prof: Profile, base: str, ceiling: float) -> measured.PassTimes | None:
     """The machine profile's times of one GEMM's three passes (None: no table, the formula applies).
-    A routed-expert GEMM reads the grouped-GEMM tables, else the dense table at moe_gemm_eff."""
+    `dtype`'s own rows first; else the `base` (compute dtype) rows x the profile's dtype:base ratio,
+    capped at `ceiling` FLOP/s (costs/measured.py)."""
+    own = _table_passes(mach, dtype, f, mm, kk, nn, expert, experts, prof, None)
+    if own is not None:
+        return own
+    ratio = measured.ratio_for(mach, dtype, base, ceiling)
+    return None if ratio is None else _table_passes(mach, base, f, mm, kk, nn, expert, experts, prof, ratio)
+
+
+def _table_passes(mach, dtype: str, f: float, mm: float, kk: float, nn: float, expert: bool, experts: float,
+                  prof: Profile, ratio: measured.Ratio | None) -> measured.PassTimes | None:
+    """A routed-expert GEMM reads the grouped-GEMM tables, else the dense table at moe_gemm_eff."""
     r = prof.machine_compute
     if expert:
-        g = measured.grouped_gemm(mach, dtype, f, experts, mm, kk, nn, r)
+        g = measured.grouped_gemm(mach, dtype, f, experts, mm, kk, nn, r, ratio)
         if g is not None:
             return g
         r *= prof.moe_gemm_eff
-    return measured.dense_gemm(mach, dtype, f, mm, kk, nn, r)
+    return measured.dense_gemm(mach, dtype, f, mm, kk, nn, r, ratio)

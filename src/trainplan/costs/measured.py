@@ -11,6 +11,12 @@ GEMM passes of a linear layer with forward Y[M,N] = X[M,K] W[K,N] (M tokens):
   wgrad    dW = X^T dY:  the output dimension against the tokens: (m=N, n=K, k=M) as Transformer
            Engine and SimuMax name it
 so a table measured over real shapes prices each pass at its own shape.
+
+A low-precision GEMM (fp8, mxfp8, nvfp4) with no rows of its own, in a profile that has rows of the
+recipe's compute dtype (bf16) and a `gemm_ratio` table dtype:bf16, runs each pass at the bf16 table's
+rate x the ratio at that pass's shape, capped at the dtype's measured best-shape rate: both dtypes are
+then priced from one measured footing. The estimate says so and widens its band by the ratio table's
+leave-one-out error (PassTimes.derived, derived_error). Without a ratio the formula applies.
 """
 
 from __future__ import annotations
@@ -26,6 +32,25 @@ class PassTimes:
     fwd: float
     bwd: float  # dgrad + wgrad
     notes: tuple[str, ...] = ()
+    # priced through a gemm_ratio table (dtype:over x the `over` dtype's measured rows), one line per
+    # table, and the largest of those tables' leave-one-out errors (machine/interp.Grid.loo_error)
+    derived: tuple[str, ...] = ()
+    derived_error: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Ratio:
+    """A low-precision GEMM priced from the `base` dtype's rows: rate = base rate x table, never above
+    `ceiling_tflops` (the dtype's measured best-shape rate, precision.Recipe.matmul_ceiling)."""
+
+    table: object  # machine.profile.Table of kind gemm_ratio
+    ceiling_tflops: float
+
+    def line(self) -> str:
+        """What the estimate prints (the table's source is in the machine profile)."""
+        t = self.table
+        d, o = t.selector("dtype"), t.selector("over")
+        return f"{d} GEMMs priced as {o} measured x cited {d}:{o} ratio (band +{t.grid.loo_error:.1%})"
 
 
 def _desc(t) -> str:
@@ -36,32 +61,62 @@ def _notes(t, lk) -> tuple[str, ...]:
     return tuple(f"{_desc(t)}: {o}" for o in lk.outside)
 
 
-def dense_gemm(machine, dtype: str, flops: float, m: float, k: float, n: float, residual: float) -> PassTimes | None:
-    """Seconds of the three passes of a linear layer whose forward does `flops` (= 2 m k n)."""
+def ratio_for(machine, dtype: str, base: str, ceiling_flops: float) -> Ratio | None:
+    """The profile's dtype:base ratio, where it has one and dtype has no rows of its own."""
+    if machine is None or dtype == base:
+        return None
+    t = machine.find("gemm_ratio", dtype=dtype, over=base)
+    return None if t is None else Ratio(t, ceiling_flops / TFLOPS)
+
+
+def _rates(tabs, queries, ratio: Ratio | None, residual: float) -> tuple[list[float], tuple[str, ...]]:
+    """FLOP/s of each pass (table i at queries[i]; with a ratio, its value at the pass's (m, n, k)),
+    and the notes of lookups beyond a table's range."""
+    out, notes = [], ()
+    for t, (q, mnk) in zip(tabs, queries, strict=True):
+        lk = t.lookup(**q)
+        v, notes = lk.value, notes + _notes(t, lk)
+        if ratio is not None:
+            rk = ratio.table.lookup(**mnk)
+            v, notes = min(v * rk.value * residual, ratio.ceiling_tflops), notes + _notes(ratio.table, rk)
+        else:
+            v *= residual
+        out.append(v * TFLOPS)
+    return out, notes
+
+
+def _times(flops: float, rates: list[float], notes, ratio: Ratio | None) -> PassTimes:
+    derived = () if ratio is None else (ratio.line(),)
+    err = 0.0 if ratio is None else ratio.table.grid.loo_error
+    return PassTimes(flops / rates[0], flops / rates[1] + flops / rates[2], notes, derived, err)
+
+
+def dense_gemm(machine, dtype: str, flops: float, m: float, k: float, n: float, residual: float,
+               ratio: Ratio | None = None) -> PassTimes | None:
+    """Seconds of the three passes of a linear layer whose forward does `flops` (= 2 m k n), from the
+    `dtype` table; with `ratio`, `dtype` is the ratio's base and each pass runs at base x ratio."""
     t = machine.find("gemm", dtype=dtype) if machine is not None else None
     if t is None:
         return None
-    f = t.lookup(m=m, n=n, k=k)
-    d = t.lookup(m=m, n=k, k=n)
-    w = t.lookup(m=n, n=k, k=m)
-    r = TFLOPS * residual
-    return PassTimes(flops / (f.value * r), flops / (d.value * r) + flops / (w.value * r),
-                     _notes(t, f) + _notes(t, d) + _notes(t, w))
+    shapes = [{"m": m, "n": n, "k": k}, {"m": m, "n": k, "k": n}, {"m": n, "n": k, "k": m}]
+    rates, notes = _rates([t] * 3, [(s, s) for s in shapes], ratio, residual)
+    return _times(flops, rates, notes, ratio)
 
 
 def grouped_gemm(machine, dtype: str, flops: float, experts: float, tokens_per_expert: float, k: float, n: float,
-                 residual: float) -> PassTimes | None:
-    """Seconds of a routed-expert layer's passes, from grouped-GEMM tables of all three passes."""
+                 residual: float, ratio: Ratio | None = None) -> PassTimes | None:
+    """Seconds of a routed-expert layer's passes, from grouped-GEMM tables of all three passes (each
+    named by the forward's shape; a ratio is read at the pass's own GEMM shape, as dense_gemm's)."""
     if machine is None:
         return None
     tabs = [machine.find("grouped_gemm", dtype=dtype, **{"pass": p}) for p in ("fwd", "dgrad", "wgrad")]
     if any(t is None for t in tabs):
         return None
-    q = {"experts": max(experts, 1.0), "tokens_per_expert": max(tokens_per_expert, 1.0), "n": n, "k": k}
-    lks = [t.lookup(**q) for t in tabs]
-    r = TFLOPS * residual
-    notes = sum((_notes(t, lk) for t, lk in zip(tabs, lks, strict=True)), ())
-    return PassTimes(flops / (lks[0].value * r), flops / (lks[1].value * r) + flops / (lks[2].value * r), notes)
+    tpe = max(tokens_per_expert, 1.0)
+    q = {"experts": max(experts, 1.0), "tokens_per_expert": tpe, "n": n, "k": k}
+    shapes = [{"m": tpe, "n": n, "k": k}, {"m": tpe, "n": k, "k": n}, {"m": n, "n": k, "k": tpe}]
+    rates, notes = _rates(tabs, [(q, s) for s in shapes], ratio, residual)
+    return _times(flops, rates, notes, ratio)
 
 
 def attention_rates(machine, te_attention: bool, slower_kernel: float, seq: float, heads: float, kv_heads: float,

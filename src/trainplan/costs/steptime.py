@@ -73,6 +73,11 @@ class StepResult:
     microbatch: MicrobatchCompute
     outside: tuple[str, ...] = ()  # machine-profile lookups beyond a table's range (its edge was used)
 
+    @property
+    def derived(self) -> tuple[str, ...]:
+        """GEMMs priced as the compute dtype's measured rows x a cited ratio (costs/measured.py)."""
+        return self.microbatch.derived
+
 
 def _stage_counts(num_layers: int, L: Layout) -> tuple[int, int]:
     """(layers on the fullest stage but the last, layers on the last stage); pp = 1: (all, all)."""

@@ -29,6 +29,9 @@ PACKAGED = Path(__file__).parent / "profiles"
 # the unit of its values. Attention FLOPs are those the kernel does (causal: half the s x s work).
 KINDS = {
     "gemm": {"select": {"dtype"}, "axes": ("m", "n", "k"), "unit": "tflops"},
+    # a low-precision GEMM's rate over the `over` dtype's at the same shape (fp8:bf16), from a cited
+    # microbenchmark: prices `dtype` where the profile has `over` rows but none of its own (costs/measured.py)
+    "gemm_ratio": {"select": {"dtype", "over"}, "axes": ("m", "n", "k"), "unit": "ratio"},
     "grouped_gemm": {"select": {"dtype", "pass"}, "axes": ("experts", "tokens_per_expert", "n", "k"),
                      "unit": "tflops"},
     "attention": {"select": {"pass", "causal", "kernel"}, "axes": ("seq", "heads", "kv_heads", "head_dim"),
@@ -43,6 +46,7 @@ SELECT_VALUES = {
     "op": ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"),
     "tier": ("nvlink", "efa", "host"),  # host: gloo between CPU processes (`probe --device cpu`)
 }
+DTYPE_SELECTORS = {"dtype", "over"}
 _TABLE_KEYS = {"kind", "axes", "points", "source", "instances", "latency_us", "note"}
 
 
@@ -116,9 +120,12 @@ def table_from_dict(d: dict, where: str) -> Table:
     check_keys(d, _TABLE_KEYS | spec["select"], where, required={"kind", "axes", "points", "source"} | spec["select"])
     # dtype: a recipe's gemm_dtype or compute_dtype (recipes.toml; the registry sits above this layer, so
     # any lower-case name is read and a name no recipe uses is simply never looked up)
-    if "dtype" in spec["select"] and not (isinstance(d["dtype"], str) and re.fullmatch(r"[a-z0-9_]+", d["dtype"])):
-        raise TrainplanError(f"{where}: dtype {d['dtype']!r} must be a lower-case dtype name such as bf16 or fp8")
-    for s in spec["select"] - {"dtype"}:
+    for s in spec["select"] & DTYPE_SELECTORS:
+        if not (isinstance(d[s], str) and re.fullmatch(r"[a-z0-9_]+", d[s])):
+            raise TrainplanError(f"{where}: {s} {d[s]!r} must be a lower-case dtype name such as bf16 or fp8")
+    if kind == "gemm_ratio" and d["dtype"] == d["over"]:
+        raise TrainplanError(f"{where}: a gemm_ratio relates two dtypes; dtype and over are both {d['dtype']!r}")
+    for s in spec["select"] - DTYPE_SELECTORS:
         typed = isinstance(d[s], bool) if s == "causal" else isinstance(d[s], str)
         if not typed or d[s] not in SELECT_VALUES[s]:
             raise TrainplanError(f"{where}: {s} {d[s]!r} unknown; allowed: {', '.join(map(str, SELECT_VALUES[s]))}")

@@ -51,7 +51,7 @@ def plan_html(plan) -> str:
         rows += [
             ("throughput (cluster)", f"{fmt_count(e.tokens_per_s)} tokens/s"),
             ("throughput per GPU", f"{fmt_count(e.tokens_per_s_per_gpu)} tokens/s"),
-            ("MFU", fmt_pct(e.mfu)),
+            ("MFU (bf16 dense peak)", fmt_pct(e.mfu)),
             ("step time", fmt_seconds(e.step_time_s)),
             ("peak memory per GPU", f"{e.peak_mem_gib:.1f} GiB of {ch.capacity_gib:.0f} GiB"),
             ("dollars per million tokens", _money(c.usd_per_million_tokens, 4)),
@@ -90,7 +90,7 @@ def _plans_table(rows) -> str:
         return "-" if r.estimate is None else f(r.estimate)
 
     return H.table(
-        ["plan", "layout", "nodes", "tokens/s", "MFU", "step", "peak GiB", "inter-node MB per token"],
+        ["plan", "layout", "nodes", "tokens/s", "MFU (bf16 peak)", "step", "peak GiB", "inter-node MB per token"],
         [[r.label, r.layout.short(), r.nodes, num(r, lambda e: fmt_count(e.tokens_per_s)),
           num(r, lambda e: fmt_pct(e.mfu)), num(r, lambda e: fmt_seconds(e.step_time_s)),
           num(r, lambda e: f"{e.peak_mem_gib:.1f}"), inter(r)] for r in rows],
@@ -118,7 +118,7 @@ def compare_html(result: dict) -> str:
                    "-" if r.hours_to_tokens is None else f"{days(r.hours_to_tokens):,.1f}"] for r in rows]
     sections = ["<h2>Instance types</h2>", H.table(
         ["instance", "GPU", "nodes", "best layout", "micro-batch", "longest sequence", "tokens/s",
-         "MFU", "$ per billion tokens", "days to budget"], table_rows,
+         "MFU (bf16 peak)", "$ per billion tokens", "days to budget"], table_rows,
         numeric=[False, False, True, False, True, True, True, True, True, True])]
     model = result.get("model") or "model"
     tokens = result.get("tokens")

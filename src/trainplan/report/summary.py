@@ -38,9 +38,10 @@ def plan_lines(plan, color: bool = False, priority: str | None = None) -> list[s
         inter = ch.traffic_per_token()[0]
         lines += [
             (f"  seq {w.seq_len}, global batch {w.global_batch}; {fmt_count(e.tokens_per_s)} tokens/s "
-             f"({fmt_count(e.tokens_per_s_per_gpu)}/GPU), MFU {fmt_pct(e.mfu)}, step {fmt_seconds(e.step_time_s)}"),
+             f"({fmt_count(e.tokens_per_s_per_gpu)}/GPU), MFU {fmt_pct(e.mfu)} of bf16 peak, step {fmt_seconds(e.step_time_s)}"),
             (f"  {fmt_count(e.cluster_band[0])}-{fmt_count(e.cluster_band[1])} "
              f"tokens/s at {band_basis(e.profile)} (x/{e.band[1] / e.tokens_per_s_per_gpu:.2f})"),
+            *(f"  {d}" for d in e.derived),  # the band above carries the ratio's error
             (f"  memory {e.peak_mem_gib:.1f} of {ch.capacity_gib:.1f} GiB per GPU; inter-node "
              f"{fmt_count(inter)}B per token"),
         ]

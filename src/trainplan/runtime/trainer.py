@@ -52,21 +52,20 @@ class RunOptions:
 
 
 def peak_flops_for(device: torch.device, plan) -> tuple[float | None, str]:
-    """Dense peak of the GPU the run is on, in the recipe's GEMM dtype (the estimate's MFU
-    convention: fp8 recipes against the fp8 peak); the plan's GPU when the device name is not in
-    the catalog; None on CPU."""
+    """Dense peak of the GPU the run is on that MFU is quoted against (precision.mfu_peak, the
+    estimate's denominator: the bf16 dense peak for every recipe); the plan's GPU when the device
+    name is not in the catalog; None on CPU."""
     if device.type != "cuda":
         return None, ""
     from trainplan.hardware import gpus
-    from trainplan.precision import recipe
+    from trainplan.precision import mfu_peak
 
-    r = recipe(plan.layout.precision)
     words = torch.cuda.get_device_name(device).lower().replace("-", " ").split()
     for g in gpus().values():
         tag = g.name.split("-")[0]  # "h200", "b200", "a100"
         if tag in words:
-            return r.peak(g), g.name
-    return r.peak(plan.job.cluster.gpu), plan.job.cluster.gpu.name
+            return mfu_peak(g), g.name
+    return mfu_peak(plan.job.cluster.gpu), plan.job.cluster.gpu.name
 
 
 def forward_backward(model, scaler, data, step: int, grad_accum: int, forward_ctx, device) -> torch.Tensor:

@@ -28,7 +28,7 @@ class Metrics:
     capacity_bytes: float  # GPU memory the framework can use
     inter_node_bytes_per_token: float  # bytes sent over the network (EFA/IB) per trained token, all GPUs
     gpu_bytes_per_token: float  # bytes sent between GPUs over any link per trained token, all GPUs
-    mfu: float  # model FLOPs / (step time x GPUs x dense peak of the recipe's GEMM dtype)
+    mfu: float  # model FLOPs / (step time x GPUs x bf16 dense peak: precision.mfu_peak, every recipe)
     binding: str  # what limits the step: "compute", "memory", "efa", "nvlink", "pipeline bubble", ...
     recompute_s: float = 0.0  # part of step_time_s spent re-running checkpointed forwards
     tokens_per_s_low: float = 0.0  # lower end of the throughput band (0 = no band known)

@@ -36,7 +36,7 @@ from trainplan.job import Job, Workload
 from trainplan.layout import Layout, check_layout, expert_refusal
 from trainplan.models.checks import context_limit
 from trainplan.models.stages import balanced_split, max_stage_layers
-from trainplan.precision import DEFAULT, recipe, searched
+from trainplan.precision import DEFAULT, mfu_peak, recipe, searched
 from trainplan.search import settings, sizing, space
 from trainplan.search.candidate import Candidate
 from trainplan.search.capability import runnable
@@ -378,8 +378,8 @@ def _counts(q: Query, obj: Objective) -> tuple[list[int], bool]:
 
 
 def _flops_per_token(c: Candidate) -> float:
-    """Model FLOPs per token, recovered from MFU (model FLOPs / (time x GPUs x recipe peak))."""
-    peak = recipe(c.layout.precision).peak(c.job.cluster.gpu)
+    """Model FLOPs per token, recovered from MFU (model FLOPs / (time x GPUs x precision.mfu_peak))."""
+    peak = mfu_peak(c.job.cluster.gpu)
     return c.metrics.mfu * c.gpus * peak / c.tokens_per_s
 
 

@@ -20,7 +20,7 @@ Comparisons:
 from __future__ import annotations
 
 from trainplan.estimate import estimate
-from trainplan.precision import DEFAULT, recipe
+from trainplan.precision import mfu_peak, recipe
 from trainplan.profile import Profile
 from trainplan.units import TFLOPS, GiB
 from trainplan.validation.dataset import Case, peak_mem_kind
@@ -39,8 +39,8 @@ def predict_case(case: Case, prof: Profile, cross_validated: bool = True) -> dic
         if meas.get("tokens_per_s_per_gpu"):
             mfu = tps * meas["mfu"] / meas["tokens_per_s_per_gpu"]
         else:
-            peak = (meas.get("mfu_peak_tflops") or 0) * TFLOPS or recipe(DEFAULT).peak(case.job.cluster.gpu)
-            mfu = e.mfu_noncausal * recipe(case.layout.precision).peak(case.job.cluster.gpu) / peak
+            peak = (meas.get("mfu_peak_tflops") or 0) * TFLOPS or mfu_peak(case.job.cluster.gpu)
+            mfu = e.mfu_noncausal * e.peak_tflops_per_gpu * TFLOPS / peak  # from the estimate's peak to the record's
     return {"peak_mem_gib": mem / GiB, "step_time_s": e.step_time_s, "tokens_per_s_per_gpu": tps,
             "mfu": mfu, "_estimate": e, "_profile": p.name}
 

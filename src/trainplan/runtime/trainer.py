@@ -163,12 +163,13 @@ def train(plan, opts: RunOptions) -> dict:
     total = opts.steps or plan.train.steps
     if total <= 0:
         raise TrainplanError("steps must be positive (train.steps in the plan, or --steps)")
-    one_checkpoint = preflight.checkpoint_bytes(plan)
+    size = checkpoint.expected_size(plan, world, opts.hf)
+    one_checkpoint = size.total
     if opts.checkpoint_dir:  # seconds after start, not at the first save
         error = None
         if int(os.environ.get("LOCAL_RANK", "0")) == 0:
             try:
-                preflight.check_checkpoint_dir(opts.checkpoint_dir, one_checkpoint, opts.keep_checkpoints)
+                preflight.check_checkpoint_dir(opts.checkpoint_dir, size, opts.keep_checkpoints)
             except TrainplanError as e:
                 error = str(e)
         if error := distributed.agree(error):

@@ -134,6 +134,9 @@ def run(args) -> int:
     # clean finish (signalled itself, it would pass SIGTERM/SIGINT on too, but exit with an error,
     # and SIGKILL ranks still saving after its shutdown timeout, 30 s by default).
     env = {**os.environ, SUPERVISED: "1"}  # a stop the ranks agree on is said once, below
+    # Said at once: torchrun, torch's import and the model's build take tens of seconds before step 1.
+    print(f"trainplan train: starting {nproc} process(es) for {args.plan or 'the demo'}; measurements in {out}",
+          file=sys.stderr, flush=True)
     code = supervise.run(argv, env=env, on_signal=_note, signals=STOP_SIGNALS, targets=_ranks)
     summary_file = out / "summary.json"
     summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None

@@ -132,9 +132,9 @@ class Profile:
         """The band a plan's peak memory must leave below capacity (costs/fit.py within): the
         cross-validated p90 |error| of peak memory (cv_error peak_mem_gib) of runs of the model's
         kind (MoE or dense, group 'model=...') where the profile measured at least
-        MODEL_KIND_MIN_RECORDS of them, else of all its runs. The p90, not the median: a plan set
-        at the median error's margin runs out of memory on about half the runs the model
-        under-predicts (issue 27: B200 runs 7% over their prediction, plans chosen at 96% of HBM).
+        MODEL_KIND_MIN_RECORDS of them, else of all its runs. The p90, not the median: half the
+        measured errors exceed the median's margin (issue 27: a 4% band, plans chosen at 96% of
+        HBM, B200 runs 7% above their prediction).
         A profile that measured no memory error (the bare priors) has no band, and says so."""
         kind = "moe" if moe else "dense"
         cv = self.cv_error.get("peak_mem_gib", {})

@@ -38,7 +38,7 @@ def why_published_wins(case, ev: Counting) -> str:
         return f"virtual pipeline stages vp={L.vp} (not among {space.vp_options(job.model.num_layers, L.pp)})"
     if not ev.fits(job, L):
         mem, cap = ev.memory(job, L), job.cluster.gpu.memory_bytes
-        return (f"predicted memory {mem / 2**30:.1f} GiB (+{ev.inner.memory_error:.0%} band) "
+        return (f"predicted memory {mem / 2**30:.1f} GiB (+{ev.memory_band(job).error:.0%} band) "
                 f"exceeds {cap / 2**30:.0f} GiB: an OOM risk the search sets aside")
     if L.ac == "partial" or L.micro_batch not in BatchSpec(job.workload.global_batch,
                                                           job.workload.global_batch).micro_batches(L.dp, job.workload.seq_len):

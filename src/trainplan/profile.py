@@ -22,8 +22,17 @@ SCHEMA = "trainplan-profile/1"
 _HERE = Path(__file__).parent / "profiles"
 
 
-# Records a model kind needs in the fitted data before its own error widens the band (Profile.throughput_error).
+# Records a model kind needs in the fitted data before its own error sets the band (Profile.throughput_error,
+# Profile.memory_band).
 MODEL_KIND_MIN_RECORDS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryBand:
+    """The relative error a peak-memory prediction carries, and the runs it was measured on."""
+
+    error: float
+    basis: str  # "the p90 memory error of 19 dense runs", printed beside the band
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +130,24 @@ class Profile:
             if kind.get("count", 0) >= MODEL_KIND_MIN_RECORDS and kind.get("p90_abs") is not None:
                 err = max(err, kind["p90_abs"])
         return err
+
+    def memory_band(self, moe: bool) -> MemoryBand:
+        """The band a plan's peak memory must leave below capacity (costs/fit.py within): the
+        cross-validated p90 |error| of peak memory (cv_error peak_mem_gib) of runs of the model's
+        kind (MoE or dense, group 'model=...') where the profile measured at least
+        MODEL_KIND_MIN_RECORDS of them, else of all its runs. The p90, not the median: half the
+        measured errors exceed the median's margin (issue 27: a 4% band, plans chosen at 96% of
+        HBM, B200 runs 7% above their prediction).
+        A profile that measured no memory error (the bare priors) has no band, and says so."""
+        kind = "moe" if moe else "dense"
+        cv = self.cv_error.get("peak_mem_gib", {})
+        own, every = cv.get(f"model={kind}", {}), cv.get("all", {})
+        if own.get("count", 0) >= MODEL_KIND_MIN_RECORDS and own.get("p90_abs") is not None:
+            return MemoryBand(own["p90_abs"], f"the p90 memory error of {own['count']} {kind} runs")
+        if every.get("p90_abs") is not None:
+            return MemoryBand(every["p90_abs"], f"the p90 memory error of all {every.get('count', 0)} runs; "
+                                                f"fewer than {MODEL_KIND_MIN_RECORDS} {kind} runs measured")
+        return MemoryBand(0.0, f"profile {self.name} measured no memory error")
 
     def time_factor(self, stack: str) -> float:
         """The step-time factor of the stack that runs a layout (1.0 if none was fitted)."""

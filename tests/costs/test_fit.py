@@ -90,7 +90,7 @@ def test_the_search_and_fit_answer_the_same_longest_sequence():
 
     j, L = job(), Layout(dp_shard=8, ac="full")
     ev = ModelEvaluator()
-    for err, allow_risk in ((ev.memory_error, False), (0.0, True)):
+    for err, allow_risk in ((ev.memory_band(j).error, False), (0.0, True)):
         searched = longest_seq(Counting(ev, allow_risk=allow_risk), j, L)
         assert searched == max_seq_len(j, L, memory_error=err) > 8192
 

@@ -93,24 +93,37 @@ def test_a_gpu_plan_needs_a_gpu_unless_asked_for_cpu():
     assert preflight.choose_device(None, gpu_plan=False, cuda_available=False) == "cpu"  # the demo
 
 
-def test_checkpoint_size_is_weights_and_adamw_states():
+def _size(total: float) -> preflight.CheckpointSize:
+    return preflight.CheckpointSize(states=total, counters=0, framing=0, metadata=0, extras=0, margin=0)
+
+
+def test_checkpoint_size_counts_states_records_metadata_extras_and_a_margin():
     from trainplan.models.params import count_params
     from trainplan.runtime.demo import demo_plan
 
     plan = demo_plan(2)
     n = count_params(plan.job.model).total
-    assert preflight.checkpoint_bytes(plan) == 12 * n
+    one = preflight.checkpoint_size(plan, world=2, tensors=38)
+    assert one.states == 12 * n  # fp32 master + AdamW m, v
     pure = replace(plan, layout=plan.layout.with_(precision="bf16_pure"))
-    assert preflight.checkpoint_bytes(pure) == 6 * n
+    assert preflight.checkpoint_size(pure, world=2, tensors=38).states == 6 * n
+    # 38 tensors x (3 pieces per rank x 2 ranks + a step) records, 12 settings each, their metadata
+    assert one.framing == 38 * 7 * preflight.ITEM_BYTES + 38 * preflight.GROUP_KEYS * preflight.GROUP_ITEM_BYTES
+    assert one.metadata == 38 * (7 + preflight.GROUP_KEYS) * preflight.METADATA_ITEM_BYTES
+    assert one.margin == pytest.approx(preflight.MARGIN * (one.total - one.margin))
+    # more ranks, more pieces; replicas (dp_replicate) are written once
+    assert preflight.checkpoint_size(plan, world=4, tensors=38).framing > one.framing
+    hsdp = replace(plan, layout=plan.layout.with_(dp_replicate=2, dp_shard=1))
+    assert preflight.checkpoint_size(hsdp, world=2, tensors=38).framing < one.framing
 
 
 def test_preflight_refuses_a_directory_without_room_for_two_checkpoints(tmp_path):
     import shutil
 
     free = shutil.disk_usage(tmp_path).free
-    preflight.check_checkpoint_dir(tmp_path / "ok", one_checkpoint=1e6)
+    preflight.check_checkpoint_dir(tmp_path / "ok", _size(1e6))
     with pytest.raises(TrainplanError) as e:
-        preflight.check_checkpoint_dir(tmp_path / "ck", one_checkpoint=free)  # two need twice what is free
+        preflight.check_checkpoint_dir(tmp_path / "ck", _size(free))  # two need twice what is free
     assert "free but 2 checkpoints of this plan need about" in str(e.value) and "\n" not in str(e.value)
     # checkpoints already there are room a save reclaims (it prunes them first)
     old = retention.step_dir(tmp_path / "ck", 1)
@@ -122,11 +135,11 @@ def test_preflight_refuses_a_directory_without_room_for_two_checkpoints(tmp_path
 def test_preflight_names_an_unwritable_directory(tmp_path, monkeypatch):
     (tmp_path / "file").write_text("")
     with pytest.raises(TrainplanError, match=r"checkpoint directory .*file/ck is not writable \(Not a directory\)"):
-        preflight.check_checkpoint_dir(tmp_path / "file" / "ck", 1.0)
+        preflight.check_checkpoint_dir(tmp_path / "file" / "ck", _size(1.0))
     # Tests run as root here, where chmod cannot make a directory read-only: the switch raises EROFS.
     monkeypatch.setenv(faults.ENV, "readonly")
     with pytest.raises(TrainplanError, match=r"is not writable \(Read-only file system\)"):
-        preflight.check_checkpoint_dir(tmp_path / "ck", 1.0)
+        preflight.check_checkpoint_dir(tmp_path / "ck", _size(1.0))
 
 
 def test_a_full_disk_is_recognised_by_errno_or_by_the_room_left(tmp_path):
@@ -191,3 +204,12 @@ def test_schedule_state_travels_in_the_scheduler_state_dict():
     assert sched2.lr_lambdas[0].total == 8  # the saved run's total, not this run's
     retarget(sched2, 5, 20)
     assert sched2.lr_lambdas[0](5) == pytest.approx(sched.lr_lambdas[0](5))
+
+
+def test_checkpoint_every_is_refused_at_the_edge_unless_positive_and_with_a_directory(cli, tmp_path):
+    for bad in ("0", "-3", "two"):
+        code, _, err = cli("train", "--checkpoint-every", bad, "--out", str(tmp_path / "run"))
+        assert code == 2 and err.count("\n") == 1 and "--checkpoint-every: expected an integer >= 1" in err
+    code, _, err = cli("train", "--checkpoint-every", "2", "--out", str(tmp_path / "run"))
+    assert code == 2 and err.strip() == "trainplan train: error: --checkpoint-every needs --checkpoint-dir: where the checkpoints go"
+    assert not (tmp_path / "run").exists()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from trainplan.models import count_params
 from trainplan.precision import recipe
+from trainplan.profile import MemoryBand
 from trainplan.search import Metrics
 
 GiB = 1024**3
@@ -20,7 +21,10 @@ RECOMPUTE = {"none": 0.0, "selective": 0.05, "full": 1 / 3, "offload": 1 / 3}
 
 
 class FakeEvaluator:
-    memory_error = 0.10
+    band = MemoryBand(0.10, "the fake's band")
+
+    def memory_band(self, job) -> MemoryBand:
+        return self.band
 
     def __init__(self):
         self.memory_calls = self.evaluate_calls = 0
@@ -69,7 +73,7 @@ class FakeEvaluator:
         per_token = G / w.tokens_per_step
         return Metrics(
             tokens_per_s=w.tokens_per_step / step, step_time_s=step, memory_bytes=memory,
-            memory_high_bytes=memory * (1 + self.memory_error), capacity_bytes=c.gpu.memory_bytes,
+            memory_high_bytes=memory * (1 + self.band.error), capacity_bytes=c.gpu.memory_bytes,
             inter_node_bytes_per_token=inter * per_token,
             gpu_bytes_per_token=(grad_bytes + tp_bytes + p2p) * per_token,
             mfu=6 * n * w.tokens_per_step / step / (G * recipe(L.precision).peak(c.gpu)),

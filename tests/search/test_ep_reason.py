@@ -31,7 +31,7 @@ def test_dense_plan_has_no_ep_reason():
 def test_moe_plan_with_tp_says_what_its_etp_trades_in_numbers():
     # Megatron runs both foldings; the reason compares the chosen etp with the other on the same tp.
     # (Megatron's preset, every setting fixed: with its overlaps chosen, this plan has tp = 1.)
-    r = search(Query(resolve("mixtral-8x22b"), (find_node("ml.p5.48xlarge"),), nodes=4, stack="megatron",
+    r = search(Query(resolve("mixtral-8x22b"), (find_node("ml.p5.48xlarge"),), nodes=6, stack="megatron",
                      fixed_settings=frozenset(SETTINGS)))
     L = r.chosen.layout
     assert L.tp > 1 and L.etp is not None and L.tp % L.etp == 0  # the search states the folding it costed

@@ -65,7 +65,8 @@ def build_profile(cases, dataset_name: str, progress=None, machines: tuple | Non
     cv["holdout"] = holdout_error(prof)
     # peak_mem_gib involves no fitted coefficient: its error is the memory model's own, computed
     # here from the memory model as it is today; `meta.fitted_at` dates it (the search widens its
-    # memory band by cv_error.peak_mem_gib.all.median_abs; tests/calibration check it has not drifted).
+    # memory band by the p90_abs of cv_error.peak_mem_gib, Profile.memory_band; tests/calibration check
+    # it has not drifted).
     meta = {"fitted_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%MZ"),
             "fitted": list(FITTED), "bounds": {k: list(BOUNDS[k]) for k in FITTED},
             "framework_factors": "median predicted/measured step time per framework, >= 2 sources"}

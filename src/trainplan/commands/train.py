@@ -74,25 +74,29 @@ def _nproc(args) -> int:
     return n
 
 
-def _preflight(args) -> None:
+def _preflight(args, nproc: int) -> None:
     """The checks every rank makes again, made once here before any process starts: a plan needs
     a GPU unless --device cpu; the checkpoint directory must be writable with room for the
-    checkpoints kept."""
+    checkpoints kept, each as `nproc` ranks write it (checkpoint.expected_size)."""
     import torch
 
     from trainplan.runtime import preflight
 
     preflight.choose_device(args.device, bool(args.plan), torch.cuda.is_available())
     if args.checkpoint_dir:
+        from trainplan.runtime.checkpoint import expected_size
+
         if args.plan:
             from trainplan.plan import load_plan
+            from trainplan.runtime.world import fit_to_world
 
             plan = load_plan(args.plan)
+            plan = fit_to_world(plan, nproc) if args.fit_world else plan
         else:
             from trainplan.runtime.demo import demo_model, demo_plan
 
-            plan = demo_plan(1, model=demo_model(args.model))
-        preflight.check_checkpoint_dir(Path(args.checkpoint_dir), preflight.checkpoint_bytes(plan),
+            plan = demo_plan(nproc, model=demo_model(args.model), ep=args.ep or 1, tp=args.tp or 1, etp=args.etp)
+        preflight.check_checkpoint_dir(Path(args.checkpoint_dir), expected_size(plan, nproc, args.hf),
                                        args.keep_checkpoints or preflight.DEFAULT_KEEP)
 
 
@@ -115,12 +119,14 @@ def _note(signum) -> None:
 def run(args) -> int:
     out = Path(args.out or f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}")
     check_output(out, "--out", directory=True)  # before any process starts, not at its first write
+    if args.checkpoint_every is not None and not args.checkpoint_dir:
+        raise TrainplanError("--checkpoint-every needs --checkpoint-dir: where the checkpoints go")
     nproc = _nproc(args)
     argv = torchrun_argv(nproc, _runtime_args(args, out))
     if args.dry_run:
         print(" ".join(argv))
         return 0
-    _preflight(args)
+    _preflight(args, nproc)
     (out / "summary.json").unlink(missing_ok=True)
     # A stop signal (SIGTERM: a spot interruption, a scheduler's stop; SIGINT: Ctrl-C, which reaches
     # only us since torchrun runs in its own session; SIGUSR1: Slurm's warning) goes to the ranks
@@ -128,6 +134,9 @@ def run(args) -> int:
     # clean finish (signalled itself, it would pass SIGTERM/SIGINT on too, but exit with an error,
     # and SIGKILL ranks still saving after its shutdown timeout, 30 s by default).
     env = {**os.environ, SUPERVISED: "1"}  # a stop the ranks agree on is said once, below
+    # Said at once: torchrun, torch's import and the model's build take tens of seconds before step 1.
+    print(f"trainplan train: starting {nproc} process(es) for {args.plan or 'the demo'}; measurements in {out}",
+          file=sys.stderr, flush=True)
     code = supervise.run(argv, env=env, on_signal=_note, signals=STOP_SIGNALS, targets=_ranks)
     summary_file = out / "summary.json"
     summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None

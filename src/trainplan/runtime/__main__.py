@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from trainplan.errors import EXIT_USAGE, OneLineParser, TrainplanError
@@ -44,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
 
             plan = demo_plan(world, steps=args.steps or 30, model=demo_model(args.model), ep=args.ep or 1,
                              tp=args.tp or 1, etp=args.etp)
+        if args.checkpoint_every is not None:  # the flag overrides the plan's interval, its one home
+            plan = replace(plan, train=replace(plan.train, checkpoint_every=args.checkpoint_every))
         ckpt = args.checkpoint_dir or sm.get("checkpoint_dir")
         opts = RunOptions(
             out=out, steps=args.steps, checkpoint_dir=Path(ckpt) if ckpt else None,

@@ -41,6 +41,9 @@ def demo_flags_given(args) -> bool:
 PASSED = (
     ("--steps", True, {"type": int, "help": "optimizer steps (default: the plan's train.steps; demo 30)"}),
     ("--checkpoint-dir", True, {"help": "write DCP checkpoints here and resume from the newest one"}),
+    ("--checkpoint-every", True, {"type": at_least(1), "metavar": "N",
+                                  "help": "save a checkpoint every N steps (default: the plan's train.checkpoint_every; "
+                                          "the demo's: only at the end); needs --checkpoint-dir"}),
     ("--tensorboard", True, {"metavar": "DIR", "help": "also write TensorBoard scalars to DIR"}),
     ("--data", True, {"help": "training data: files/directories of .txt .jsonl .parquet .npy .bin "
                               "(default: the plan's, else the standard library's sources)"}),

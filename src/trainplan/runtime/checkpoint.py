@@ -62,6 +62,25 @@ def _options():
     return StateDictOptions(flatten_optimizer_state_dict=True)
 
 
+def expected_size(plan, world: int, hf: bool = False) -> preflight.CheckpointSize:
+    """What one save of `plan` on `world` ranks writes (preflight.checkpoint_size), with the
+    tensors counted on the model itself, built on the meta device (no memory, no init): the
+    trainer's own Decoder, or the Hugging Face model with `hf`."""
+    from trainplan.runtime.build import build_hf_model
+    from trainplan.runtime.model import Decoder
+
+    if hf and plan.hf_config:
+        model = build_hf_model(plan.hf_config)
+    else:
+        with torch.device("meta"):
+            model = Decoder(plan.job.model, plan.job.workload.seq_len)
+    tensors = len(list(model.parameters()))  # a tied embedding is one tensor
+    names = {n for n, _ in model.named_parameters(remove_duplicate=False)}
+    buffers = [b for n, b in model.state_dict().items() if n not in names and not n.endswith("._extra_state")]
+    return preflight.checkpoint_size(plan, world, tensors, float(sum(b.numel() * b.element_size() for b in buffers)),
+                                     len(buffers))
+
+
 def _app_state(model, optimizer) -> dict:
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
@@ -75,7 +94,7 @@ def save(root: str | Path, step: int, model, optimizer, scheduler, scaler=None,
          keep: int = preflight.DEFAULT_KEEP, one_checkpoint: float = 0.0) -> Path:
     """Collective: every rank calls it. Returns the final directory; raises RunStopped (on every
     rank) when the checkpoint cannot be written, removing what it wrote. `one_checkpoint`: the
-    expected bytes (preflight.checkpoint_bytes), to tell a full disk from other failures."""
+    expected bytes (expected_size), to tell a full disk from other failures."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.api import CheckpointException
 

@@ -10,6 +10,7 @@ import errno
 import os
 import re
 import shutil
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trainplan.errors import TrainplanError
@@ -33,18 +34,72 @@ def choose_device(requested: str | None, gpu_plan: bool, cuda_available: bool) -
     return "cuda" if cuda_available else "cpu"
 
 
-def checkpoint_bytes(plan) -> float:
-    """Bytes of one checkpoint of `plan`: what the trainer saves is every parameter as stored
-    between steps (the fp32 master copy; the compute dtype when the recipe has none, as pure bf16)
-    and AdamW's two moments, in the recipe's bytes per element (costs/states.py, FSDP2 convention:
-    4 + 2 x 4 bytes/param for bf16 mixed, 2 + 2 x 2 for pure bf16). Scheduler, RNG and DCP
-    metadata are kilobytes."""
-    from trainplan.costs.states import ADAM_MOMENTS
+# What torch.distributed.checkpoint's FileSystemWriter writes around the tensors (torch 2.13,
+# measured on the demo's save with 2 gloo ranks: 722 items, tests/runtime/test_checkpoint_size.py
+# pins the prediction against a real save). Every tensor piece is its own torch.save record.
+ITEM_BYTES = 1_577  # zip framing of one tensor record (headers, pickle, 64-byte data alignment); measured 1,577
+GROUP_ITEM_BYTES = 1_261  # one param-group setting (lr, betas, ...) as its own record; measured 1,261
+# flatten_optimizer_state_dict stores each param group's settings once per parameter: torch 2.13's
+# AdamW has 12 (lr, betas, eps, weight_decay, amsgrad, foreach, maximize, capturable, differentiable,
+# fused, decoupled_weight_decay, and the scheduler's initial_lr).
+GROUP_KEYS = 12
+METADATA_ITEM_BYTES = 400  # `.metadata` per item: its index, offset and chunk (measured 263 with the demo's names)
+EXTRAS_BYTES = 32 * 1024  # extras-rank<R>.pt: step, scheduler, RNG states, grad scaler (measured 14.8 KiB)
+MANIFEST_FILE_BYTES = 200  # manifest.json per file: name, size, sha256 (measured ~110)
+BLOCK_BYTES = 4096  # every file ends in a partly used file-system block
+MARGIN = 0.05  # on top of all of it: longer names, another torch's framing
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointSize:
+    """Bytes of one checkpoint as the trainer writes it (checkpoint.save), by part."""
+
+    states: float  # every parameter as stored (fp32 master) and AdamW's two moments (costs/states.py)
+    counters: float  # AdamW's step (one fp32 scalar per parameter tensor) and persistent buffers
+    framing: float  # a torch.save record per tensor piece, step and param-group setting
+    metadata: float  # DCP's .metadata
+    extras: float  # extras-rank<R>.pt of every rank, manifest.json, block rounding of every file
+    margin: float
+
+    @property
+    def total(self) -> float:
+        return self.states + self.counters + self.framing + self.metadata + self.extras + self.margin
+
+    def describe(self) -> str:
+        return (f"{gib(self.total)} each: {gib(self.states)} weights and AdamW states, "
+                f"{gib(self.framing + self.metadata + self.counters + self.extras)} DCP records, metadata "
+                f"and extras, {MARGIN:.0%} margin")
+
+
+def checkpoint_size(plan, world: int, tensors: int, buffer_bytes: float = 0.0, buffers: int = 0) -> CheckpointSize:
+    """One checkpoint of `plan` on `world` ranks whose model has `tensors` parameter tensors and
+    `buffers` persistent buffers of `buffer_bytes` (checkpoint.expected_size counts them).
+
+    States: every parameter as stored between steps (the fp32 master copy; the compute dtype when
+    the recipe has none, as pure bf16) and AdamW's two moments (costs/states.py
+    checkpoint_bytes_per_param, FSDP2 convention: 4 + 2 x 4 bytes/param for bf16 mixed, 2 + 2 x 2
+    for pure bf16). Each of those three tensors is written as one record per piece: a tensor is
+    split over at most world / (dp_replicate x pp) ranks (replicas are written once, a pipeline stage's
+    tensors live on its ranks only), the bound used here. Plus a step counter, GROUP_KEYS settings
+    per parameter tensor and a record per buffer; .metadata per record; each rank's extras file;
+    the manifest; a partial block per file; then MARGIN."""
+    from trainplan.costs.states import ADAM_MOMENTS, checkpoint_bytes_per_param
     from trainplan.models.params import count_params
     from trainplan.precision import recipe
 
-    r = recipe(plan.layout.precision)
-    return count_params(plan.job.model).total * ((r.master_bytes or r.param_bytes) + ADAM_MOMENTS * r.optimizer_bytes)
+    L = plan.layout
+    # The trainer saves as FSDP2 does under every sharding (under zero1, DDP holds the stored params).
+    states = count_params(plan.job.model).total * checkpoint_bytes_per_param(recipe(L.precision), "fsdp")
+    pieces = max(1, world // max(1, L.dp_replicate * L.pp))
+    records = tensors * (1 + ADAM_MOMENTS) * pieces + tensors + buffers
+    group_records = tensors * GROUP_KEYS
+    files = 2 * world + 2  # a DCP file and an extras file per rank, .metadata, manifest.json
+    size = CheckpointSize(
+        states=float(states), counters=4.0 * tensors + buffer_bytes,
+        framing=float(records * ITEM_BYTES + group_records * GROUP_ITEM_BYTES),
+        metadata=float((records + group_records) * METADATA_ITEM_BYTES),
+        extras=float(world * EXTRAS_BYTES + files * (MANIFEST_FILE_BYTES + BLOCK_BYTES)), margin=0.0)
+    return replace(size, margin=MARGIN * size.total)
 
 
 def gib(n: float) -> str:
@@ -63,10 +118,12 @@ def held_bytes(root: Path) -> int:
     return total
 
 
-def check_checkpoint_dir(root: Path, one_checkpoint: float, keep: int = DEFAULT_KEEP) -> None:
+def check_checkpoint_dir(root: Path, one: CheckpointSize, keep: int = DEFAULT_KEEP) -> None:
     """Raise a one-line TrainplanError unless `root` can be created, written, and has room for
-    `keep` checkpoints of `one_checkpoint` bytes (what a save needs at its peak: the kept ones,
-    the one being written included)."""
+    `keep` checkpoints of size `one`: what a save needs at its peak, the kept ones and the one
+    being written (checkpoint.save prunes to keep - 1 first; the older ones go only once the new
+    one is verified)."""
+    one_checkpoint = one.total
     try:
         root.mkdir(parents=True, exist_ok=True)
         if err := faults.readonly_error(root):
@@ -88,7 +145,7 @@ def check_checkpoint_dir(root: Path, one_checkpoint: float, keep: int = DEFAULT_
     if free < need:
         raise TrainplanError(
             f"checkpoint directory {root} has {gib(free)} free but {keep} checkpoints of this plan need about "
-            f"{gib(keep * one_checkpoint)} ({gib(one_checkpoint)} each: weights and AdamW states); free space, "
+            f"{gib(keep * one_checkpoint)} ({one.describe()}); free space, "
             "or choose a larger --checkpoint-dir")
 
 

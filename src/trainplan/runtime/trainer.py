@@ -27,6 +27,7 @@ from trainplan.runtime.data import make_batches
 from trainplan.runtime.distributed import RunStopped
 from trainplan.runtime.numerics import DEFAULT_MAX_IN_ROW, NonFiniteGuard
 from trainplan.runtime.optim import make_optimizer, retarget
+from trainplan.runtime.progress import StepProgress
 from trainplan.runtime.signals import StopSignals
 from trainplan.runtime.world import fit_to_world
 from trainplan.supports import check_own_model, check_runnable
@@ -68,9 +69,11 @@ def peak_flops_for(device: torch.device, plan) -> tuple[float | None, str]:
     return mfu_peak(plan.job.cluster.gpu), plan.job.cluster.gpu.name
 
 
-def forward_backward(model, scaler, data, step: int, grad_accum: int, forward_ctx, device) -> torch.Tensor:
+def forward_backward(model, scaler, data, step: int, grad_accum: int, forward_ctx, device,
+                     progress: StepProgress | None = None) -> torch.Tensor:
     """grad_accum micro-batches of step `step` (0-based) forward and backward; returns this
-    rank's loss (a tensor, mean over its micro-batches)."""
+    rank's loss (a tensor, mean over its micro-batches). `progress` hears of each micro-batch
+    done (a pipeline schedule runs them all in one call: no progress within its step)."""
     pipe = getattr(model, "pipe", None)  # pp > 1: build.build_model attached the schedule
     poison = faults.active("nan", step + 1)  # tests: a NaN loss, hence NaN gradients
     if pipe is not None:
@@ -91,6 +94,8 @@ def forward_backward(model, scaler, data, step: int, grad_accum: int, forward_ct
                 loss = loss * float("nan")
             (scaler.scale(loss) if scaler is not None else loss).backward()
         loss_sum += loss.detach()
+        if progress is not None:
+            progress.done(micro + 1)
     return loss_sum
 
 
@@ -162,12 +167,13 @@ def train(plan, opts: RunOptions) -> dict:
     total = opts.steps or plan.train.steps
     if total <= 0:
         raise TrainplanError("steps must be positive (train.steps in the plan, or --steps)")
-    one_checkpoint = preflight.checkpoint_bytes(plan)
+    size = checkpoint.expected_size(plan, world, opts.hf)
+    one_checkpoint = size.total
     if opts.checkpoint_dir:  # seconds after start, not at the first save
         error = None
         if int(os.environ.get("LOCAL_RANK", "0")) == 0:
             try:
-                preflight.check_checkpoint_dir(opts.checkpoint_dir, one_checkpoint, opts.keep_checkpoints)
+                preflight.check_checkpoint_dir(opts.checkpoint_dir, size, opts.keep_checkpoints)
             except TrainplanError as e:
                 error = str(e)
         if error := distributed.agree(error):
@@ -202,6 +208,8 @@ def train(plan, opts: RunOptions) -> dict:
     tokens_per_step = w.global_batch * w.seq_len
     forward_ctx = parallel.forward_context(L.precision, L.ac, device.type, fsdp)
     guard = NonFiniteGuard(opts.max_nonfinite, check_grad_norm=scaler is None)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    within_step = StepProgress(opts.progress and rank == 0 and L.grad_accum > 1, sync=sync)
     saved_at, stopped_by, error = None, None, None
     last_good = resumed_from.name if resumed_from is not None else None  # the newest checkpoint written or loaded
     before_streak = None  # last_good when the current streak of non-finite steps began
@@ -211,7 +219,8 @@ def train(plan, opts: RunOptions) -> dict:
     while step < total:
         faults.at_step_start(step + 1)
         t0 = time.perf_counter()
-        loss_sum = forward_backward(model, scaler, data, step, L.grad_accum, forward_ctx, device)
+        within_step.start(step + 1, L.grad_accum)
+        loss_sum = forward_backward(model, scaler, data, step, L.grad_accum, forward_ctx, device, within_step)
         grad_norm = clip(model, optimizer, scaler, plan.train.grad_clip)
         mean_loss, signals = distributed.reduce_step(loss_sum.item(), tuple(stop.received), device)
         step += 1

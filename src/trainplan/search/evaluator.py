@@ -1,7 +1,7 @@
 """The evaluator is a parameter of the search: what it asks of a cost model.
 
     memory(job, layout) -> bytes            predicted peak per GPU, worst rank (point estimate)
-    memory_error                             relative memory error (the band is +- this)
+    memory_band(job) -> MemoryBand           relative memory error a fitting layout leaves below capacity
     evaluate(job, layout, memory) -> Metrics step time, throughput, bytes moved
     detail(job, layout) -> Estimate | None   the full estimate, for the candidates a search returns
 
@@ -17,11 +17,12 @@ from typing import Protocol
 from trainplan.costs.fit import capacity, within
 from trainplan.job import Job
 from trainplan.layout import Layout
+from trainplan.profile import MemoryBand
 from trainplan.search.candidate import Metrics
 
 
 class Evaluator(Protocol):
-    memory_error: float
+    def memory_band(self, job: Job) -> MemoryBand: ...
 
     def memory(self, job: Job, layout: Layout) -> float: ...
 
@@ -40,8 +41,9 @@ class Counting:
     """Caches answers per (job, layout), applies the fit rule and counts calls to the cost model.
 
     Fit rule (costs.fit.within, the one definition): a layout fits when its memory band stays
-    within the capacity, memory * (1 + memory_error) <= capacity; with allow_risk, when the point
-    estimate does (memory_error 0). Layouts between the two are recorded as risky.
+    within the capacity, memory * (1 + band) <= capacity, the band being the evaluator's
+    memory_band(job).error; with allow_risk, when the point estimate does (band 0). Layouts between
+    the two are recorded as risky.
     """
 
     def __init__(self, inner: Evaluator, allow_risk: bool = False):
@@ -49,7 +51,7 @@ class Counting:
         self.allow_risk = allow_risk
         self.memory_calls = 0
         self.evaluate_calls = 0
-        self.risky: set[tuple] = set()  # layouts whose point fits but whose band does not
+        self.risky: dict[tuple, MemoryBand] = {}  # layouts whose point fits but whose band does not
         self._memory: dict[tuple, float] = {}
         self._metrics: dict[tuple, Metrics] = {}
 
@@ -65,10 +67,19 @@ class Counting:
         mem, cap = self.memory(job, layout), capacity(job)
         if not within(mem, cap):
             return False
-        if within(mem, cap, self.inner.memory_error):
+        band = self.inner.memory_band(job)
+        if within(mem, cap, band.error):
             return True
-        self.risky.add(_key(job, layout))
+        self.risky[_key(job, layout)] = band
         return self.allow_risk
+
+    def risky_node_counts(self, instance: str) -> set[int]:
+        """The node counts of `instance` where some layout was recorded as risky."""
+        return {k[2] for k in self.risky if k[1] == instance}
+
+    def risk_band(self) -> MemoryBand | None:
+        """The widest band that set a layout aside (one model per search: one band)."""
+        return max(self.risky.values(), key=lambda b: b.error, default=None)
 
     def evaluate(self, job: Job, layout: Layout) -> Metrics:
         k = _key(job, layout)
@@ -81,10 +92,13 @@ class Counting:
     def detail(self, job: Job, layout: Layout):
         return self.inner.detail(job, layout)
 
+    def memory_band(self, job: Job) -> MemoryBand:
+        return self.inner.memory_band(job)
+
 
 class ModelEvaluator:
-    """trainplan's cost model. The memory band is the median absolute cross-validated error of
-    peak memory in the calibration profile (leave-one-source-out, `cv_error.peak_mem_gib`)."""
+    """trainplan's cost model. The memory band is the calibration profile's cross-validated p90
+    error of peak memory for runs of the model's kind (Profile.memory_band)."""
 
     def __init__(self, profile=None):
         from trainplan.costs.memory import memory_breakdown
@@ -93,8 +107,10 @@ class ModelEvaluator:
 
         self.profile = profile or default_profile()
         self._memory, self._estimate = memory_breakdown, estimate
-        mem = self.profile.cv_error.get("peak_mem_gib", {}).get("all", {})
-        self.memory_error = float(mem.get("median_abs", 0.0))
+        self._bands = {moe: self.profile.memory_band(moe) for moe in (False, True)}
+
+    def memory_band(self, job: Job) -> MemoryBand:
+        return self._bands[job.model.moe is not None]
 
     def memory(self, job: Job, layout: Layout) -> float:
         return self._memory(job, layout).total
@@ -102,7 +118,7 @@ class ModelEvaluator:
     def evaluate(self, job: Job, layout: Layout, memory: float) -> Metrics:
         # The memory is known already (the search asked for it first): skip it in the estimate.
         est = self._estimate(job, layout, self.profile, with_memory=False)
-        return metrics_from_estimate(est, job, memory, self.memory_error)
+        return metrics_from_estimate(est, job, memory, self.memory_band(job).error)
 
     def detail(self, job: Job, layout: Layout):
         return self._estimate(job, layout, self.profile)

@@ -32,7 +32,7 @@ def _needs(alt: Candidate, ev: Counting) -> str:
     m = alt.metrics
     head = f"needs {m.memory_bytes / GIB:.1f} of {m.capacity_bytes / GIB:.1f} GiB"
     if m.memory_bytes <= m.capacity_bytes:
-        head += f" (+{ev.inner.memory_error:.0%} band crosses it)"
+        head += f" (+{ev.memory_band(alt.job).error:.0%} band crosses it)"
     return head
 
 
@@ -348,6 +348,18 @@ def reasons(best: Candidate, pool: list[Candidate], q: Query, ev: Counting, no_f
     out += execution_reasons(best, ev, skip=frozenset(settings.free(q)))
     out.append(f"binding: {best.metrics.binding}")
     if risky:
-        out.append(f"{risky} layouts set aside as OOM risks (memory +{ev.inner.memory_error:.0%} "
-                   "band above capacity); --allow-risk admits them")
+        out.append(risk_reason(best, pool, q, ev, risky))
     return out
+
+
+def risk_reason(best: Candidate, pool: list[Candidate], q: Query, ev: Counting, risky: int) -> str:
+    """How many layouts the memory band set aside, the band and what it was measured on, and the
+    smaller node counts where only such layouts fit (the band, not the model, chose the count)."""
+    band = ev.memory_band(best.job)
+    out = (f"{risky} layouts set aside as OOM risks (memory +{band.error:.0%} band above capacity: "
+           f"{band.basis})")
+    fitted = {c.nodes for c in pool if c.instance == best.instance}
+    only = sorted(n for n in ev.risky_node_counts(best.instance) - fitted if n < best.nodes)
+    if only and q.nodes is None:
+        out += (f"; on {', '.join(map(str, only))} x {best.instance} layouts fit only without the band")
+    return out + "; --allow-risk admits them"

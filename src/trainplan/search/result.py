@@ -79,7 +79,7 @@ def search(q: Query, evaluator: Evaluator | None = None, progress: Progress | No
     fit, over = feasible(pool, q)
     risky = 0 if q.allow_risk else len(ev.risky)
     if not fit:
-        raise TrainplanError(_nothing(q, pool, risky, over))
+        raise TrainplanError(_nothing(q, pool, risky, over, ev))
     ok = [c for c in fit if runnable(c)]
     refused = [c for c in fit if not runnable(c)]
     if not ok:
@@ -118,13 +118,15 @@ def _with_estimates(ev, cands: list[Candidate]) -> list[Candidate]:
     return out
 
 
-def _nothing(q: Query, pool: list, risky: int, over: int) -> str:
+def _nothing(q: Query, pool: list, risky: int, over: int, ev) -> str:
     where = ", ".join(n.name for n in q.instances)
     first, last, _ = q.node_range()
     nodes = f"{first}" if first == last else f"up to {last}"
     if risky:
+        band = ev.risk_band()
         return (f"every plan that fits {q.model.name} on {nodes} x {where} is an OOM risk "
-                f"({risky} plans); add nodes or use --allow-risk")
+                f"({risky} plans over capacity with the +{band.error:.0%} memory band, {band.basis}); "
+                "add nodes or use --allow-risk")
     if q.seq_len is None:
         return (f"{q.model.name} does not fit the workload's sequence {q.min_seq_len} (the shortest acceptable) on "
                 f"{nodes} x {where} with any layout; add nodes (--nodes/--max-nodes), shorten --seq-len or use a "

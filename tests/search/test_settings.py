@@ -109,7 +109,7 @@ def test_a_setting_fixed_with_set_is_kept_and_the_reason_says_what_the_other_val
 
 
 def test_the_dispatcher_is_the_best_the_stack_runs_on_the_chosen_layout():
-    r = search(Query(resolve("mixtral-8x22b"), (find_node("ml.p5.48xlarge"),), nodes=4, stack="megatron"))
+    r = search(Query(resolve("mixtral-8x22b"), (find_node("ml.p5.48xlarge"),), nodes=6, stack="megatron"))
     c = r.chosen
     assert c.layout.ep > 1
     ev = Counting(model_evaluator())

@@ -1,7 +1,8 @@
 """`trainplan plan`: the main job. Search the layouts of a model on a cluster, rank them by a
 priority, print the chosen plan with its reasons, runners-up and Pareto set, save plan.json.
 
-With no arguments it plans Llama 3.1 70B on one ml.p6-b200.48xlarge (issue 2, item 5).
+With no arguments it plans Llama 3.1 70B on ml.p6-b200.48xlarge nodes, as many as the throughput rule takes
+(search/sizing.py: from the fewest that fit, more while each adds over 10% tokens/s per GPU).
 """
 
 from __future__ import annotations

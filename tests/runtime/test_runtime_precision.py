@@ -6,7 +6,7 @@ import torch
 
 from trainplan.errors import TrainplanError
 from trainplan.precision import recipe, registry
-from trainplan.runtime import parallel
+from trainplan.runtime import converters, parallel
 from trainplan.runtime.build import build_model
 from trainplan.runtime.demo import demo_plan
 from trainplan.runtime.dtypes import torch_dtype
@@ -49,12 +49,12 @@ def test_fsdp_policy_autocast_and_scaler_follow_the_recipe_fields(name):
 
 def test_float8_converter_recipe_and_its_fsdp_allgather_come_from_the_registry():
     pytest.importorskip("torchao")
-    assert parallel.float8_config("fp8_tensorwise", True).enable_fsdp_float8_all_gather
-    assert not parallel.float8_config("fp8_rowwise", False).enable_fsdp_float8_all_gather
+    assert converters.for_recipe(recipe("fp8_tensorwise"), fsdp_allgather=True).config.enable_fsdp_float8_all_gather
+    assert not converters.for_recipe(recipe("fp8_rowwise")).config.enable_fsdp_float8_all_gather
     with pytest.raises(TrainplanError, match="cannot all-gather fp8_rowwise weights in fp8"):
-        parallel.float8_config("fp8_rowwise", True)
+        converters.for_recipe(recipe("fp8_rowwise"), fsdp_allgather=True)
     with pytest.raises(TrainplanError, match="precision 'mxfp8' has no converter"):
-        parallel.float8_config("mxfp8", False)
+        converters.for_recipe(recipe("mxfp8"))
 
 
 def test_the_torch_dtype_helper_maps_the_registry_names_to_torch_dtypes():

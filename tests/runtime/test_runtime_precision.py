@@ -4,7 +4,9 @@ converter), and refuses one it has no converter for before building anything."""
 import pytest
 import torch
 
+from trainplan import precision
 from trainplan.errors import TrainplanError
+from trainplan.parsing import read_toml
 from trainplan.precision import recipe, registry
 from trainplan.runtime import converters, parallel
 from trainplan.runtime.build import build_model
@@ -19,8 +21,11 @@ REFUSED = [r.name for r in registry().values() if not r.runnable]
 
 
 def test_the_registry_has_recipes_of_both_kinds():
-    assert {"bf16", "fp16", "bf16_pure", "fp8_tensorwise"} <= set(RUNNABLE)
-    assert {"fp8_delayed", "mxfp8", "nvfp4"} <= set(REFUSED)
+    # from recipes.toml itself: a row runs without low-precision linears or with a declared converter
+    rows = read_toml(precision._FILE)
+    runs = [n for n, row in rows.items() if "low_precision" not in row or "converter" in row["low_precision"]]
+    assert RUNNABLE == runs
+    assert RUNNABLE and REFUSED and set(RUNNABLE) | set(REFUSED) == set(rows)
 
 
 @pytest.mark.parametrize("name", REFUSED)

@@ -15,11 +15,11 @@
     each micro-batch's forward and backward run inside context.sequence_shard (trainer.train_step)
 
 Why this order (the same as torchtitan's): a converter swaps modules (nn.Linear for Float8Linear)
-before any parallelism, so tp shards the converted modules with the converter's own styles
-(torchao's float8 styles shard Float8Linear modules); tp rewrites the Linear modules' weights into
-DTensors before checkpointing wraps whole blocks, after their contents are final; compile traces
-the wrapped block; fully_shard comes last so it shards what the steps above produced, and per
-block so each block's all-gather overlaps the previous block's compute.
+before any parallelism, and tp shards the converted modules with the converter's own styles
+(torchao's float8 styles shard Float8Linear modules); tp then rewrites the linears' weights into
+DTensors; checkpointing wraps whole blocks, after their contents are final; compile traces the
+wrapped block; fully_shard comes last so it shards what the steps above produced, and per block
+so each block's all-gather overlaps the previous block's compute.
 On one process (dp = tp = 1) step 6 is skipped and autocast supplies mixed precision.
 """
 

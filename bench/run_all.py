@@ -1,6 +1,6 @@
 """Run every benchmark the same way each time; each writes its stamped JSON under bench/results/.
 
-    make bench                      # all of them (about half an hour on 2 cores)
+    make bench                      # all of them (tens of minutes on 2 cores)
     python bench/run_all.py search_speed estimate_speed   # a few
 
 Results cannot go stale unnoticed. Every benchmark writes through bench/_stamp.py, which stamps the

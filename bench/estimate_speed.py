@@ -17,6 +17,8 @@ import platform
 import time
 from pathlib import Path
 
+import _stamp
+
 from trainplan.estimate import estimate
 from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
@@ -76,7 +78,7 @@ def main() -> None:
         run(cases, prof)
         res["validate_dev_s"] = time.perf_counter() - t0
         res["validate_records"] = len(cases)
-    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    _stamp.write(args.out, res, __file__)
     print(json.dumps(res, indent=1))
 
 

@@ -24,6 +24,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import _stamp
+
 from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
@@ -79,13 +81,13 @@ def make_plan(model: str, seq: int, mb: int, precision: str, ac: str, steps: int
                 reasons=("bench/gpu_check.py",))
 
 
-def run_case(case, steps: int, out: Path, timeout_s: float, machine=None) -> dict:
+def run_case(case, steps: int, out: Path, timeout_s: float, machine=None, cuda: bool = True) -> dict:
     name, model, seq, mb, precision, ac = case
     d = out / name
     d.mkdir(parents=True, exist_ok=True)
     (d / "input-plan.json").write_text(make_plan(model, seq, mb, precision, ac, steps).to_json())
     argv = [sys.executable, "-m", "trainplan.runtime", "--plan", str(d / "input-plan.json"), "--fit-world",
-            "--steps", str(steps), "--out", str(d), "--no-progress"]
+            "--steps", str(steps), "--out", str(d), "--no-progress", *([] if cuda else ["--device", "cpu"])]
     t0 = time.time()
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
@@ -134,20 +136,19 @@ def main() -> int:
     runs = Path(args.runs_dir)
     rows = []
     for case in cases:
-        row = run_case(case, steps, runs, args.timeout, machine)
+        row = run_case(case, steps, runs, args.timeout, machine, cuda)
         rows.append(row)
         brief = {k: row.get(k) for k in ("name", "error", "peak_mem_gib_measured", "peak_mem_gib_predicted",
                                          "step_time_s_measured", "step_time_s_predicted", "mfu_measured", "mfu_predicted")}
         print(json.dumps(brief), flush=True)
     device = torch.cuda.get_device_name(0) if cuda else "cpu"
     result = {"schema": "trainplan-gpu-check/1", "device": device, "torch": torch.__version__,
-              "steps": steps, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "steps": steps,
               "note": ("predicted = trainplan estimate of the plan fitted to one GPU of " + NODE +
                        "; measured medians exclude the first step; peak_mem_gib = max reserved"),
               "machine": args.machine, "rows": rows}
     name = "gpu_check.json" if cuda else "gpu_check_cpu.json"
-    results_dir.mkdir(parents=True, exist_ok=True)
-    (results_dir / name).write_text(json.dumps(result, indent=2) + "\n")
+    _stamp.write(results_dir / name, result, __file__, indent=2)
     print(f"wrote {results_dir / name}")
     return 0 if all("error" not in r for r in rows) else 1
 

@@ -18,6 +18,8 @@ import statistics
 import sys
 from pathlib import Path
 
+import _stamp
+
 from trainplan.errors import TrainplanError
 from trainplan.search import BatchSpec, Counting, Query, model_evaluator, search, space
 from trainplan.validation.dataset import load_dataset
@@ -98,8 +100,7 @@ def main(argv=None) -> int:
     }
     out = {"benchmark": "hand_tuning", "dataset": Path(args.dataset).name,
            "frameworks": list(FRAMEWORKS), "summary": summary, "rows": rows}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    _stamp.write(args.out, out, __file__, indent=2)
     print(json.dumps(summary, indent=2), file=sys.stderr)
     return 0
 

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import _stamp
+
 from trainplan.costs import memory
 from trainplan.costs.memory import memory_breakdown
 from trainplan.costs.states import stage_params
@@ -72,9 +74,9 @@ def main(argv) -> int:
                "python": platform.python_version(), "machine": platform.processor() or platform.machine()}
     print(json.dumps(summary))
     if "--write" in argv:
-        out = Path(__file__).resolve().parent / "results" / "memory_speed.json"
-        out.write_text(json.dumps({"benchmark": "memory_speed", "model": "llama-3.1-405b", "rows": rows,
-                                   "summary": summary}, indent=1) + "\n")
+        _stamp.write(Path(__file__).resolve().parent / "results" / "memory_speed.json",
+                     {"benchmark": "memory_speed", "model": "llama-3.1-405b", "rows": rows, "summary": summary},
+                     __file__)
     return 0
 
 

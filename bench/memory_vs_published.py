@@ -18,6 +18,8 @@ import statistics
 import sys
 from pathlib import Path
 
+import _stamp
+
 from trainplan.costs.memory import memory_breakdown
 from trainplan.units import GiB
 from trainplan.validation.dataset import load_dataset, peak_mem_kind
@@ -68,9 +70,8 @@ def main(argv):
         print(json.dumps({"rows": rs, "summary": summary(rs)}, indent=2))
         return 0
     if "--write" in argv:  # bench/results/memory_vs_published.json, committed as data
-        out = Path(__file__).resolve().parent / "results" / "memory_vs_published.json"
-        out.write_text(json.dumps({"benchmark": "memory_vs_published", "rows": rs, "summary": summary(rs)},
-                                  indent=1) + "\n")
+        _stamp.write(Path(__file__).resolve().parent / "results" / "memory_vs_published.json",
+                     {"benchmark": "memory_vs_published", "rows": rs, "summary": summary(rs)}, __file__)
     for r in rs:
         if "skipped" in r:
             print(f"{r['id']:5} {r['source']:10} skipped: {r['skipped']}")

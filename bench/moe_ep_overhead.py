@@ -28,6 +28,8 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+import _stamp
+
 from trainplan.runtime.demo import TINY_MOE, demo_plan
 
 WORLD, SEQ, MB = 4, 128, 4
@@ -102,7 +104,7 @@ def main() -> int:
             "losses_first_run": runs[tp, ep, etp][0]["losses"],
         } for tp, ep, etp in LAYOUTS},
     }
-    Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
+    _stamp.write(a.out, result, __file__)
     for lay in LAYOUTS:
         print(f"{key(*lay)}: best {best[lay] * 1e3:.1f} ms/step ({best[lay] / base:.2f}x tp=1 ep=1)")
     return 0

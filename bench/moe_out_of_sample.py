@@ -38,6 +38,8 @@ import json
 import sys
 from pathlib import Path
 
+import _stamp
+
 from trainplan.profile import default_profile
 from trainplan.validation.dataset import to_case
 from trainplan.validation.errors import rel_error, stats
@@ -111,7 +113,7 @@ def main(argv: list[str]) -> int:
         print(json.dumps(result, indent=2))
         return 0
     if "--write" in argv:  # bench/results/moe_out_of_sample.json, committed as data
-        OUT.write_text(json.dumps(result, indent=1) + "\n")
+        _stamp.write(OUT, result, __file__)
     print(f"{'row':56} {'measured':>8} {'as_held_out':>16} {'with_recipe':>16}")
     for r in rs:
         print(f"{r['name'][:56]:56} {r['measured_tokens_per_s_per_gpu']:8.0f} {_cell(r['as_held_out'])} "

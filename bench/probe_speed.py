@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _stamp
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
@@ -39,12 +41,11 @@ def main() -> int:
         two = timed([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", *probe,
                      "--out", f"{d}/two.json"])
     result = {"schema": "trainplan-bench/1", "bench": "probe_speed", "machine": platform.node(),
-              "load_avg": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "load_avg": os.getloadavg(),
               "cpu_quick_one_process_s": round(one, 1), "cpu_quick_two_gloo_ranks_s": round(two, 1),
               "note": "process start and torch import included; GPU targets (quick <= 180 s, full <= 900 s) "
                       "are measured by bench/probe_device.sh on a lent GPU"}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    _stamp.write(args.out, result, __file__, indent=2)
     print(json.dumps(result))
     return 0
 

@@ -10,12 +10,12 @@ Not a test: timings depend on the machine and on what else runs (the load averag
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
 import time
-from pathlib import Path
+
+import _stamp
 
 from trainplan.hardware import find_node
 from trainplan.models import resolve
@@ -78,8 +78,7 @@ def main(argv=None) -> int:
         "target_s": 1.0,
         "runs": rows,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    _stamp.write(args.out, result, __file__, indent=2)
     return 0
 
 

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+import _stamp
+
 CASES = [
     # (model, seq_len, ac, precision)
     ("llama-3.1-70b", 8192, "none", "bf16"),
@@ -77,8 +79,7 @@ def main() -> int:
                        "transformers": transformers.__version__,
                        "load_avg_at_end": os.getloadavg()},
            "results": rows}
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
+    _stamp.write(a.out, out, __file__)
     print(f"wrote {a.out}")
     return 0
 

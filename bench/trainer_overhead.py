@@ -17,7 +17,6 @@ processes only ever adds time, so the minimum is the least noisy estimate); medi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -26,6 +25,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import _stamp
 import torch
 
 from trainplan.runtime.data import make_batches
@@ -97,10 +97,8 @@ def main() -> None:
         "load_average": os.getloadavg(),
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                     "torch": torch.__version__, "threads": torch.get_num_threads()},
-        "date": time.strftime("%Y-%m-%d"),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    _stamp.write(args.out, result, __file__, indent=2)
     print(f"best of {args.repeats}: trainer {t * 1e3:.1f} ms/step, bare loop {b * 1e3:.1f} ms/step: overhead "
           f"{t / b - 1:+.1%} (medians: {tm / bm - 1:+.1%}) -> {args.out}")
 

@@ -11,6 +11,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainplan.converter_names import check as check_converter
 from trainplan.errors import TrainplanError, unknown
 from trainplan.hardware.types import ARCH_DTYPES, GPUSpec
 from trainplan.parsing import check_keys, read_toml
@@ -48,8 +49,8 @@ class LowPrecision:
     cast_bytes_eager: tuple[float, float]  # HBM bytes per (K, N) activation element, unfused
     cast_bytes_fused: tuple[float, float]  # the same, amax and cast fused into the producer
     weight_cast_bytes: float  # HBM bytes per weight element cast per micro-batch
-    converter: str | None  # runtime converter ("torchao_float8"), None: the trainer refuses it
-    converter_recipe: str | None  # the converter's own recipe name ("tensorwise")
+    converter: str | None  # a runtime converter (converter_names.py), None: the trainer refuses it
+    converter_recipe: str | None  # the converter's own recipe name
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +100,10 @@ class Recipe:
 
 
 def _low_precision(name: str, d: dict) -> LowPrecision:
-    check_keys(d, _LOWP_KEYS, f"recipes.toml [{name}.low_precision]",
-               required=_LOWP_KEYS - {"converter", "converter_recipe"})
+    where = f"recipes.toml [{name}.low_precision]"
+    check_keys(d, _LOWP_KEYS, where, required=_LOWP_KEYS - {"converter", "converter_recipe"})
+    if "converter" in d or "converter_recipe" in d:  # one without the other is refused too
+        check_converter(d.get("converter"), d.get("converter_recipe"), where)
     return LowPrecision(
         weight_bytes=float(d["weight_bytes"]), amax_history=int(d["amax_history"]),
         fsdp_allgather=bool(d["fsdp_allgather"]), cast_bytes_eager=tuple(map(float, d["cast_bytes_eager"])),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainplan.converter_names import declared
 from trainplan.errors import TrainplanError
 from trainplan.layout import expert_tp
 from trainplan.precision import no_converter, recipe, registry
@@ -63,13 +64,14 @@ def refusal(layout, device: str = "cuda", model=None) -> Refusal | None:
             "handles only the CUDA SDPA kernels (flash, memory-efficient, cuDNN); on CPU SDPA's "
             "_scaled_dot_product_flash_attention_for_cpu has no context-parallel implementation in this "
             "torch; run on GPUs, or choose a plan with cp = 1", None)
-    if not recipe(L.precision).runnable:  # recipes.toml: no runtime converter
-        return Refusal(f"{no_converter(recipe(L.precision))}, or --stack {OTHER_STACK}", OTHER_STACK)
-    if L.tp > 1 and L.sequence_parallel and recipe(L.precision).low_precision is not None and device != "cuda":
-        # torchao's Float8RowwiseParallel all-gathers the float8 gradient of a sequence-sharded
-        # output in backward; gloo has no float8 dtypes ("Invalid scalar type"), NCCL has.
-        return Refusal(f"{L.precision} with tp={L.tp} and sequence parallel gathers float8 tensors, which gloo "
-                       "(CPU) cannot: run on GPUs, or set sequence_parallel false", None)
+    r = recipe(L.precision)
+    if not r.runnable:  # recipes.toml: no runtime converter
+        return Refusal(f"{no_converter(r)}, or --stack {OTHER_STACK}", OTHER_STACK)
+    conv = declared(r.low_precision.converter) if r.low_precision is not None else None
+    if L.tp > 1 and L.sequence_parallel and conv is not None and not conv.sequence_parallel_on_cpu \
+            and device != "cuda":
+        return Refusal(f"{L.precision} with tp={L.tp} and sequence parallel gathers {conv.tensors} tensors, "
+                       "which gloo (CPU) cannot: run on GPUs, or set sequence_parallel false", None)
     for rule in (_hf_only, _expert_tp, _tensor_parallel, _pipeline, _zero1, _aux_loss_scaling, _settings):
         r = rule(L, model)
         if r is not None:
@@ -149,11 +151,17 @@ def _tensor_parallel(L, model) -> Refusal | None:
         return Refusal(f"the trainer's tensor parallel computes the whole vocabulary's logits on every tp rank "
                        f"(tp={L.tp}): set vocab_parallel_loss false, or --stack {OTHER_STACK}", OTHER_STACK)
     lowp = recipe(L.precision).low_precision
-    if lowp is not None and lowp.converter_recipe != "tensorwise":
-        tw = [r.name for r in registry().values() if r.low_precision and r.low_precision.converter_recipe == "tensorwise"]
-        return Refusal(f"{L.precision} with tensor parallel: torchao's float8 tp styles are tensorwise; use "
-                       f"{', '.join(tw)}, or tp=1", OTHER_STACK)
+    if lowp is not None and not _tp_runs(lowp):
+        runs = [r.name for r in registry().values() if r.low_precision and _tp_runs(r.low_precision)]
+        return Refusal(f"{L.precision} with tensor parallel: the tp styles of converter {lowp.converter!r} shard "
+                       f"{', '.join(declared(lowp.converter).tensor_parallel)} recipes; use {', '.join(runs)}, "
+                       "or tp=1", OTHER_STACK)
     return None
+
+
+def _tp_runs(lowp) -> bool:
+    """The recipe's converter has tensor-parallel styles for its converter_recipe (converter_names.py)."""
+    return lowp.converter is not None and lowp.converter_recipe in declared(lowp.converter).tensor_parallel
 
 
 def _pipeline(L, model) -> Refusal | None:

@@ -21,6 +21,7 @@ LAYERS: list[set[str]] = [
     {"hardware", "profile"},  # profile: the step-time coefficients, read by costs, fitted by calibration
     {"models"},
     {"stacks"},  # the software that runs a layout and its execution settings (stacks.toml)
+    {"converter_names"},  # the runtime's precision converters by name, torch-free (read by precision)
     {"precision"},
     {"layout", "job"},
     {"supports"},  # what trainplan's trainer runs as costed: read by search, launch and runtime
@@ -30,7 +31,8 @@ LAYERS: list[set[str]] = [
     {"plan"},
     {"validation"},
     {"calibration"},  # fits coefficients by predicting validation records
-    {"launch", "report", "trace", "runtime", "probe"},  # probe: torch microbenchmarks -> machine profile
+    {"launch", "report", "runtime", "probe"},  # probe: torch microbenchmarks -> machine profile
+    {"trace"},  # the real model code on fake tensors, converted by the runtime's converters
     {"commands"},
     {"cli"},
     {"__main__"},  # python -m trainplan

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from trainplan import precision
+from trainplan.converter_names import CONVERTERS
 from trainplan.costs.states import stage_params, state_bytes
 from trainplan.errors import TrainplanError
 from trainplan.hardware import Cluster, find_gpu, find_node, gpus
@@ -20,12 +21,13 @@ from trainplan.models import resolve
 from trainplan.parsing import read_toml
 from trainplan.precision import check_runnable, check_supported, recipe, registry
 
-KNOWN = ("bf16", "fp16", "bf16_pure", "fp8_tensorwise", "fp8_rowwise", "fp8_delayed", "mxfp8", "nvfp4")
+ROWS = read_toml(precision._FILE)  # the registry's own source: one table per recipe, in file order
+KNOWN = tuple(ROWS)
 
 
 def test_every_recipe_is_loaded_with_a_source_for_its_numbers():
     table = registry()
-    assert set(KNOWN) <= set(table)
+    assert list(table) == list(KNOWN)  # every row, in file order (the search tries them so)
     for r in table.values():
         src = dict(r.sources)
         assert src.get("bytes") and src.get("archs"), r.name
@@ -99,12 +101,35 @@ def test_bytes_per_parameter_match_the_published_tables(name):
         assert meg.params - gathered.params == pytest.approx((2 - WEIGHT_BYTES[name]) * sp.fp8_linear)
 
 
+def _row_runs(row: dict) -> bool:
+    """What recipes.toml says: no low-precision linears, or a converter that implements them."""
+    return "low_precision" not in row or "converter" in row["low_precision"]
+
+
 def test_only_recipes_with_a_converter_run_in_the_trainer():
-    for name in ("bf16", "fp16", "bf16_pure", "fp8_tensorwise", "fp8_rowwise"):
+    runs = [name for name, row in ROWS.items() if _row_runs(row)]
+    refused = [name for name, row in ROWS.items() if not _row_runs(row)]
+    assert runs and refused  # both kinds are in the file, so both branches are checked
+    for name in runs:
         check_runnable(recipe(name))
-    for name in ("fp8_delayed", "mxfp8", "nvfp4"):
+    for name in refused:
         with pytest.raises(TrainplanError, match=f"precision '{name}' has no converter in the trainer"):
             check_runnable(recipe(name))
+
+
+def test_a_row_naming_a_converter_the_runtime_lacks_is_refused_when_the_recipes_load():
+    # the runtime's converters are declared torch-free (converter_names.py); recipes.toml names one
+    lowp = _fake_row()["low_precision"]
+    with pytest.raises(TrainplanError) as e:
+        precision.parse({"x": _fake_row(low_precision={**lowp, "converter": "torchao_nvfp4"})})
+    assert str(e.value) == (f"recipes.toml [x.low_precision]: unknown converter 'torchao_nvfp4'; the runtime has: "
+                            f"{', '.join(CONVERTERS)} (trainplan/converter_names.py)")
+    with pytest.raises(TrainplanError, match=r"recipes.toml \[x.low_precision\]: converter '.+' builds converter_recipe "
+                                             r".*, not 'blockwise'"):
+        precision.parse({"x": _fake_row(low_precision={**lowp, "converter_recipe": "blockwise"})})
+    without = {k: v for k, v in lowp.items() if k != "converter_recipe"}
+    with pytest.raises(TrainplanError, match="not None"):
+        precision.parse({"x": _fake_row(low_precision=without)})
 
 
 def test_nvfp4_gemms_use_the_fp4_peak_at_the_fp8_measured_fraction():

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from trainplan.models import catalog, count_params, hf_config, spec_from_config
+from trainplan.models import ADAPTERS, catalog, count_params, hf_config, spec_from_config
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -87,6 +87,12 @@ BRANCHES = {
                           "n_head": 4, "n_inner": 80, "n_positions": 128,
                           "tie_word_embeddings": False},
 }
+
+
+def test_every_adapter_is_checked_against_transformers():
+    # each model_type the registry reads is built by a catalog entry or a branch case above
+    checked = {hf_config(n)["model_type"] for n in catalog()} | {c["model_type"] for c in BRANCHES.values()}
+    assert checked == set(ADAPTERS)
 
 
 @pytest.mark.parametrize("case", sorted(BRANCHES))

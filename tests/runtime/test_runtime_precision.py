@@ -4,9 +4,11 @@ converter), and refuses one it has no converter for before building anything."""
 import pytest
 import torch
 
+from trainplan import precision
 from trainplan.errors import TrainplanError
+from trainplan.parsing import read_toml
 from trainplan.precision import recipe, registry
-from trainplan.runtime import parallel
+from trainplan.runtime import converters, parallel
 from trainplan.runtime.build import build_model
 from trainplan.runtime.demo import demo_plan
 from trainplan.runtime.dtypes import torch_dtype
@@ -19,8 +21,11 @@ REFUSED = [r.name for r in registry().values() if not r.runnable]
 
 
 def test_the_registry_has_recipes_of_both_kinds():
-    assert {"bf16", "fp16", "bf16_pure", "fp8_tensorwise"} <= set(RUNNABLE)
-    assert {"fp8_delayed", "mxfp8", "nvfp4"} <= set(REFUSED)
+    # from recipes.toml itself: a row runs without low-precision linears or with a declared converter
+    rows = read_toml(precision._FILE)
+    runs = [n for n, row in rows.items() if "low_precision" not in row or "converter" in row["low_precision"]]
+    assert RUNNABLE == runs
+    assert RUNNABLE and REFUSED and set(RUNNABLE) | set(REFUSED) == set(rows)
 
 
 @pytest.mark.parametrize("name", REFUSED)
@@ -49,12 +54,12 @@ def test_fsdp_policy_autocast_and_scaler_follow_the_recipe_fields(name):
 
 def test_float8_converter_recipe_and_its_fsdp_allgather_come_from_the_registry():
     pytest.importorskip("torchao")
-    assert parallel.float8_config("fp8_tensorwise", True).enable_fsdp_float8_all_gather
-    assert not parallel.float8_config("fp8_rowwise", False).enable_fsdp_float8_all_gather
+    assert converters.for_recipe(recipe("fp8_tensorwise"), fsdp_allgather=True).config.enable_fsdp_float8_all_gather
+    assert not converters.for_recipe(recipe("fp8_rowwise")).config.enable_fsdp_float8_all_gather
     with pytest.raises(TrainplanError, match="cannot all-gather fp8_rowwise weights in fp8"):
-        parallel.float8_config("fp8_rowwise", True)
+        converters.for_recipe(recipe("fp8_rowwise"), fsdp_allgather=True)
     with pytest.raises(TrainplanError, match="precision 'mxfp8' has no converter"):
-        parallel.float8_config("mxfp8", False)
+        converters.for_recipe(recipe("mxfp8"))
 
 
 def test_the_torch_dtype_helper_maps_the_registry_names_to_torch_dtypes():

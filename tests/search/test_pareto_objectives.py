@@ -9,7 +9,7 @@ from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
 from trainplan.models import resolve
-from trainplan.search import Candidate, Metrics, objective
+from trainplan.search import OBJECTIVES, Candidate, Metrics, objective
 from trainplan.search.pareto import _axes, _dominates, pareto_front
 
 M = resolve("llama-3.1-8b")
@@ -68,5 +68,5 @@ def test_cost_ranks_by_dollars_per_token():
 def test_unknown_priority_lists_the_known_ones():
     with pytest.raises(TrainplanError) as e:
         objective("speed")
-    assert str(e.value) == ("unknown priority 'speed': known: communication, context, cost, "
-                            "throughput, time.")
+    assert str(e.value) == f"unknown priority 'speed': known: {', '.join(sorted(OBJECTIVES))}."
+    assert OBJECTIVES and all(objective(name) is o and o.name == name for name, o in OBJECTIVES.items())

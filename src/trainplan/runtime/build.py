@@ -8,7 +8,7 @@ from torch import nn
 from trainplan.errors import TrainplanError
 from trainplan.layout import expert_groups
 from trainplan.precision import recipe
-from trainplan.runtime import context, moe, parallel
+from trainplan.runtime import context, converters, moe, parallel
 from trainplan.runtime.dtypes import torch_dtype
 from trainplan.runtime.init import fill
 from trainplan.runtime.loss import chunks_for, lm_loss
@@ -101,10 +101,12 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
     model.loss_chunks = chunks_for(layout, spec.vocab_size, spec.hidden_size)
     context.check_context_parallel(layout, plan.job.workload.seq_len, device.type, use_hf)
     emesh = moe.expert_mesh(layout, device.type) if moe.splits_experts(layout, spec) else None
+    converter = converters.for_layout(layout)
     if layout.pp == 1:
-        model = _parallelize(model, plan, mesh, device, emesh)
+        model = _parallelize(model, plan, mesh, device, emesh, converter)
         # cp > 1: trainer.train_step runs each micro-batch inside context.sequence_shard(cp_mesh).
         model.cp_mesh = mesh["cp"] if layout.cp > 1 else None
+        model.converters = [converter] if converter else []  # optim.make_optimizer: each hooks the optimizer
         return model, mesh.size() > 1 and layout.sharding != "zero1"
 
     from trainplan.runtime import pipeline
@@ -112,34 +114,27 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
     parts, make = pipeline.build_pipeline(model, layout, mesh, device)
     view = pipeline.rank_view(parts)
     for part in parts:
-        _parallelize(part, plan, mesh, device, emesh)
+        _parallelize(part, plan, mesh, device, emesh, converter)
     # between stages the activations are in FSDP's compute dtype, else the parameters' own (pure bf16)
     params = next(p for part in parts for p in part.parameters())
     view.pipe = make(parallel.mp_policy(layout.precision).param_dtype or params.dtype)
+    view.converters = [converter] if converter else []
     return view, True
 
 
-def _parallelize(model, plan, mesh, device: torch.device, emesh=None):
+def _parallelize(model, plan, mesh, device: torch.device, emesh=None, converter=None):
     """Steps 2-7 of parallel.py on one model (or one pipeline chunk); `emesh`: the experts' mesh
     when they are split (moe.splits_experts): experts split over ep and tp after the dense tp,
-    sharded over edp before FSDP."""
+    sharded over edp before FSDP; `converter`: the recipe's (converters.for_layout), or None."""
     layout = plan.layout
     r = recipe(layout.precision)
-    fp8 = r.low_precision is not None  # runnable (build_model checked): a torchao float8 converter
     # etp = 1 under tp: experts whole, each tp rank routing its sequence shard (supports.py: sequence parallel)
     whole_experts = plan.job.model.moe is not None and expert_groups(layout).etp < layout.tp
-    tp_style = {"sequence_parallel": layout.sequence_parallel, "whole_experts": whole_experts}
-    if layout.tp > 1 and fp8:
-        # fp8 with tp: the one exception to the order. torchao's float8 tp styles shard
-        # Float8Linear modules (tensorwise only: supports.py), so the conversion comes first
-        # (torchtitan does the same).
-        parallel.apply_float8(model, layout.precision, layout.fp8_allgather)
-        parallel.apply_tp(model, mesh["tp"], float8=True, **tp_style)
-    else:
-        if layout.tp > 1:
-            parallel.apply_tp(model, mesh["tp"], **tp_style)
-        if fp8:
-            parallel.apply_float8(model, layout.precision, layout.fp8_allgather)
+    if converter is not None:  # before tp: tp shards the converted modules with the converter's styles
+        converter.convert(model)
+    if layout.tp > 1:
+        parallel.apply_tp(model, mesh["tp"], styles=converter.tp_styles() if converter else None,
+                          sequence_parallel=layout.sequence_parallel, whole_experts=whole_experts)
     if emesh is not None:
         moe.apply_ep(model, emesh, token_split=layout.tp if whole_experts else 1)
     parallel.apply_ac(model, layout.ac, layout.ac_layers)

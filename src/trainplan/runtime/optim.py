@@ -51,7 +51,8 @@ class WarmupCosine:
 
 def make_optimizer(model, train, total_steps: int):
     """AdamW with decoupled weight decay on matrices only (norms, biases and 1-D params are not
-    decayed, as in GPT-2/Llama training), and its LambdaLR schedule."""
+    decayed, as in GPT-2/Llama training), and its LambdaLR schedule; the model's converters
+    (runtime/converters.py) hook it."""
     decay, no_decay = [], []
     for p in model.parameters():
         if p.requires_grad:
@@ -61,6 +62,8 @@ def make_optimizer(model, train, total_steps: int):
     # foreach=True: one fused kernel launch per group; works on DTensor (FSDP2) parameters.
     # parallel.adamw: sharded by ZeroRedundancyOptimizer when the model runs zero1.
     opt = adamw(model, groups, lr=train.lr, betas=tuple(train.betas), eps=1e-8, foreach=True)
+    for converter in getattr(model, "converters", ()):  # build.build_model's: the recipe's converter
+        converter.hook_optimizer(opt, model)
     warmup = min(train.warmup_steps, total_steps)  # a warmup longer than the run ends with it
     sched = torch.optim.lr_scheduler.LambdaLR(opt, WarmupCosine(warmup, total_steps, train.min_lr_ratio))
     return opt, sched

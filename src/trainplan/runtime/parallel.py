@@ -2,23 +2,24 @@
 
     1. build the model on the meta device        (model.Decoder / hf.build_hf_model)
        pp > 1: cut it into this rank's pipeline chunks (pipeline.py); steps 2-7 apply per chunk
-    2. apply_tp       tensor parallel: DTensor parallelize_module over the "tp" mesh dimension
-    3. apply_float8   torchao convert_to_float8_training (fp8 recipes)
+    2. convert        the recipe's converter (converters.py: torchao Float8Linear for fp8 recipes)
+    3. apply_tp       tensor parallel: DTensor parallelize_module over the "tp" mesh dimension
     4. apply_ac       activation checkpointing per policy (none/selective/full/partial/offload)
     5. apply_compile  torch.compile per block (optional)
     6. apply_fsdp     FSDP2 fully_shard per block, then the root; HSDP over (dp_replicate, dp_shard);
                       with cp > 1 the shard group is dp_shard x cp (fsdp_mesh). sharding zero1
                       instead: nothing here, apply_zero1 after step 7
-    7. init weights on the real device, then the optimizer (adamw: sharded for zero1)
+    7. init weights on the real device, then the optimizer (adamw: sharded for zero1; the
+       converter hooks it, optim.make_optimizer)
     pp > 1: the PipelineStages and schedule are built last, on the initialised chunks; cp > 1:
     each micro-batch's forward and backward run inside context.sequence_shard (trainer.train_step)
 
-Why this order (the same as torchtitan's): tp rewrites the Linear modules' weights into DTensors,
-so it comes first; float8 swaps nn.Linear for Float8Linear and must see the tp-sharded linears;
-checkpointing wraps whole blocks, after their contents are final; compile traces the wrapped block;
-fully_shard comes last so it shards what the steps above produced, and per block so each block's
-all-gather overlaps the previous block's compute. One exception: fp8 with tp > 1 converts to
-Float8Linear before tp, because torchao's float8 tp styles shard Float8Linear modules.
+Why this order (the same as torchtitan's): a converter swaps modules (nn.Linear for Float8Linear)
+before any parallelism, and tp shards the converted modules with the converter's own styles
+(torchao's float8 styles shard Float8Linear modules); tp then rewrites the linears' weights into
+DTensors; checkpointing wraps whole blocks, after their contents are final; compile traces the
+wrapped block; fully_shard comes last so it shards what the steps above produced, and per block
+so each block's all-gather overlaps the previous block's compute.
 On one process (dp = tp = 1) step 6 is skipped and autocast supplies mixed precision.
 """
 
@@ -62,7 +63,7 @@ def blocks(model: nn.Module) -> list[tuple[str | int, nn.Module]]:
     return [(k, layers[k]) for k in keys]
 
 
-def apply_tp(model: nn.Module, tp_mesh, float8: bool = False, sequence_parallel: bool = False,
+def apply_tp(model: nn.Module, tp_mesh, styles: tuple[type, type] | None = None, sequence_parallel: bool = False,
              whole_experts: bool = False) -> None:
     """Megatron-style tensor parallel (Shoeybi et al. 2019, section 3): q/k/v and w1/w3 split by
     output columns, wo and w2 by input rows, so each block needs one all-reduce in forward and one
@@ -84,8 +85,9 @@ def apply_tp(model: nn.Module, tp_mesh, float8: bool = False, sequence_parallel:
     shard with their weights Replicate DTensors (SequenceParallel on the token dim: their gradients
     summed over tp); the shared experts gather the shard's tokens and reduce-scatter them back.
 
-    float8=True: the linears are already torchao Float8Linear (tensorwise); torchao's float8
-    styles then cast to fp8 before the tp communication, as torchtitan does."""
+    styles: the (column-wise, row-wise) styles of the recipe's converter (converters.py), whose
+    modules the linears already are (torchao's float8 styles cast to fp8 before the tp
+    communication, as torchtitan's); None: torch's ColwiseParallel and RowwiseParallel."""
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (
         ColwiseParallel,
@@ -96,14 +98,7 @@ def apply_tp(model: nn.Module, tp_mesh, float8: bool = False, sequence_parallel:
         parallelize_module,
     )
 
-    col, row = ColwiseParallel, RowwiseParallel
-    if float8:
-        from torchao.float8.float8_tensor_parallel import (
-            Float8ColwiseParallel,
-            Float8RowwiseParallel,
-        )
-
-        col, row = Float8ColwiseParallel, Float8RowwiseParallel
+    col, row = styles or (ColwiseParallel, RowwiseParallel)
     sp = sequence_parallel
     region_out = {"output_layouts": Shard(1)} if sp else {}
 
@@ -155,38 +150,6 @@ def apply_tp(model: nn.Module, tp_mesh, float8: bool = False, sequence_parallel:
         if getattr(model, "norm", None) is not None:
             parallelize_module(model.norm, tp_mesh, SequenceParallel(use_local_output=True))
         model.sp_mesh = tp_mesh
-
-
-def float8_config(precision: str, fp8_allgather: bool):
-    from torchao.float8 import Float8LinearConfig
-
-    r = recipe(precision)
-    lp = r.low_precision
-    if lp is None or lp.converter != "torchao_float8":
-        check_runnable(r)  # no converter at all: the registry's one-line refusal
-        raise TrainplanError(f"precision {precision!r} has no torchao float8 converter in this runtime")
-    cfg = Float8LinearConfig.from_recipe_name(lp.converter_recipe)
-    if fp8_allgather:
-        if not lp.fsdp_allgather:
-            raise TrainplanError(f"fp8_allgather: torchao cannot all-gather {r.name} weights in fp8 under FSDP2")
-        from dataclasses import replace
-
-        cfg = replace(cfg, enable_fsdp_float8_all_gather=True)
-    return cfg
-
-
-def apply_float8(model: nn.Module, precision: str, fp8_allgather: bool) -> None:
-    """Swap the blocks' nn.Linear for torchao Float8Linear. The LM head and the MoE router stay in
-    high precision (their outputs feed a softmax, where fp8 rounding hurts most), and layers whose
-    sizes are not multiples of 16 are skipped (the fp8 GEMM kernels need them)."""
-    from torchao.float8 import convert_to_float8_training
-
-    def keep(mod: nn.Module, fqn: str) -> bool:
-        if fqn.endswith(("output", "router", "shared_gate")):
-            return False
-        return mod.in_features % 16 == 0 and mod.out_features % 16 == 0
-
-    convert_to_float8_training(model, config=float8_config(precision, fp8_allgather), module_filter_fn=keep)
 
 
 # Ops whose outputs selective checkpointing keeps: attention and the matmuls, except every second

@@ -1,4 +1,4 @@
-"""Precision recipes on fake tensors: compute dtype, master weights, fp8 linears.
+"""Precision recipes on fake tensors: compute dtype, master weights, low-precision linears.
 
 The model is built directly in the compute dtype (bf16 or fp16), because `model.to(dtype)` fails
 under FakeTensorMode (swap_tensors on a weakref) and because that is what FSDP2's
@@ -7,7 +7,9 @@ MixedPrecisionPolicy(param_dtype=bf16) computes in: activations are bf16 in ever
 Mixed recipes (a master copy in the recipe registry: bf16, fp16, fp8) keep an fp32 master copy of
 every parameter; AdamW runs on the masters with fp32 gradients (FSDP2 reduce_dtype=fp32), and the
 updated masters are copied back to the compute weights. Pure recipes run AdamW on the compute-dtype
-weights themselves. What a recipe is comes from precision.py; this module only maps it to torch.
+weights themselves. Low-precision linears come from the recipe's converter, the one the trainer
+runs (runtime/converters.py). What a recipe is comes from precision.py; this module only maps it
+to torch.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainplan.precision import recipe, torch_dtype_name
+from trainplan.runtime.converters import Converter, for_recipe
 
 # A constant loss scale stands in for dynamic loss scaling on fake tensors (2**16, torch.amp
 # GradScaler's init_scale).
@@ -26,37 +29,14 @@ class RecipeSetup:
     compute_dtype: str  # "bfloat16" | "float16"
     master_weights: bool  # fp32 master copy + fp32 grads + fp32 AdamW states
     loss_scale: float  # fp16 dynamic loss scaling (a constant on fake tensors)
-    fp8: str | None  # torchao Float8 recipe name, or None
+    converter: Converter | None  # swaps the linears for the recipe's low-precision ones, or None
 
 
 def setup(name: str) -> RecipeSetup:
     """How the tracer runs recipe `name` (one the tracer runs: trace.settings.PRECISIONS)."""
     r = recipe(name)
-    lp = r.low_precision
-    fp8 = lp.converter_recipe if lp is not None and lp.converter == "torchao_float8" else None
-    return RecipeSetup(torch_dtype_name(r.compute_dtype), not r.pure, _LOSS_SCALE if r.loss_scaling else 1.0, fp8)
-
-
-def convert_fp8(model, recipe: str) -> int:
-    """Swap nn.Linear layers of the decoder for torchao Float8Linear; returns how many were swapped.
-
-    The LM head stays in bf16 (torchtitan and torchao skip it: its shape and the loss are
-    precision-sensitive), and so does the MoE router.
-    """
-    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
-
-    cfg = Float8LinearConfig.from_recipe_name(recipe)
-    swapped = []
-
-    def keep(mod, fqn: str) -> bool:
-        ok = "lm_head" not in fqn and not fqn.endswith(("gate", "router")) and \
-            mod.in_features % 16 == 0 and mod.out_features % 16 == 0
-        if ok:
-            swapped.append(fqn)
-        return ok
-
-    convert_to_float8_training(model, config=cfg, module_filter_fn=keep)
-    return len(swapped)
+    return RecipeSetup(torch_dtype_name(r.compute_dtype), not r.pure, _LOSS_SCALE if r.loss_scaling else 1.0,
+                       for_recipe(r))
 
 
 class MasterWeights:

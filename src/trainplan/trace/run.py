@@ -26,7 +26,7 @@ import time
 from trainplan.errors import TrainplanError
 from trainplan.trace._deps import require_torch
 from trainplan.trace.config import hf_config_object, layer_kinds, num_layers, slice_config
-from trainplan.trace.precision import MasterWeights, convert_fp8
+from trainplan.trace.precision import MasterWeights
 from trainplan.trace.precision import setup as recipe_setup
 from trainplan.trace.result import LayerTrace, TraceResult
 from trainplan.trace.settings import TraceSettings
@@ -141,7 +141,7 @@ def trace_config(cfg: dict, s: TraceSettings, progress=None) -> TraceResult:
             model.train()
             layers, layers_fqn = _decoder_layers(model, k)
             kinds = layer_kinds(sliced)
-            n_fp8 = convert_fp8(model, setup.fp8) if setup.fp8 else 0
+            n_fp8 = setup.converter.convert(model) if setup.converter else 0
             from trainplan.trace.policies import apply_ac
 
             partial = max(1, k // 2) if s.ac == "partial" else 0

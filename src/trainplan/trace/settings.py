@@ -11,7 +11,7 @@ from trainplan.errors import TrainplanError
 from trainplan.precision import DEFAULT, recipe, registry
 
 # Precision recipes the tracer can run: those the runtime has a converter for (the low-precision
-# ones run through torchao's float8 conversion, trace/precision.py); the others (block-scaled
+# ones run through the trainer's own converter, runtime/converters.py); the others (block-scaled
 # formats) need Blackwell kernels and have no CPU meta path.
 PRECISIONS = tuple(r.name for r in registry().values() if r.runnable)
 # Checkpointing policies, as in layout.AC_MODES (offload is full recompute + a host copy: on the

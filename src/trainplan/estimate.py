@@ -42,7 +42,7 @@ class Estimate:
     mfu_noncausal: float  # Megatron / torchtitan convention: full s x s attention counted
     hfu: float
     cost: Cost
-    binding: str  # memory | compute | communication | bubble
+    binding: str  # one of BINDINGS
     band: tuple[float, float]  # tokens/s per GPU, low and high, from the cross-validated error
     profile: str
     goodput: Goodput | None = None  # failures and checkpoint saves (costs/goodput.py)
@@ -194,6 +194,9 @@ def _number(v) -> bool:
     import math
 
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+BINDINGS = ("memory", "compute", "communication", "bubble", "host offload")  # what _binding names
 
 
 def _binding(t: StepTime, fits: bool) -> str:

@@ -19,9 +19,10 @@ DEFAULT_INSTANCES = "ml.p6-b200.48xlarge,ml.p5en.48xlarge,ml.p5.48xlarge,ml.p4de
 
 def add_arguments(p) -> None:
     from trainplan.commands._common import positive_int, tokens
+    from trainplan.parsing import comma_list
 
     p.add_argument("--model", default="llama-3.1-70b", help="catalog name or HF config.json path")
-    p.add_argument("--instances", default=DEFAULT_INSTANCES, help="comma list of instance types")
+    p.add_argument("--instances", type=comma_list, default=DEFAULT_INSTANCES, help="comma list of instance types")
     p.add_argument("--tokens", type=tokens, default=0, help="token budget, e.g. 15T, 300B")
     p.add_argument("--seq-len", type=positive_int, default=8192)
     p.add_argument("--allow-long-context", action="store_true",
@@ -72,7 +73,7 @@ def run(args) -> int:
 
     model = resolve(args.model)
     check_context(model, args.seq_len, args.allow_long_context)
-    nodes = [find_node(n) for n in args.instances.split(",") if n.strip()]
+    nodes = [find_node(n) for n in args.instances]
     check_machine_gpu(args.machine, (n.gpu.name for n in nodes))
     ev = evaluator(args.profile, args.machine) if args.machine else evaluator(args.profile)
     rows = [compare_one(model, n, args, ev) for n in nodes]

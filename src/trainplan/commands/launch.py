@@ -108,6 +108,10 @@ def options_from_args(args, parser_defaults: dict | None = None):
         if target.name not in owners and dest in defaults and getattr(args, dest) != defaults[dest]:
             raise TrainplanError(f"{flag} is an option of launch {' and '.join(sorted(owners))}, "
                                  f"not of launch {target.name}")
+    for d in args.data:
+        if not d.strip():
+            raise TrainplanError(f"--data {d!r} is empty; give a path (or an s3:// prefix), or leave --data out "
+                                 "for the plan's data")
     common = LaunchOptions(plan_path=str(Path(args.plan).resolve()), job_name=args.job_name, steps=args.steps,
                            out_dir=args.out, checkpoint_dir=args.checkpoint_dir, data=tuple(args.data),
                            probe=args.probe)
@@ -130,6 +134,8 @@ def run(args) -> int:
 
         raise TrainplanError("--probe-nodes applies to --probe only; add --probe or drop it")
     rendered = target.check(render(target.name, plan, options))
+    if not args.probe:
+        target.check_inputs(plan, options, not args.dry_run)  # before anything starts (local: here)
     if args.dry_run:
         if args.json:
             print_json(rendered.to_dict())

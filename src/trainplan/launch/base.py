@@ -79,6 +79,10 @@ class Target:
     submit: Callable[..., tuple[int, str]]
     check: Callable[[Rendered], Rendered] = lambda rendered: rendered
     preflight: Callable[[], None] = lambda: None  # before the plan is read (sagemaker: the SDK is there)
+    # check_inputs(plan, options, starting): what this machine can check of the run before anything
+    # starts (local: the data, directories and host memory the ranks here will use); `starting`
+    # False for a dry run, which leaves out the machine's resources
+    check_inputs: Callable[..., None] = lambda plan, options, starting: None
 
 
 _JOB_NAME_OK = re.compile(r"[^a-zA-Z0-9-]+")

@@ -58,12 +58,12 @@ class SlurmOptions(LaunchOptions):
 # "days-hours:minutes:seconds"; 0 asks for no limit. The first field is unbounded, the ones after
 # it are clock fields (hours < 24, minutes and seconds < 60).
 _SLURM_TIME = (
-    (re.compile(r"(\d+)"), (60,)),
-    (re.compile(r"(\d+):(\d+)"), (60, 1)),
-    (re.compile(r"(\d+):(\d+):(\d+)"), (3600, 60, 1)),
-    (re.compile(r"(\d+)-(\d+)"), (86400, 3600)),
-    (re.compile(r"(\d+)-(\d+):(\d+)"), (86400, 3600, 60)),
-    (re.compile(r"(\d+)-(\d+):(\d+):(\d+)"), (86400, 3600, 60, 1)),
+    (re.compile(r"([0-9]+)"), (60,)),
+    (re.compile(r"([0-9]+):([0-9]+)"), (60, 1)),
+    (re.compile(r"([0-9]+):([0-9]+):([0-9]+)"), (3600, 60, 1)),
+    (re.compile(r"([0-9]+)-([0-9]+)"), (86400, 3600)),
+    (re.compile(r"([0-9]+)-([0-9]+):([0-9]+)"), (86400, 3600, 60)),
+    (re.compile(r"([0-9]+)-([0-9]+):([0-9]+):([0-9]+)"), (86400, 3600, 60, 1)),
 )
 _CLOCK = {3600: 24, 60: 60, 1: 60}  # a field after the first, in seconds per unit -> its bound
 

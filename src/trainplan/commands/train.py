@@ -138,8 +138,9 @@ def _note(signum) -> None:
 
 
 def run(args) -> int:
-    out = Path(args.out or f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}")
-    check_output(out, "--out", directory=True)  # before any process starts, not at its first write
+    out = args.out if args.out is not None else f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}"
+    check_output(out, "--out", directory=True)  # before any process starts, not at its first write ('' too)
+    out = Path(out)
     nproc = _nproc(args)
     plan = _run_plan(args, nproc)
     checked = _check_inputs(args, plan, out)

@@ -54,7 +54,11 @@ class HFTokenizer:
             p = p / "tokenizer.json"
         if not p.is_file():
             raise TrainplanError(f"tokenizer {str(p)!r} does not exist; give a local tokenizer.json")
-        self._tok = Tokenizer.from_file(str(p))
+        try:
+            self._tok = Tokenizer.from_file(str(p))
+        except Exception as e:  # the Rust library raises a bare Exception for a file it cannot parse
+            raise TrainplanError(f"tokenizer {str(p)!r} is not a tokenizer.json the tokenizers library reads "
+                                 f"({' '.join(str(e).split())[:120]})") from None
         self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
         eos = next((self._tok.token_to_id(t) for t in ("</s>", "<|endoftext|>", "<|end_of_text|>", "<eos>")
                     if self._tok.token_to_id(t) is not None), None)

@@ -9,8 +9,9 @@ from dataclasses import replace
 import pytest
 from launch_fixtures import TINY, make_plan
 
+from trainplan.commands.launch import check_local_run
 from trainplan.errors import TrainplanError
-from trainplan.launch.local import LocalOptions, check_inputs
+from trainplan.launch.local import LocalOptions
 from trainplan.launch.slurm import slurm_time, time_limit_s
 from trainplan.models import resolve
 from trainplan.models.params import count_params
@@ -70,8 +71,8 @@ def test_starting_a_plan_on_other_processes_needs_fit_world():
     plan = make_plan(nodes=1, model=replace(TINY, vocab_size=512), seq_len=128)  # 8 GPUs; the byte tokenizer's 259 fit
     options = LocalOptions(nnodes=1, nproc_per_node=2, device="cpu")
     with pytest.raises(TrainplanError, match="pass --fit-world"):
-        check_inputs(plan, options, starting=True)
-    check_inputs(plan, options, starting=False)  # a dry run only notes it
+        check_local_run(plan, options, starting=True)
+    check_local_run(plan, options, starting=False)  # a dry run only notes it
 
 
 # ---- host memory ------------------------------------------------------------------------------
@@ -125,8 +126,8 @@ def test_launch_local_refuses_ranks_that_do_not_fit(monkeypatch):
     plan = make_plan(nodes=1, model=resolve("llama-3.1-8b"), seq_len=1024)
     options = LocalOptions(nnodes=1, nproc_per_node=2, device="cpu", fit_world=True, steps=2)
     with pytest.raises(TrainplanError, match="llama-3.1-8b needs ~.* for 2 rank"):
-        check_inputs(plan, options, starting=True)
-    check_inputs(plan, options, starting=False)  # a dry run does not ask this machine
+        check_local_run(plan, options, starting=True)
+    check_local_run(plan, options, starting=False)  # a dry run does not ask this machine
 
 
 def test_available_memory_reads_meminfo_and_the_cgroup_limit(tmp_path):

@@ -134,8 +134,8 @@ def run(args) -> int:
 
         raise TrainplanError("--probe-nodes applies to --probe only; add --probe or drop it")
     rendered = target.check(render(target.name, plan, options))
-    if not args.probe:
-        target.check_inputs(plan, options, not args.dry_run)  # before anything starts (local: here)
+    if target.runs_here and not args.probe:
+        check_local_run(plan, options, starting=not args.dry_run)
     if args.dry_run:
         if args.json:
             print_json(rendered.to_dict())
@@ -149,6 +149,31 @@ def run(args) -> int:
     code, message = target.submit(rendered, Path(args.plan).resolve().parent)
     print(message, file=sys.stderr if code else sys.stdout)
     return code
+
+
+def check_local_run(plan, options, starting: bool) -> None:
+    """The ranks run here (launch local): their inputs are checked here before torchrun starts
+    (runtime/inputs.py), and, when starting (not for a dry run), that the processes fit the plan
+    (they would fail at their first collective otherwise) and the ranks of this node its memory
+    (runtime/host_memory.py)."""
+    from trainplan.errors import TrainplanError
+    from trainplan.runtime.host_memory import check_host_memory
+    from trainplan.runtime.inputs import check_run
+    from trainplan.runtime.world import fit_to_world
+
+    nnodes = options.nnodes or plan.job.cluster.nodes
+    nproc = options.nproc_per_node or plan.job.cluster.node.gpus_per_node
+    world = nnodes * nproc
+    if options.fit_world:
+        plan = fit_to_world(plan, world)
+    elif starting and world != plan.layout.num_gpus:
+        raise TrainplanError(f"{nnodes} node(s) x {nproc} process(es) = {world}, but the plan's layout is for "
+                             f"{plan.layout.num_gpus} GPUs; pass --fit-world to rescale its data-parallel degree, "
+                             "or start as many processes as it has GPUs")
+    checked = check_run(plan, data=",".join(options.data) if options.data else None, out=options.out_dir or None,
+                        steps=options.steps, device=options.device)
+    if starting:
+        check_host_memory(plan, nproc, options.device, checked.steps, checked.data_tokens)
 
 
 def probe_plan(plan, nodes: int):

@@ -79,10 +79,9 @@ class Target:
     submit: Callable[..., tuple[int, str]]
     check: Callable[[Rendered], Rendered] = lambda rendered: rendered
     preflight: Callable[[], None] = lambda: None  # before the plan is read (sagemaker: the SDK is there)
-    # check_inputs(plan, options, starting): what this machine can check of the run before anything
-    # starts (local: the data, directories and host memory the ranks here will use); `starting`
-    # False for a dry run, which leaves out the machine's resources
-    check_inputs: Callable[..., None] = lambda plan, options, starting: None
+    # the ranks run on this machine (local): `launch` checks their inputs and this machine's memory
+    # here before they start (commands/launch.py check_local_run)
+    runs_here: bool = False
 
 
 _JOB_NAME_OK = re.compile(r"[^a-zA-Z0-9-]+")

@@ -132,28 +132,5 @@ def submit(rendered: Rendered, workdir=".") -> tuple[int, str]:
     return code, f"torchrun exited with {code}{after}"
 
 
-def check_inputs(plan, options: LocalOptions, starting: bool) -> None:
-    """The ranks run here: their inputs are checked here, before torchrun starts (runtime/inputs.py),
-    and, when starting, whether the ranks of this node fit its memory (runtime/host_memory.py)
-    and the processes fit the plan (they would fail at their first collective otherwise)."""
-    from trainplan.runtime.host_memory import check_host_memory
-    from trainplan.runtime.inputs import check_run
-    from trainplan.runtime.world import fit_to_world
-
-    nnodes = options.nnodes or plan.job.cluster.nodes
-    nproc = options.nproc_per_node or plan.job.cluster.node.gpus_per_node
-    world = nnodes * nproc
-    if options.fit_world:
-        plan = fit_to_world(plan, world)
-    elif starting and world != plan.layout.num_gpus:
-        raise TrainplanError(f"{nnodes} node(s) x {nproc} process(es) = {world}, but the plan's layout is for "
-                             f"{plan.layout.num_gpus} GPUs; pass --fit-world to rescale its data-parallel degree, "
-                             "or start as many processes as it has GPUs")
-    checked = check_run(plan, data=",".join(options.data) if options.data else None, out=options.out_dir or None,
-                        steps=options.steps, device=options.device)
-    if starting:
-        check_host_memory(plan, nproc, options.device, checked.steps, checked.data_tokens)
-
-
 TARGET = Target(NAME, "torchrun on this machine (one node, or one of several)", LocalOptions,
-                add_arguments, from_args, render, submit, check_inputs=check_inputs)
+                add_arguments, from_args, render, submit, runs_here=True)

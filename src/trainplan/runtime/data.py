@@ -56,7 +56,7 @@ class HFTokenizer:
             raise TrainplanError(f"tokenizer {str(p)!r} does not exist; give a local tokenizer.json")
         try:
             self._tok = Tokenizer.from_file(str(p))
-        except Exception as e:  # the Rust library raises a bare Exception for a file it cannot parse
+        except Exception as e:  # noqa: BLE001 (the Rust library raises a bare Exception for a file it cannot parse)
             raise TrainplanError(f"tokenizer {str(p)!r} is not a tokenizer.json the tokenizers library reads "
                                  f"({' '.join(str(e).split())[:120]})") from None
         self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)

@@ -47,7 +47,7 @@ class Estimate:
     peak_tflops_per_gpu: float  # the denominator of mfu, mfu_noncausal and hfu (bf16 dense)
     recipe_peak_tflops_per_gpu: float  # the denominator of mfu_recipe_peak
     cost: Cost
-    binding: str  # memory | compute | communication | bubble
+    binding: str  # one of BINDINGS
     band: tuple[float, float]  # tokens/s per GPU, low and high, from the cross-validated error
     profile: str
     goodput: Goodput | None = None  # failures and checkpoint saves (costs/goodput.py)
@@ -212,6 +212,9 @@ def _number(v) -> bool:
     import math
 
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+BINDINGS = ("memory", "compute", "communication", "bubble", "host offload")  # what _binding names
 
 
 def _binding(t: StepTime, fits: bool) -> str:

@@ -365,6 +365,11 @@ def check_layout(job, layout: Layout) -> None:
         raise TrainplanError(
             f"tp={L.tp} and the {m.num_kv_heads} key/value heads of {m.name} do not divide one another"
         )
+    if L.vp > 1 and L.pp == 1:
+        # virtual stages interleave chunks of the layers over the pipeline ranks (Megatron-Core's
+        # --num-layers-per-virtual-pipeline-stage needs pipeline parallelism); with one rank there is none
+        raise TrainplanError(f"vp={L.vp} needs pipeline parallelism (pp > 1): virtual stages interleave layer chunks "
+                             "over the pipeline ranks; use vp=1, or pp > 1")
     check_split(m.num_layers, L.pp, L.vp, L.uneven)
     if L.vp > 1 and L.pp_schedule != "interleaved":
         raise TrainplanError(f"vp={L.vp} needs pp_schedule 'interleaved'")
@@ -417,6 +422,8 @@ def expert_refusal(m, L: Layout) -> str | None:
     such candidates."""
     if L.etp is not None and L.etp <= 0:
         return f"etp must be a positive integer or null, got {L.etp}"
+    if L.etp is not None and m.moe is None:
+        return f"etp={L.etp} splits routed experts, but {m.name} has none (a dense model); leave etp out"
     etp = expert_tp(L)
     if L.tp % etp:
         return (f"etp={etp} with tp={L.tp}: etp must divide tp (the expert tensor-parallel group lies inside "

@@ -161,6 +161,17 @@ def read_toml(path: Path) -> dict:
         return tomllib.load(f)
 
 
+def comma_list(text: str) -> tuple[str, ...]:
+    """argparse type: NAME[,NAME...] (--instances, --instance): the names, stripped; an empty list
+    or an empty name between commas is refused rather than read as 'none' or 'the default'."""
+    items = tuple(s.strip() for s in text.split(","))
+    if not any(items):
+        raise argparse.ArgumentTypeError(f"expected one or more comma-separated names, got {text!r}")
+    if not all(items):
+        raise argparse.ArgumentTypeError(f"empty name in the comma list {text!r}")
+    return items
+
+
 # ---- paths a command will write: checked when the flags are read ---------------------------
 def output_file(text: str) -> str:
     """argparse type: a file the command can write later (--out, --html, --fit).
@@ -173,6 +184,16 @@ def output_file(text: str) -> str:
     if p.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a directory; give a file name")
     _writable_parent(p.parent, text)
+    return text
+
+
+def output_file_in_dir(text: str) -> str:
+    """argparse type: output_file whose directory exists already (--html): a report is written
+    into a directory, never creates one (a mistyped path would otherwise make directories at /)."""
+    output_file(text)
+    parent = Path(text).expanduser().parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r}: directory {str(parent)!r} does not exist; create it first")
     return text
 
 

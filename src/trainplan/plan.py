@@ -33,7 +33,7 @@ from pathlib import Path
 
 from trainplan import __version__
 from trainplan.errors import TrainplanError
-from trainplan.estimate import Estimate, estimate_from_dict
+from trainplan.estimate import BINDINGS, Estimate, estimate_from_dict
 from trainplan.hardware import Cluster, find_node
 from trainplan.job import MAX_TOKENS, OPTIMIZERS, Job, Workload
 from trainplan.layout import Layout, check_layout, layout_from_dict
@@ -160,6 +160,10 @@ def train_from_dict(td: dict, where: str) -> TrainSettings:
         if k in TRAIN_RANGES and not _in_range(v, *TRAIN_RANGES[k]):
             lo, hi, open_lo = TRAIN_RANGES[k]
             raise TrainplanError(f"{where}: {k} must be {'>' if open_lo else '>='} {lo:g} and <= {hi:g}, got {v!r}")
+    steps, warmup = td.get("steps", TrainSettings.steps), td.get("warmup_steps", TrainSettings.warmup_steps)
+    if steps and warmup > steps:  # steps 0: derived from the token budget, checked where it is
+        raise TrainplanError(f"{where}: warmup_steps {warmup} is longer than the run's {steps} steps; "
+                             f"use warmup_steps <= steps")
     if "betas" in td:
         if not all(0 <= b < 1 for b in td["betas"]):
             raise TrainplanError(f"{where}: betas must be two numbers in [0, 1), got {td['betas']!r}")
@@ -267,11 +271,61 @@ def read_estimate(d: dict | None, where: str, created_by: str = "unknown") -> Es
     if d is None:
         return None
     try:
-        return estimate_from_dict(d, where)
+        est = estimate_from_dict(d, where)
+        _check_estimate(d, est, where)
     except TrainplanError as e:
         raise TrainplanError(
             f"{e} (this {SCHEMA} estimate was written by {created_by}; re-create the plan with "
             f"trainplan {__version__}: `trainplan plan --out`)") from None
+    return est
+
+
+# What a step takes, so a number of zero or less cannot be a prediction.
+_POSITIVE = ("tokens_per_s", "tokens_per_s_per_gpu", "step_time_s", "flops_per_step", "hardware_flops_per_step",
+             "mfu", "hfu")
+
+
+def _check_estimate(d: dict, est: Estimate, where: str) -> None:
+    """What estimate_from_dict reads is what the planner wrote: every key Estimate.to_dict()
+    writes is there (goodput and machine included: every writer since they were added writes them), the derived ones (totals, GiB, step_time_s) agree with the parts they come
+    from, every number is >= 0 (the quantities and the band), and tokens/s, step time, FLOPs and
+    MFU are > 0. A plan edited by hand or by a script is refused here, in one line, rather than
+    shown or launched with numbers the planner never made."""
+    import math
+
+    from trainplan.costs.activations import GROUPS
+
+    written = est.to_dict()
+    if est.memory is not None and set(est.memory.activation_groups) != set(GROUPS):
+        missing = sorted(set(GROUPS) - set(est.memory.activation_groups))
+        raise TrainplanError(f"{where}: memory.activation_groups must name every group ({', '.join(GROUPS)})"
+                             + (f"; missing {missing[0]!r}" if missing else ""))
+    if est.binding not in BINDINGS:
+        raise TrainplanError(f"{where}: binding must be one of {', '.join(BINDINGS)}, got {est.binding!r}")
+    todo = [(written, d, "")]
+    while todo:
+        want, got, path = todo.pop()
+        if isinstance(want, dict):
+            for k in want:
+                if not isinstance(got, dict) or k not in got:
+                    raise TrainplanError(f"{where}: missing key {path + k!r}")
+                todo.append((want[k], got[k], f"{path}{k}."))
+        elif isinstance(want, list):
+            todo += [(w, g, f"{path[:-1]}[{i}].") for i, (w, g) in enumerate(zip(want, got))]
+        elif isinstance(want, (int, float)) and not isinstance(want, bool):
+            name = path[:-1]
+            ok = isinstance(got, (int, float)) and not isinstance(got, bool) and math.isclose(got, want, rel_tol=1e-9)
+            if not ok:
+                raise TrainplanError(f"{where}: {name} is {got!r} but the estimate's own parts give {want!r}; "
+                                     "the estimate was edited")
+            if not want >= 0:
+                raise TrainplanError(f"{where}: {name} must be a number >= 0, got {want!r}")
+    for k in _POSITIVE:
+        if not written[k] > 0:
+            raise TrainplanError(f"{where}: {k} must be > 0, got {written[k]!r}")
+    low, high = est.band
+    if not 0 < low <= high:
+        raise TrainplanError(f"{where}: band must be two numbers 0 < low <= high, got {list(est.band)!r}")
 
 
 def load_plan(path: str | Path) -> Plan:

@@ -105,6 +105,30 @@ def check_own_model(model) -> None:
                              f"{OTHER_STACK}")
 
 
+def hf_refusal(layout, hf_config: dict | None) -> str | None:
+    """Why the trainer cannot run `layout` through the Hugging Face model (--hf, runtime/build.py
+    build_hf_model), or None: it needs the config.json the plan came from, and the HF model has
+    neither pipeline stages (runtime/pipeline.py cuts trainplan's own decoder), nor expert
+    parallelism (runtime/moe.py splits the trainer's own experts), nor a capacity factor (it
+    routes with its own dropless code)."""
+    if not hf_config:
+        return "--hf needs a plan with hf_config (a plan made from a config.json)"
+    if layout.pp > 1:
+        return "pp > 1 is implemented for trainplan's own model, not for --hf models; use pp=1"
+    if layout.ep > 1:
+        return "ep > 1 is implemented for trainplan's own model, not for --hf models; use ep=1"
+    if layout.execution.moe_capacity_factor is not None:
+        return ("moe_capacity_factor is implemented for trainplan's own MoE layer; a --hf model routes with its "
+                "own (dropless) code: --set moe_capacity_factor=null, or drop --hf")
+    return None
+
+
+def check_hf(layout, hf_config: dict | None) -> None:
+    """Raise hf_refusal's one line, if any."""
+    if (why := hf_refusal(layout, hf_config)) is not None:
+        raise TrainplanError(why)
+
+
 def _hf_only(L, model) -> Refusal | None:
     """A model trainplan's own decoder does not build (own_model_gaps) runs in the trainer only
     through its Hugging Face code (runtime/build.py --hf), which has data parallelism and FSDP and

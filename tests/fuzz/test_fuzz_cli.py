@@ -27,6 +27,9 @@ PLAUSIBLE = {
     "--layout": ["bf16 ac=full mb=1 ga=1 dp=1x8(fsdp)", "fp8_tensorwise ac=none mb=2 ga=4 dp=1x4(zero1) tp=2"],
     "--max-runtime": ["36h", "2d", "90m"], "--max-wait": ["3d"], "--keep-alive": ["60"], "--tag": ["team=ml", "a="],
     "--ultraserver": ["u-1:2", "u:0"], "--job-name": ["run", "a" * 70, "-x-"], "--out": ["runs/x", "/tmp"],
+    "--time": ["2-00:00:00", "90", "1:30:00", "banana", "1:75:00"], "--warn-before": ["120", "60s", "3h"],
+    "--data": ["/nonexistent.jsonl", "", ",", "/tmp", "/etc/hostname"], "--tokenizer": ["/nonexistent.json", "", "/tmp"],
+    "--tensorboard": ["/proc/tb", "", "/etc/hostname/tb"],
 }
 
 
@@ -58,8 +61,9 @@ COMMANDS = {
     "hardware": (["hardware", "--json"], []),
     "launch": (["launch", "--dry-run", "--json"], ["--steps", "--nnodes", "--nproc-per-node", "--max-runtime",
                                                    "--max-wait", "--keep-alive", "--volume-gib", "--tag",
-                                                   "--ultraserver", "--job-name", "--efa-devices"]),
-    "train": (["train", "--dry-run"], ["--steps", "--nproc", "--out"]),
+                                                   "--ultraserver", "--job-name", "--efa-devices", "--time",
+                                                   "--warn-before", "--data"]),
+    "train": (["train", "--dry-run"], ["--steps", "--nproc", "--out", "--data", "--tokenizer", "--tensorboard"]),
 }
 
 

@@ -147,7 +147,8 @@ MIXTRAL = dict(LLAMA, model_type="mixtral", num_key_value_heads=4, num_local_exp
     (dict(MIXTRAL, num_experts_per_tok=9), "top-9 routing needs 1 <= experts per token <= the 8 experts"),
     (dict(LLAMA, hidden_size=1 << 21), "hidden_size 2,097,152 is beyond the limit of 1,048,576"),
     (dict(LLAMA, num_hidden_layers=10**6), "num_layers 1,000,000 is beyond the limit of 4,096"),
-    (dict(LLAMA, num_attention_heads=128), "head_dim must be positive, got 0"),  # 64 // 128
+    (dict(LLAMA, num_attention_heads=128), "hidden_size 64 is not a multiple of num_attention_heads 128"),
+    (dict(LLAMA, num_attention_heads=128, head_dim=0), "field 'head_dim' must be a positive integer, got 0"),
     ({"model_type": "gpt2", "n_embd": 100, "n_head": 3, "n_layer": 2, "vocab_size": 50},
      "n_embd 100 is not a multiple of n_head 3"),
     (dict(LLAMA, model_type="qwen3_moe", num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,

@@ -71,6 +71,7 @@ def test_validate_command_and_report_print_one_rendering(cli, tmp_path):
 @pytest.mark.parametrize("name", ["plan.json", "plan_out.json", "compare.json", "validate.json"])
 def test_html_for_each_kind(cli, files, tmp_path, name):
     target = tmp_path / "r" / "report.html"
+    target.parent.mkdir()  # --html writes into a directory, never creates one (parsing.output_file_in_dir)
     code, out, err = cli("report", files[name], "--html", str(target))
     assert (code, out) == (0, "")
     assert err == f"wrote {target}\n"  # stderr: stdout stays for data

@@ -24,9 +24,10 @@ DEFAULT_INSTANCES = "ml.p6-b200.48xlarge,ml.p5en.48xlarge,ml.p5.48xlarge,ml.p4de
 
 def add_arguments(p) -> None:
     from trainplan.commands._common import positive_int, positive_number, tokens
+    from trainplan.parsing import comma_list
 
     p.add_argument("--model", default="llama-3.1-70b", help="catalog name or HF config.json path")
-    p.add_argument("--instances", default=DEFAULT_INSTANCES, help="comma list of instance types")
+    p.add_argument("--instances", type=comma_list, default=DEFAULT_INSTANCES, help="comma list of instance types")
     p.add_argument("--tokens", type=tokens, default=0, help="tokens to train, e.g. 15T, 300B (needed by --days "
                    "and --budget)")
     p.add_argument("--days", type=positive_number, default=None,
@@ -90,7 +91,6 @@ def compare_one(model, node, args, ev) -> list[dict]:
 def run(args) -> int:
     from trainplan.commands._common import print_json
     from trainplan.commands.plan import evaluator
-    from trainplan.errors import TrainplanError
     from trainplan.hardware import find_node
     from trainplan.models import resolve
     from trainplan.models.checks import check_context
@@ -100,9 +100,7 @@ def run(args) -> int:
     goal.check()
     model = resolve(args.model)
     check_context(model, args.seq_len, args.allow_long_context)
-    nodes = [find_node(n) for n in args.instances.split(",") if n.strip()]
-    if not nodes:
-        raise TrainplanError(f"--instances names no instance type: {args.instances!r}")
+    nodes = [find_node(n) for n in args.instances]
     check_machine_gpu(args.machine, (n.gpu.name for n in nodes))
     ev = evaluator(args.profile, args.machine) if args.machine else evaluator(args.profile)
     rows = [row for n in nodes for row in compare_one(model, n, args, ev)]

@@ -108,6 +108,10 @@ def options_from_args(args, parser_defaults: dict | None = None):
         if target.name not in owners and dest in defaults and getattr(args, dest) != defaults[dest]:
             raise TrainplanError(f"{flag} is an option of launch {' and '.join(sorted(owners))}, "
                                  f"not of launch {target.name}")
+    for d in args.data:
+        if not d.strip():
+            raise TrainplanError(f"--data {d!r} is empty; give a path (or an s3:// prefix), or leave --data out "
+                                 "for the plan's data")
     common = LaunchOptions(plan_path=str(Path(args.plan).resolve()), job_name=args.job_name, steps=args.steps,
                            out_dir=args.out, checkpoint_dir=args.checkpoint_dir, data=tuple(args.data),
                            probe=args.probe)
@@ -130,6 +134,8 @@ def run(args) -> int:
 
         raise TrainplanError("--probe-nodes applies to --probe only; add --probe or drop it")
     rendered = target.check(render(target.name, plan, options))
+    if target.runs_here and not args.probe:
+        check_local_run(plan, options, starting=not args.dry_run)
     if args.dry_run:
         if args.json:
             print_json(rendered.to_dict())
@@ -143,6 +149,31 @@ def run(args) -> int:
     code, message = target.submit(rendered, Path(args.plan).resolve().parent)
     print(message, file=sys.stderr if code else sys.stdout)
     return code
+
+
+def check_local_run(plan, options, starting: bool) -> None:
+    """The ranks run here (launch local): their inputs are checked here before torchrun starts
+    (runtime/inputs.py), and, when starting (not for a dry run), that the processes fit the plan
+    (they would fail at their first collective otherwise) and the ranks of this node its memory
+    (runtime/host_memory.py)."""
+    from trainplan.errors import TrainplanError
+    from trainplan.runtime.host_memory import check_host_memory
+    from trainplan.runtime.inputs import check_run
+    from trainplan.runtime.world import fit_to_world
+
+    nnodes = options.nnodes or plan.job.cluster.nodes
+    nproc = options.nproc_per_node or plan.job.cluster.node.gpus_per_node
+    world = nnodes * nproc
+    if options.fit_world:
+        plan = fit_to_world(plan, world)
+    elif starting and world != plan.layout.num_gpus:
+        raise TrainplanError(f"{nnodes} node(s) x {nproc} process(es) = {world}, but the plan's layout is for "
+                             f"{plan.layout.num_gpus} GPUs; pass --fit-world to rescale its data-parallel degree, "
+                             "or start as many processes as it has GPUs")
+    checked = check_run(plan, data=",".join(options.data) if options.data else None, out=options.out_dir or None,
+                        steps=options.steps, device=options.device)
+    if starting:
+        check_host_memory(plan, nproc, options.device, checked.steps, checked.data_tokens)
 
 
 def probe_plan(plan, nodes: int):

@@ -24,11 +24,11 @@ WIDTH = 80
 
 def add_arguments(p) -> None:
     from trainplan.commands._common import fraction, positive_int, positive_number, tokens
-    from trainplan.parsing import output_file
+    from trainplan.parsing import comma_list, output_file
     from trainplan.search.objectives import OBJECTIVES
 
     p.add_argument("--model", default=DEFAULT_MODEL, help="catalog name or HF config.json path")
-    p.add_argument("--instance", default=None,
+    p.add_argument("--instance", type=comma_list, default=None,
                    help=f"instance type, or a comma list (default {DEFAULT_INSTANCE}; "
                         "cost and time: every priced SageMaker instance)")
     p.add_argument("--nodes", type=positive_int, default=None, help="a fixed number of nodes")
@@ -69,12 +69,12 @@ def add_arguments(p) -> None:
 
 # ---- flags -> Query ------------------------------------------------------------------------------
 
-def instances(text: str | None, priority: str, price: float | None) -> tuple:
+def instances(names: tuple[str, ...] | None, priority: str, price: float | None) -> tuple:
     from trainplan.hardware import find_node, nodes, with_price
     from trainplan.search.objectives import objective
 
-    if text:
-        found = [find_node(n) for n in text.split(",") if n.strip()]
+    if names:
+        found = [find_node(n) for n in names]
     elif objective(priority).chooses_count:
         found = [n for n in nodes().values() if n.sagemaker and n.price_per_hour is not None]
     else:

@@ -14,10 +14,10 @@ HELP = "show a plan.json (or plan/compare/validate --json output) as a table or 
 
 
 def add_arguments(p) -> None:
-    from trainplan.parsing import output_file
+    from trainplan.parsing import output_file_in_dir
 
     p.add_argument("file", help="plan.json, or JSON saved from `trainplan plan|compare|validate --json`")
-    p.add_argument("--html", metavar="FILE", type=output_file, help="write a self-contained HTML report with plots")
+    p.add_argument("--html", metavar="FILE", type=output_file_in_dir, help="write a self-contained HTML report with plots")
     p.add_argument("--json", action="store_true", help="print the numbers the report shows as JSON")
     p.add_argument("--dataset", metavar="FILE",
                    help="for validate output: the trainplan-validation/1 file it was run on "

@@ -74,28 +74,51 @@ def _nproc(args) -> int:
     return n
 
 
-def _preflight(args, nproc: int) -> None:
+def _run_plan(args, nproc: int):
+    """The plan as the ranks will run it: the plan.json (fitted to the processes with --fit-world),
+    or the demo on `nproc` processes."""
+    if args.plan:
+        from trainplan.plan import load_plan
+
+        plan = load_plan(args.plan)
+        if args.fit_world:
+            from trainplan.runtime.world import fit_to_world
+
+            plan = fit_to_world(plan, nproc)
+        return plan
+    from trainplan.runtime.demo import demo_model, demo_plan
+
+    return demo_plan(nproc, steps=args.steps or 30, model=demo_model(args.model), ep=args.ep or 1,
+                     tp=args.tp or 1, etp=args.etp)
+
+
+def _check_inputs(args, plan, out: Path):
+    """Every input the ranks would refuse, refused here in one line before any process starts
+    (runtime/inputs.py), without torch."""
+    from trainplan.runtime.inputs import check_run
+
+    return check_run(plan, data=args.data, tokenizer=args.tokenizer, out=out, tensorboard=args.tensorboard,
+                     hf=args.hf, steps=args.steps, device=args.device)
+
+
+def _preflight(args, plan, nproc: int, checked) -> None:
     """The checks every rank makes again, made once here before any process starts: a plan needs
-    a GPU unless --device cpu; the checkpoint directory must be writable with room for the
-    checkpoints kept, each as `nproc` ranks write it (checkpoint.expected_size)."""
-    import torch
-
+    a GPU unless --device cpu; the ranks on this machine must fit its memory (host_memory.py); the
+    checkpoint directory must be writable with room for the checkpoints kept. With --device cpu
+    the memory check comes before torch is imported."""
     from trainplan.runtime import preflight
+    from trainplan.runtime.host_memory import check_host_memory
 
-    preflight.choose_device(args.device, bool(args.plan), torch.cuda.is_available())
+    if args.device == "cpu":
+        kind = "cpu"
+    else:
+        import torch
+
+        kind = preflight.choose_device(args.device, bool(args.plan), torch.cuda.is_available())
+    check_host_memory(plan, nproc, kind, checked.steps, checked.data_tokens)
     if args.checkpoint_dir:
         from trainplan.runtime.checkpoint import expected_size
 
-        if args.plan:
-            from trainplan.plan import load_plan
-            from trainplan.runtime.world import fit_to_world
-
-            plan = load_plan(args.plan)
-            plan = fit_to_world(plan, nproc) if args.fit_world else plan
-        else:
-            from trainplan.runtime.demo import demo_model, demo_plan
-
-            plan = demo_plan(nproc, model=demo_model(args.model), ep=args.ep or 1, tp=args.tp or 1, etp=args.etp)
         preflight.check_checkpoint_dir(Path(args.checkpoint_dir), expected_size(plan, nproc, args.hf),
                                        args.keep_checkpoints or preflight.DEFAULT_KEEP)
 
@@ -117,16 +140,19 @@ def _note(signum) -> None:
 
 
 def run(args) -> int:
-    out = Path(args.out or f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}")
-    check_output(out, "--out", directory=True)  # before any process starts, not at its first write
+    out = args.out if args.out is not None else f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}"
+    check_output(out, "--out", directory=True)  # before any process starts, not at its first write ('' too)
+    out = Path(out)
     if args.checkpoint_every is not None and not args.checkpoint_dir:
         raise TrainplanError("--checkpoint-every needs --checkpoint-dir: where the checkpoints go")
     nproc = _nproc(args)
+    plan = _run_plan(args, nproc)
+    checked = _check_inputs(args, plan, out)
     argv = torchrun_argv(nproc, _runtime_args(args, out))
     if args.dry_run:
         print(" ".join(argv))
         return 0
-    _preflight(args, nproc)
+    _preflight(args, plan, nproc, checked)
     (out / "summary.json").unlink(missing_ok=True)
     # A stop signal (SIGTERM: a spot interruption, a scheduler's stop; SIGINT: Ctrl-C, which reaches
     # only us since torchrun runs in its own session; SIGUSR1: Slurm's warning) goes to the ranks

@@ -79,6 +79,9 @@ class Target:
     submit: Callable[..., tuple[int, str]]
     check: Callable[[Rendered], Rendered] = lambda rendered: rendered
     preflight: Callable[[], None] = lambda: None  # before the plan is read (sagemaker: the SDK is there)
+    # the ranks run on this machine (local): `launch` checks their inputs and this machine's memory
+    # here before they start (commands/launch.py check_local_run)
+    runs_here: bool = False
 
 
 _JOB_NAME_OK = re.compile(r"[^a-zA-Z0-9-]+")

@@ -133,4 +133,4 @@ def submit(rendered: Rendered, workdir=".") -> tuple[int, str]:
 
 
 TARGET = Target(NAME, "torchrun on this machine (one node, or one of several)", LocalOptions,
-                add_arguments, from_args, render, submit)
+                add_arguments, from_args, render, submit, runs_here=True)

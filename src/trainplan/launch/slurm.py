@@ -16,6 +16,8 @@ exits. scancel and preemption send SIGTERM, which torchrun passes on the same wa
 
 from __future__ import annotations
 
+import argparse
+import re
 import shlex
 import subprocess
 from dataclasses import dataclass
@@ -51,10 +53,49 @@ class SlurmOptions(LaunchOptions):
     warn_s: int = 120  # SIGUSR1 this long before the time limit: the trainer saves and exits
 
 
+# sbatch --time's formats (https://slurm.schedmd.com/sbatch.html#OPT_time): "minutes",
+# "minutes:seconds", "hours:minutes:seconds", "days-hours", "days-hours:minutes",
+# "days-hours:minutes:seconds"; 0 asks for no limit. The first field is unbounded, the ones after
+# it are clock fields (hours < 24, minutes and seconds < 60).
+_SLURM_TIME = (
+    (re.compile(r"([0-9]+)"), (60,)),
+    (re.compile(r"([0-9]+):([0-9]+)"), (60, 1)),
+    (re.compile(r"([0-9]+):([0-9]+):([0-9]+)"), (3600, 60, 1)),
+    (re.compile(r"([0-9]+)-([0-9]+)"), (86400, 3600)),
+    (re.compile(r"([0-9]+)-([0-9]+):([0-9]+)"), (86400, 3600, 60)),
+    (re.compile(r"([0-9]+)-([0-9]+):([0-9]+):([0-9]+)"), (86400, 3600, 60, 1)),
+)
+_CLOCK = {3600: 24, 60: 60, 1: 60}  # a field after the first, in seconds per unit -> its bound
+
+
+def slurm_time(text: str) -> str:
+    """argparse type: an sbatch --time limit in one of Slurm's formats, returned as given."""
+    t = text.strip()
+    for pattern, units in _SLURM_TIME:
+        if m := pattern.fullmatch(t):
+            values = [int(v) for v in m.groups()]
+            for v, unit in zip(values[1:], units[1:]):
+                if v >= _CLOCK[unit]:
+                    raise argparse.ArgumentTypeError(
+                        f"{text!r}: {v} is out of range for its field (hours < 24, minutes and seconds < 60)")
+            return t
+    raise argparse.ArgumentTypeError(
+        f"expected an sbatch time limit: minutes, minutes:seconds, hours:minutes:seconds, days-hours, "
+        f"days-hours:minutes or days-hours:minutes:seconds (e.g. 2-00:00:00), got {text!r}")
+
+
+def time_limit_s(text: str) -> int:
+    """Seconds of a limit slurm_time accepted (0: no limit)."""
+    for pattern, units in _SLURM_TIME:
+        if m := pattern.fullmatch(text):
+            return sum(int(v) * u for v, u in zip(m.groups(), units))
+    raise ValueError(text)
+
+
 def add_arguments(a) -> None:
     a.add("--partition", default="")
     a.add("--account", default="")
-    a.add("--time", default="", help="sbatch --time limit, e.g. 2-00:00:00")
+    a.add("--time", type=slurm_time, default=None, help="sbatch --time limit, e.g. 2-00:00:00")
     a.add("--venv", default="", help="virtual environment to activate on every node")
     a.add("--auto-resume", action="store_true",
           help="SageMaker HyperPod: replace a faulty node and restart from the last checkpoint")
@@ -63,7 +104,11 @@ def add_arguments(a) -> None:
 
 
 def from_args(args, common: dict) -> SlurmOptions:
-    return SlurmOptions(**common, partition=args.partition, account=args.account, time_limit=args.time,
+    if args.time and 0 < time_limit_s(args.time) <= args.warn_before:
+        raise TrainplanError(f"--time {args.time} ({time_limit_s(args.time)} s) leaves no time to train before "
+                             f"the SIGUSR1 --warn-before {args.warn_before} s: give a longer --time or a shorter "
+                             "--warn-before")
+    return SlurmOptions(**common, partition=args.partition, account=args.account, time_limit=args.time or "",
                         venv=args.venv, auto_resume=args.auto_resume, warn_s=args.warn_before)
 
 

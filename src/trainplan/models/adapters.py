@@ -14,6 +14,7 @@ from trainplan.errors import TrainplanError
 from trainplan.models.checks import check_spec
 from trainplan.models.config_reader import ConfigReader
 from trainplan.models.layers import DENSE, ffn_kinds
+from trainplan.models.rope import check_rope
 from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
 
 # hidden_act of a gated MLP (act(x W_gate) * x W_up) -> ModelSpec.mlp
@@ -43,10 +44,20 @@ def _base(c: ConfigReader, *, kv_default: int | None, max_pos_default: int) -> d
 
 
 def _head_dim(c: ConfigReader, base: dict, default: int | None) -> int:
-    """head_dim from the config; default None = hidden_size // num_attention_heads (HF rule)."""
-    fallback = base["hidden_size"] // base["num_heads"] if default is None else default
+    """head_dim from the config; default None = hidden_size // num_attention_heads (HF rule), which
+    then must divide exactly: 33 heads on hidden 4096 would give heads of 124 that cover 4092 of
+    the 4096 features, a typo rather than a model (transformers' own configs without a head_dim,
+    BERT's and GPT-2's, refuse it the same way)."""
     # Mistral and Mixtral treat head_dim: null like an absent head_dim.
-    return c.integer("head_dim", fallback) if c.data.get("head_dim") is not None else fallback
+    if c.data.get("head_dim") is not None:
+        return c.integer("head_dim")
+    if default is not None:
+        return default
+    hidden, heads = base["hidden_size"], base["num_heads"]
+    if hidden % heads:
+        raise TrainplanError(f"{c.where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}, "
+                             "and no head_dim is given; fix the config.json (or give head_dim)")
+    return hidden // heads
 
 
 def _sliding(c: ConfigReader, base: dict, window: int | None, pattern: Callable[[int], bool]):
@@ -318,4 +329,7 @@ def spec_from_config(config: dict, *, name: str, where: str, source: str = "") -
             f"{', '.join(sorted(ADAPTERS))}"
         )
     fields = ADAPTERS[model_type](ConfigReader(config, where, model_type))
-    return check_spec(ModelSpec(name=name, source=source, **fields), where)
+    spec = check_spec(ModelSpec(name=name, source=source, **fields), where)
+    if spec.position_embedding == "rope":
+        check_rope(config, where)
+    return spec

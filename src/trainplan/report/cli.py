@@ -23,9 +23,9 @@ KINDS = ("plan", "compare", "validate")
 
 
 def add_html_argument(parser) -> None:
-    from trainplan.parsing import output_file
+    from trainplan.parsing import output_file_in_dir
 
-    parser.add_argument("--html", metavar="FILE", type=output_file,
+    parser.add_argument("--html", metavar="FILE", type=output_file_in_dir,
                         help="also write a self-contained HTML report with plots (needs the report extra)")
 
 

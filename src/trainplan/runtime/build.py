@@ -13,7 +13,7 @@ from trainplan.runtime.dtypes import torch_dtype
 from trainplan.runtime.init import fill
 from trainplan.runtime.loss import chunks_for, lm_loss
 from trainplan.runtime.model import Decoder
-from trainplan.supports import check_own_model, check_runnable
+from trainplan.supports import check_hf, check_own_model, check_runnable
 
 
 class HFCausalLM(nn.Module):
@@ -83,15 +83,7 @@ def build_model(plan, mesh, device: torch.device, use_hf: bool):
     layout, spec = plan.layout, plan.job.model
     check_runnable(layout, device.type, spec)  # the trainer's own check (trainer.train did it too)
     if use_hf:
-        if not plan.hf_config:
-            raise TrainplanError("--hf needs a plan with hf_config (a plan made from a config.json)")
-        if layout.pp > 1:
-            raise TrainplanError("pp > 1 is implemented for trainplan's own model, not for --hf models; use pp=1")
-        if layout.ep > 1:
-            raise TrainplanError("ep > 1 is implemented for trainplan's own model, not for --hf models; use ep=1")
-        if layout.execution.moe_capacity_factor is not None:
-            raise TrainplanError("moe_capacity_factor is implemented for trainplan's own MoE layer; a --hf model "
-                                 "routes with its own (dropless) code: --set moe_capacity_factor=null, or drop --hf")
+        check_hf(layout, plan.hf_config)
         model = build_hf_model(plan.hf_config)
     else:
         check_own_model(spec)

@@ -56,11 +56,10 @@ def demo_plan(world: int, steps: int = 30, seq_len: int = 128, micro_batch: int 
     L = L.with_(dp_shard=world // others)
     job = Job(model, Cluster(node_for_world(find_node("ml.p5e.48xlarge"), world), 1),
               Workload(seq_len=seq_len, global_batch=L.micro_batch * L.grad_accum * L.dp))
-    if L.ep > 1 or L.tp > 1:
-        check_layout(job, L)  # ep or tp that does not divide the experts, heads or processes: one line
+    check_layout(job, L)  # ep, tp or etp that does not fit the experts, heads or processes: one line
     return Plan(
         job=job,
         layout=L,
-        train=TrainSettings(steps=steps, lr=3e-3, warmup_steps=3, weight_decay=0.1, checkpoint_every=0),
+        train=TrainSettings(steps=steps, lr=3e-3, warmup_steps=min(3, steps), weight_decay=0.1, checkpoint_every=0),
         reasons=("demo: a tiny model on the local machine; the cluster is nominal",),
     )

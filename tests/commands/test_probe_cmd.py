@@ -77,3 +77,11 @@ def test_estimate_text_says_which_rates_priced_it(cli):
     code, out, _ = cli("estimate", "--model", "llama-3.2-1b", "--instance", "ml.p6-b200.48xlarge", "--seq-len", "2048",
                        "--machine", "none")
     assert code == 0 and "rates: formulas" in out
+
+
+def test_json_prints_the_profile_it_writes_as_strict_json(cli, tmp_path):
+    out = tmp_path / "m.json"
+    code, text, err = cli("probe", "--device", "cpu", "--quick", "--gpu", "h100-sxm-80gb", "--out", str(out), "--json")
+    assert code == 0, err
+    printed = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+    assert printed == json.loads(out.read_text()) and printed["tables"]

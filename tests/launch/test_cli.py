@@ -107,8 +107,29 @@ def test_sagemaker_without_role_submits_nothing(cli, plan_file, no_submit, monke
     code, out, err = cli("launch", "sagemaker", "--plan", str(plan_file), "--role", "", "--region", "us-east-1",
                          "--bucket", "b-1")
     assert (code, out) == (2, "")
-    assert err == ("trainplan launch: error: launch sagemaker needs an execution role: pass --role ARN or set "
-                   "SAGEMAKER_ROLE\n")
+    assert err == ("trainplan launch: error: launch sagemaker needs an execution role (--role ARN or "
+                   "$SAGEMAKER_ROLE); --dry-run shows the job with placeholders for them\n")
+
+
+@pytest.mark.slow
+def test_the_readme_sagemaker_dry_run_works_with_nothing_set_and_says_it_uses_placeholders(
+        cli, plan_file, no_submit, monkeypatch):
+    """README: `launch sagemaker --plan plan.json --data s3://bucket/tokens --spot --dry-run` in a
+    shell with no AWS settings: the whole job, its placeholders named first in the output and in a
+    note; without --dry-run the same command names everything missing at once."""
+    pytest.importorskip("sagemaker.train")
+    for k in ("SAGEMAKER_ROLE", "AWS_REGION", "AWS_DEFAULT_REGION", "SAGEMAKER_BUCKET"):
+        monkeypatch.delenv(k, raising=False)
+    argv = ("launch", "sagemaker", "--plan", str(plan_file), "--data", "s3://bucket/tokens", "--spot")
+    code, out, err = cli(*argv, "--dry-run")
+    assert code == 0, err
+    d = json.loads(out)
+    assert next(iter(d)) == "placeholders" and set(d["placeholders"]) == {"role", "region", "bucket"}
+    assert d["create_training_job"]["RoleArn"] == d["placeholders"]["role"]
+    assert err.startswith("note: PLACEHOLDERS, not real")
+    code, out, err = cli(*argv)
+    assert (code, out) == (2, "")
+    assert "needs an execution role" in err and "a region" in err and "an S3 bucket" in err
 
 
 def test_sagemaker_instance_the_target_does_not_offer(cli, tmp_path, no_submit):

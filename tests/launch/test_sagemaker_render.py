@@ -12,7 +12,7 @@ from launch_fixtures import check_golden, make_plan
 
 from trainplan.errors import TrainplanError
 from trainplan.launch import render
-from trainplan.launch.sagemaker import SageMakerOptions
+from trainplan.launch.sagemaker import PLACEHOLDERS, SageMakerOptions, submit, with_placeholders
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313"
@@ -65,10 +65,16 @@ GB200 = "ml.p6e-gb200.36xlarge"
 
 
 @pytest.mark.parametrize("instance, opts, msg", [
-    (None, _with(role=""), "launch sagemaker needs an execution role: pass --role ARN or set SAGEMAKER_ROLE"),
-    (None, _with(region=""), "launch sagemaker needs a region: pass --region or set AWS_REGION"),
-    (None, _with(bucket=""), ("launch sagemaker needs an S3 bucket for code, checkpoints and output: pass "
-                             "--bucket NAME or set SAGEMAKER_BUCKET")),
+    (None, _with(role=""), ("launch sagemaker needs an execution role (--role ARN or $SAGEMAKER_ROLE); --dry-run "
+                            "shows the job with placeholders for them")),
+    (None, _with(region=""), ("launch sagemaker needs a region (--region or $AWS_REGION); --dry-run shows the job "
+                              "with placeholders for them")),
+    (None, _with(role="", region="", bucket=""), (  # all at once, not one per try
+        "launch sagemaker needs an execution role (--role ARN or $SAGEMAKER_ROLE), a region (--region or "
+        "$AWS_REGION) and an S3 bucket for code, checkpoints and output (--bucket NAME or $SAGEMAKER_BUCKET); "
+        "--dry-run shows the job with placeholders for them")),
+    (None, _with(bucket=""), ("launch sagemaker needs an S3 bucket for code, checkpoints and output (--bucket "
+                              "NAME or $SAGEMAKER_BUCKET); --dry-run shows the job with placeholders for them")),
     (None, _with(role="SageMakerRole"), ("--role must be an IAM role ARN like arn:aws:iam::123456789012:role/Name, "
                                         "got 'SageMakerRole'")),
     (None, _with(bucket="My Bucket"), ("--bucket must be an S3 bucket name (3-63 lowercase letters, digits, '.' "
@@ -113,7 +119,7 @@ sys.meta_path.insert(0, Block())
 from trainplan.launch import render
 from trainplan.launch.k8s import K8sOptions
 from trainplan.launch.local import LocalOptions
-from trainplan.launch.sagemaker import SageMakerOptions
+from trainplan.launch.sagemaker import PLACEHOLDERS, SageMakerOptions, submit, with_placeholders
 from trainplan.launch.slurm import SlurmOptions
 from trainplan.plan import load_plan
 plan = load_plan({str(plan_file)!r})
@@ -200,3 +206,17 @@ def test_bad_data(plan4, data, msg):
 
 def test_model_is_not_gzipped(plan4):
     assert render("sagemaker", plan4, OK).request["output_data_config"]["compression_type"] == "NONE"
+
+
+def test_a_dry_run_without_role_region_or_bucket_shows_placeholders_that_cannot_be_submitted(plan4):
+    opts = with_placeholders(_with(role="", bucket=""))  # the region was given: it stays
+    assert opts.placeholders == ("role", "bucket") and opts.region == "us-east-1"
+    r = render("sagemaker", plan4, opts)
+    assert r.request["role"] == PLACEHOLDERS["role"] and ":000000000000:" in r.request["role"]
+    assert r.request["checkpoint_config"]["s3_uri"].startswith(f"s3://{PLACEHOLDERS['bucket']}/")
+    assert r.to_dict()["placeholders"] == {"role": PLACEHOLDERS["role"], "bucket": PLACEHOLDERS["bucket"]}
+    assert r.notes[0].startswith("PLACEHOLDERS, not real") and "--role ARN" in r.notes[0] and "--region" not in r.notes[0]
+    with pytest.raises(TrainplanError, match="refusing to submit a job with placeholder role and bucket"):
+        submit(r)  # refused before the SDK is touched
+    assert with_placeholders(OK).placeholders == ()  # all given: nothing replaced, nothing said
+    assert "placeholders" not in render("sagemaker", plan4, with_placeholders(OK)).to_dict()

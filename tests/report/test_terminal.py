@@ -74,13 +74,23 @@ def test_print_table_has_no_escape_codes_in_a_pipe(clean_env):
 LONG = "bf16 ac=selective mb=1 ga=8 dp=2x8(fsdp) tp=2 pp=4 interleaved/v2 cp=2 ep=8 chunked-loss"
 
 
-def test_a_wide_table_is_cut_to_80_columns_in_its_text_column_only():
+def test_a_wide_table_wraps_its_text_column_within_80_columns_and_keeps_every_word():
     rows = [["chosen", LONG, "18.5k", "29.8 s", "156.1"], ["#2", LONG[:30], "123456789", "1.0 s", "7.0"]]
     text = format_table(["plan", "layout", "tokens/s", "step", "GiB"], rows)
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
-    assert "…" in lines[2]  # the long layout was cut ...
-    assert "123456789" in lines[3] and "156.1" in lines[2]  # ... the numbers were not
+    assert "…" not in text
+    # the chosen row's layout runs over its continuation lines (blank label), every word whole
+    continued = [line for line in lines[3:] if line.startswith(" ")]
+    assert continued and lines[-1].startswith("#2")
+    assert set(LONG.split()) <= set(text.split())  # no word of the layout cut or dropped
+    assert "123456789" in lines[-1] and "156.1" in lines[2]  # ... the numbers whole, on the row's line
+
+
+def test_two_layouts_that_differ_only_at_their_end_read_differently():
+    a, b = LONG + " fp8_allgather=true", LONG + " fp8_allgather=false"
+    text = format_table(["plan", "layout", "tokens/s"], [["#2", a, "1k"], ["#3", b, "1k"]], width=60)
+    assert "fp8_allgather=true" in text and "fp8_allgather=false" in text
 
 
 def test_numbers_are_right_aligned_text_left():

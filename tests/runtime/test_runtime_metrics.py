@@ -13,6 +13,8 @@ from trainplan.runtime.metrics import (
     flops_per_token,
     local_flops_per_token,
     make_record,
+    resume_line,
+    steps_ran,
     summarize,
 )
 
@@ -47,3 +49,16 @@ def test_summary_skips_warmup_steps_for_timing():
             for i, t in enumerate([9.0, 1.0, 2.0, 3.0])]
     s = summarize(recs, warmup=1)
     assert s["first_loss"] == 5.0 and s["last_loss"] == 2.0 and s["step_time_s"] == 2.0 and s["mfu"] is None
+
+
+def test_a_resumed_run_counts_the_steps_it_ran_from_the_step_it_resumed_at():
+    # the case: resumed at step 10 of 21, 11 steps ran (it used to say "over 21 steps")
+    assert steps_ran({"steps": 21, "start_step": 10}) == "11 steps (11-21, resumed at step 10)"
+    assert steps_ran({"steps": 10, "start_step": 0}) == "10 steps"
+    assert steps_ran({"steps": 4, "start_step": 3}) == "1 step (4-4, resumed at step 3)"
+
+
+def test_the_resume_announcement_names_the_checkpoint_and_what_is_left():
+    assert resume_line("ck/step-00000010", 10, 21) == "resuming from ck/step-00000010 at step 10: steps 11-21 to run"
+    assert resume_line("ck/step-00000020", 20, 21).endswith("step 21 to run")
+    assert resume_line("ck/step-00000021", 21, 21).endswith("nothing to run before --steps 21")

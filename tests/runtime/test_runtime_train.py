@@ -36,10 +36,12 @@ def test_demo_trains_with_fsdp_on_two_processes(cli, tmp_path):
     assert not cal.exists()
 
 
-def _run(out, *extra):
+def _run(out, *extra, stderr: list | None = None):
     which = () if "--plan" in extra else ("--demo",)
     p = torchrun("-m", "trainplan.runtime", *which, "--no-progress", "--out", str(out), *extra)
     assert p.returncode == 0, p.stderr[-3000:]
+    if stderr is not None:
+        stderr.append(p.stderr)
     return [r["loss"] for r in read_jsonl(out / "measurements.jsonl")]
 
 
@@ -48,9 +50,13 @@ def test_resume_gives_the_losses_of_an_uninterrupted_run(tmp_path):
     ck = tmp_path / "ck"
     first = _run(tmp_path / "a", "--steps", "6", "--checkpoint-dir", str(ck), "--stop-at-step", "3")
     assert len(first) == 3 and sorted(p.name for p in ck.iterdir()) == ["step-00000003"]
-    resumed = _run(tmp_path / "a", "--steps", "6", "--checkpoint-dir", str(ck))
+    said = []
+    resumed = _run(tmp_path / "a", "--steps", "6", "--checkpoint-dir", str(ck), stderr=said)
     assert resumed == ref  # bit for bit: model, optimizer, schedule, data position, RNG
     assert json.loads((tmp_path / "a" / "summary.json").read_text())["start_step"] == 3
+    # announced once (rank 0) before the first step, and counted from the step it resumed at
+    assert said[0].count(f"resuming from {ck / 'step-00000003'} at step 3: steps 4-6 to run") == 1
+    assert "over 3 steps (4-6, resumed at step 3)" in said[0]
     assert any(p.name.startswith("events.out.tfevents") for p in (tmp_path / "tb").iterdir())
 
 

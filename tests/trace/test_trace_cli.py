@@ -2,9 +2,12 @@
 meta-llama/Llama-3.1-8B config.json): the issue's done-when commands, and bad input."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+
+from trainplan.commands.trace import render
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -47,6 +50,33 @@ def test_trace_llama_8b_full_checkpointing_keeps_the_layer_input(cli):
     assert d["relative_difference"]["activation_bytes_per_layer"] == 0.0
     # recompute adds forward work, so a step does more FLOPs than without checkpointing
     assert d["traced"]["flops_per_step"] > d["traced_slice"]["forward_flops"] * 3
+    _each_percentage_is_the_difference_of_its_own_numbers(render(LLAMA, d))
+
+
+def _printed(text: str) -> tuple[float, float]:
+    """A number as printed and half a unit of its last digit (`8,030`, `0.062`, `6.1076e+14`)."""
+    mantissa, _, exponent = text.replace(",", "").partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    scale = 10.0 ** int(exponent or 0)
+    return float(mantissa) * scale, 0.5 * 10.0**-decimals * scale
+
+
+def _each_percentage_is_the_difference_of_its_own_numbers(text: str) -> None:
+    """On every line comparing a traced number with an analytic one, the percentage printed is
+    (analytic - traced) / traced of those two numbers. Under full checkpointing the step's total
+    matmul FLOPs (with recompute) are 23% above the model's: printed beside the model's analytic
+    count with the model-only difference, the line read "(+0.00%)"."""
+    compared = 0
+    for line in text.splitlines():
+        m = re.search(r"([\d.,e+]+)(?: GiB)?\s+(?:analytic|planner) ([\d.,e+]+)(?: GiB)? \(([+-][\d.]+)%\)", line)
+        if not m:
+            continue
+        (t, dt), (a, da) = _printed(m[1]), _printed(m[2])
+        # the printed numbers are rounded: allow what their last digits and the percentage's hide
+        slack = 100 * (dt * a / t**2 + da / t) + 0.005
+        assert abs(float(m[3]) - 100 * (a - t) / t) <= slack, line
+        compared += 1
+    assert compared >= 5, text
 
 
 def test_unknown_model_type_is_named(cli, tmp_path):

@@ -21,12 +21,14 @@ def add_arguments(p) -> None:
     p.add_argument("--gpu", default=None,
                    help="the hardware catalog GPU this profile is for (default: detected; a CPU probe has none)")
     p.add_argument("--instance", default=None, help="the instance type, named in the network tables across nodes")
+    p.add_argument("--json", action="store_true", help="also print the profile written to --out as JSON")
 
 
 def run(args) -> int:
     import json
     import sys
 
+    from trainplan.commands._common import print_json
     from trainplan.errors import TrainplanError
     from trainplan.fileio import write_atomic
 
@@ -44,4 +46,6 @@ def run(args) -> int:
     if rank == 0:
         write_atomic(args.out, json.dumps(d, indent=1) + "\n")
         print(f"wrote {args.out}: {len(d['tables'])} tables for {d['gpu']}", file=sys.stderr)
+        if args.json:
+            print_json(d)
     return 0

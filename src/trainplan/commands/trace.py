@@ -74,32 +74,40 @@ def run(args) -> int:
 def render(model: str, d: dict) -> str:
     """The trace next to the planner's own numbers. Activations are compared with what `plan`
     and `estimate` use (the memory model for this layout, no trace calibration), and the text says
-    so; the formulas calibrated to HF eager code are shown apart, marked as not used."""
+    so; the formulas calibrated to HF eager code are shown apart, marked as not used. Each
+    percentage is computed from the two numbers printed beside it (trace/compare.rel), so a line
+    never shows one pair of values with the difference of another."""
+    from trainplan.trace.compare import rel
     from trainplan.units import GiB
 
-    t, a, r = d["traced"], d["analytic"], d["relative_difference"]
+    t, a = d["traced"], d["analytic"]
 
-    def pct(x):
+    def pct(traced, analytic):
+        x = rel(traced, analytic)
         return "n/a" if x is None else f"{100 * x:+.2f}%"
 
     def gib(x):
         return f"{x / GiB:.3f} GiB"
 
+    act, planner, calibrated = (t["activation_bytes_per_layer"], a["activation_bytes_per_layer_planner"],
+                                a["activation_bytes_per_layer_calibrated"])
+    flops = [  # label, traced, analytic: the step, then its matmuls without and with recompute
+        ("FLOPs / step", t["flops_per_step"], a["flops_per_step"]),
+        ("  matmul, model", t["model_flops_matmul"], a["flops_matmul"]),
+        ("  matmul, recompute", t["recompute_flops_by_class"]["matmul"], a["recompute_flops_matmul"]),
+    ]
     return "\n".join([
         f"{model}: {d['note']}",
-        f"  params               {t['params']:>16,}   analytic {a['params']:,} ({pct(r['params'])})",
-        (f"  activations / layer  {t['activation_bytes_per_layer'] / GiB:>13.3f} GiB   planner "
-         f"{gib(a['activation_bytes_per_layer_planner'])} ({pct(r['activation_bytes_per_layer_planner'])})"),
+        f"  params               {t['params']:>16,}   analytic {a['params']:,} ({pct(t['params'], a['params'])})",
+        (f"  activations / layer  {act / GiB:>13.3f} GiB   planner {gib(planner)} ({pct(act, planner)})"),
         "                       planner: the memory model plan and estimate use, for this layout",
         (f"                       (calibrated to HF eager code, not used by the planner: "
-         f"{gib(a['activation_bytes_per_layer_calibrated'])}, {pct(r['activation_bytes_per_layer_calibrated'])})"),
+         f"{gib(calibrated)}, {pct(act, calibrated)})"),
         (f"  activations outside  {t['activation_bytes_outside_layers'] / GiB:>13.3f} GiB   "
          "(embedding, final norm, logits, loss)"),
         f"  peak                 {t['peak_bytes'] / GiB:>13.3f} GiB   in {t['peak_phase']} (extrapolated)",
-        (f"  FLOPs / step         {t['flops_per_step']:>16.4e}   analytic {a['flops_per_step']:.4e} "
-         f"({pct(r['flops_per_step'])})"),
-        (f"  matmul FLOPs / step  {t['flops_by_class']['matmul']:>16.4e}   analytic {a['flops_matmul']:.4e} "
-         f"({pct(r['flops_matmul'])})"),
+        *(f"  {label:<21}{traced:>16.4e}   analytic {analytic:.4e} ({pct(traced, analytic)})"
+          for label, traced, analytic in flops),
         f"  traced in {d['trace_seconds']} s",
         *(f"  note: {n}" for n in d["notes"]),
     ])

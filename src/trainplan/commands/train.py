@@ -20,6 +20,7 @@ from trainplan.runtime.args import (
     add_run_arguments,
     demo_flags_given,
 )
+from trainplan.runtime.metrics import steps_ran
 
 NAME = "train"
 HELP = "Train a plan.json on this machine (torchrun, FSDP2); without --plan, a tiny demo on CPU/GPU."
@@ -181,7 +182,7 @@ def run(args) -> int:
         mfu = f", MFU {summary['mfu']:.1%}" if summary.get("mfu") is not None else ""
         mem = f", peak {summary['peak_mem_gib']:.1f} GiB" if summary.get("peak_mem_gib") is not None else ""
         print(f"{summary['model']} [{summary['layout']}] on {summary['world_size']} {summary['device']} process(es): "
-              f"loss {summary['first_loss']:.4f} -> {summary['last_loss']:.4f} in {summary['steps']} steps, "
+              f"loss {summary['first_loss']:.4f} -> {summary['last_loss']:.4f} in {steps_ran(summary)}, "
               f"{summary['tokens_per_s']:,.0f} tokens/s{mfu}{mem}")
         print(f"measurements: {summary['measurements']}")
         if summary.get("skipped_steps"):

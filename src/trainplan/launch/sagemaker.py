@@ -26,7 +26,7 @@ mounts each at /opt/ml/input/data/NAME and sets SM_CHANNEL_NAME, and the trainer
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trainplan.errors import TrainplanError
 from trainplan.launch.base import (
@@ -102,6 +102,20 @@ class SageMakerOptions(LaunchOptions):
     tags: tuple[tuple[str, str], ...] = ()
     ultraserver: tuple[tuple[str, int], ...] = ()  # (UltraServer id, instances on it)
     training_plan_arn: str = ""
+    placeholders: tuple[str, ...] = ()  # of role, region, bucket: filled with PLACEHOLDERS (dry run only)
+
+
+# What a job cannot go without, and where a person gives it (the flags below, or the environment).
+NEEDED = {"role": "an execution role (--role ARN or $SAGEMAKER_ROLE)",
+          "region": "a region (--region or $AWS_REGION)",
+          "bucket": "an S3 bucket for code, checkpoints and output (--bucket NAME or $SAGEMAKER_BUCKET)"}
+# A dry run given none of them shows the whole job with these in their place and says so, in its
+# output (the `placeholders` key, first) and in a note; a submit with any of them is refused.
+# Account 000000000000 is no account; us-east-1 is a real region only so that the default image
+# resolves; the bucket name says what it is.
+PLACEHOLDERS = {"role": "arn:aws:iam::000000000000:role/PLACEHOLDER-pass-role",
+                "region": "us-east-1",
+                "bucket": "placeholder-pass-bucket"}
 
 
 def add_arguments(a) -> None:
@@ -128,11 +142,28 @@ def add_arguments(a) -> None:
 
 
 def from_args(args, common: dict) -> SageMakerOptions:
-    return SageMakerOptions(
+    options = SageMakerOptions(
         **common, role=args.role, region=args.region, bucket=args.bucket, checkpoint_s3=args.checkpoint_s3,
         output_s3=args.output_s3, image=args.image, max_runtime_s=args.max_runtime, spot=args.spot,
         max_wait_s=args.max_wait, keep_alive_s=args.keep_alive, volume_gib=args.volume_gib,
         tags=tuple(args.tag), ultraserver=tuple(args.ultraserver), training_plan_arn=args.training_plan)
+    return with_placeholders(options) if args.dry_run else options
+
+
+def missing(options: SageMakerOptions) -> list[str]:
+    """Which of role, region and bucket the job lacks (no bucket is needed when both S3 URIs are given)."""
+    out = [k for k in ("role", "region") if not getattr(options, k)]
+    return out + (["bucket"] if not options.bucket and not (options.output_s3 and options.checkpoint_s3) else [])
+
+
+def with_placeholders(options: SageMakerOptions) -> SageMakerOptions:
+    """For a dry run: PLACEHOLDERS for what is missing, each named in `placeholders`."""
+    lacking = missing(options)
+    return replace(options, **{k: PLACEHOLDERS[k] for k in lacking}, placeholders=tuple(lacking))
+
+
+def _in_words(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 # Patterns of the CreateTrainingJob shapes RoleArn and TagKey/TagValue ([SM-API] service-2.json).
 _ROLE = re.compile(r"arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+")
@@ -147,17 +178,9 @@ def render(plan, options: SageMakerOptions) -> Rendered:
             f"{node.name} is not a SageMaker training instance type; plan for one of the ml.* "
             "instances (see `trainplan hardware`)"
         )
-    if not options.role:
-        raise TrainplanError(
-            "launch sagemaker needs an execution role: pass --role ARN or set SAGEMAKER_ROLE"
-        )
-    if not options.region:
-        raise TrainplanError("launch sagemaker needs a region: pass --region or set AWS_REGION")
-    if not options.bucket and not (options.output_s3 and options.checkpoint_s3):
-        raise TrainplanError(
-            "launch sagemaker needs an S3 bucket for code, checkpoints and output: pass --bucket "
-            "NAME or set SAGEMAKER_BUCKET"
-        )
+    if lacking := missing(options):  # all of them at once, not one per try
+        raise TrainplanError(f"launch sagemaker needs {_in_words([NEEDED[k] for k in lacking])}; "
+                             "--dry-run shows the job with placeholders for them")
     if not _ROLE.fullmatch(options.role):
         raise TrainplanError(
             f"--role must be an IAM role ARN like arn:aws:iam::123456789012:role/Name, got {options.role!r}"
@@ -238,14 +261,19 @@ def render(plan, options: SageMakerOptions) -> Rendered:
         "tags": [{"key": k, "value": v} for k, v in
                  (("trainplan:model", plan.job.model.name), *options.tags)],
     }
-    notes = []
+    notes, extra = [], {}
+    if options.placeholders:
+        shown = {k: PLACEHOLDERS[k] for k in options.placeholders}
+        extra["placeholders"] = shown
+        notes.append("PLACEHOLDERS, not real, for what was not given: " + ", ".join(f"{k} {v}" for k, v in shown.items())
+                     + f"; a real submit needs {_in_words([NEEDED[k] for k in shown])}")
     if options.probe:  # output uncompressed (compression_type NONE): the model directory's files land as they are
         notes.append(f"probe: the machine profile lands in {output_s3}/<training job name>/output/model/"
                      f"{PROBE_FILE}; fetch it with: aws s3 cp {output_s3}/<training job name>/output/model/"
                      f"{PROBE_FILE} machine.json")
     files = {"plan.json": plan.to_json(), REQUIREMENTS: requirements(), ENTRY: _ENTRY_SCRIPT}
     return Rendered(target=NAME, argv=(), env=env, env_sources=why, files=files, request=trainer,
-                    notes=tuple(notes))
+                    notes=tuple(notes), extra=extra)
 
 
 def data_channels(data: tuple[str, ...]) -> dict[str, str]:
@@ -350,17 +378,21 @@ def _check(rendered: Rendered) -> Rendered:
     """The CreateTrainingJob request, built by the SDK itself offline and checked against the API
     schema: for a dry run and before a real submit, so a request the API would refuse is never sent."""
     import json
-    from dataclasses import replace
 
     from trainplan.launch.sagemaker_sdk import capture_request
 
     api = capture_request(rendered)
-    text = json.dumps({"model_trainer": rendered.request, "create_training_job": api}, indent=2, default=str)
-    return replace(rendered, extra={"create_training_job": api}, text=text + "\n")
+    shown = {k: rendered.extra[k] for k in ("placeholders",) if k in rendered.extra}  # first: read it first
+    text = json.dumps({**shown, "model_trainer": rendered.request, "create_training_job": api}, indent=2, default=str)
+    return replace(rendered, extra={**rendered.extra, "create_training_job": api}, text=text + "\n")
 
 
 def submit(rendered: Rendered, workdir=".") -> tuple[int, str]:
     from trainplan.launch import sagemaker_sdk
+
+    if placeholders := rendered.extra.get("placeholders"):
+        raise TrainplanError(f"refusing to submit a job with placeholder {_in_words(list(placeholders))}; "
+                             f"give {_in_words([NEEDED[k] for k in placeholders])}")
 
     name = sagemaker_sdk.submit(rendered)
     return 0, f"started SageMaker training job {name} in {rendered.request['region']}"

@@ -57,11 +57,12 @@ def plan_lines(plan, color: bool = False, priority: str | None = None) -> list[s
         lines.append("why:")
         for r in p.reasons:
             lines += textwrap.wrap(r, WIDTH, initial_indent="  - ", subsequent_indent="    ")
+    varies = _varying_columns((*v.ranked, *v.pareto))
     if v.runners_up:
-        lines += ["runners-up:", _rows_table(v.ranked, color)]
+        lines += ["runners-up:", _rows_table(v.ranked, varies, color)]
     if v.pareto:
         lines += ["Pareto set (tokens/s, memory headroom, inter-node bytes per token):",
-                  _rows_table(v.pareto, color)]
+                  _rows_table(v.pareto, varies, color)]
     return fit_lines(lines)
 
 
@@ -79,18 +80,26 @@ def fit_lines(lines: list[str]) -> list[str]:
     return out
 
 
-def _rows_table(rows, color: bool) -> str:
-    """Plans side by side; the node count only when it differs between them (80 columns leave
-    the layout little room)."""
-    nodes = len({r.nodes for r in rows}) > 1
+# Columns a plan table adds when the plans it lists differ in them (the layout says the rest):
+# header -> the row's value. 80 columns leave the layout little room, so only where they vary.
+_VARYING = {"nodes": lambda r: r.nodes, "seq": lambda r: r.job.workload.seq_len}
 
+
+def _varying_columns(rows) -> tuple[str, ...]:
+    """The _VARYING columns whose value is not the same for every plan of the report (the chosen
+    plan, runners-up and Pareto set together, so both tables show the same columns)."""
+    return tuple(h for h, value in _VARYING.items() if len({value(r) for r in rows}) > 1)
+
+
+def _rows_table(rows, varies: tuple[str, ...], color: bool) -> str:
+    """Plans side by side, each layout whole (wrapped, never cut), with the `varies` columns."""
     def cells(r):
         e = r.estimate
         vals = ["-"] * 3 if e is None else [fmt_count(e.tokens_per_s), f"{e.peak_mem_gib:.1f}",
                                             fmt_count(r.traffic_per_token()[0]) + "B"]
-        return [r.label, *([r.nodes] if nodes else []), r.layout.short(), *vals]
+        return [r.label, *(_VARYING[h](r) for h in varies), r.layout.short(), *vals]
 
-    return format_table(["plan", *(["nodes"] if nodes else []), "layout", "tokens/s", "GiB", "net/tok"],
+    return format_table(["plan", *varies, "layout", "tokens/s", "GiB", "net/tok"],
                         [cells(r) for r in rows],
                         row_styles={i: ("green",) for i, r in enumerate(rows) if r.label == "chosen"},
                         color=color)

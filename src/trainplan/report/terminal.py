@@ -13,10 +13,11 @@ from __future__ import annotations
 import math
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 
 WIDTH = 80  # the width every table fits: the smallest terminal people still use
-_ELLIPSIS = "…"
+_CONTINUED = "  "  # indent of a wrapped cell's continuation lines, so they read as one cell
 
 # SGR codes (ECMA-48). Only a few, with meanings: good/bad/notice/emphasis/quiet.
 _SGR = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "blue": "34",
@@ -103,8 +104,22 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(width - 1, 0)] + _ELLIPSIS
+def _wrap(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` characters, broken at spaces (a word longer than a line
+    is split, never dropped), continuation lines indented: nothing of the text is lost."""
+    if len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width, subsequent_indent=_CONTINUED[: max(width - 1, 0)],
+                         break_on_hyphens=False) or [""]
+
+
+def _min_width(text: str, floor: int) -> int:
+    """The narrowest a text column may wrap to without splitting a word of `text` (the words of a
+    layout, `dp=1x8(fsdp)`, are what a person reads), and never below `floor`."""
+    words = text.split()
+    if len(words) <= 1:
+        return max(min(len(text), floor), 1)
+    return max(floor, len(words[0]), *(len(_CONTINUED) + len(w) for w in words[1:]))
 
 
 def format_table(
@@ -117,14 +132,15 @@ def format_table(
     color: bool = False,
     gap: int = 2,
 ) -> str:
-    """Rows under headers, every line at most `width` characters.
+    """Rows under headers, every line at most `width` characters, nothing cut.
 
     `align` is one character per column, "l" or "r"; by default a column whose cells all read as
-    numbers is right-aligned. When the natural widths do not fit, the widest text column is cut
-    (with an ellipsis) until they do; number columns are never cut, because a truncated number
-    is a wrong number. If even that cannot fit, each row is printed as `header: value` lines.
-    `row_styles` maps a row index to styles for `paint` (applied after fitting, so colour codes
-    never count towards the width).
+    numbers is right-aligned. When the natural widths do not fit, the widest text column is
+    narrowed and its cells wrap over several lines (at spaces; continuation lines indented) until
+    they do; number columns are never narrowed. A cell is never cut: two layouts that differ
+    only at their end must not read the same. If even wrapping cannot fit, each row is printed as
+    `header: value` lines. `row_styles` maps a row index to styles for `paint` (applied after
+    fitting, so colour codes never count towards the width).
     """
     cells = [[("-" if c is None else str(c)) for c in r] for r in rows]
     n = len(headers)
@@ -134,34 +150,43 @@ def format_table(
         align = "".join("r" if numeric[i] else "l" for i in range(n))
     widths = [max([len(headers[i])] + [len(r[i]) for r in cells]) for i in range(n)]
     budget = width - gap * (n - 1)
-    min_text = 6
+    floor = [0 if numeric[i] else max([len(headers[i])] + [_min_width(r[i], 6) for r in cells])
+             for i in range(n)]
     while sum(widths) > budget:
-        cuttable = [i for i in range(n) if not numeric[i] and widths[i] > min_text]
-        if not cuttable:
+        narrowable = [i for i in range(n) if not numeric[i] and widths[i] > floor[i]]
+        if not narrowable:
             return _records(headers, cells, width, row_styles, color)
-        i = max(cuttable, key=lambda j: widths[j])
+        i = max(narrowable, key=lambda j: widths[j])
         widths[i] -= 1
 
-    def line(values: Sequence[str]) -> str:
-        parts = []
-        for i, v in enumerate(values):
-            v = _cut(v, widths[i])
-            parts.append(v.rjust(widths[i]) if align[i] == "r" else v.ljust(widths[i]))
-        return (" " * gap).join(parts).rstrip()
+    def lines(values: Sequence[str]) -> list[str]:
+        wrapped = [_wrap(v, widths[i]) for i, v in enumerate(values)]
+        out = []
+        for k in range(max(len(w) for w in wrapped)):
+            parts = []
+            for i, w in enumerate(wrapped):
+                v = w[k] if k < len(w) else ""
+                parts.append(v.rjust(widths[i]) if align[i] == "r" else v.ljust(widths[i]))
+            out.append((" " * gap).join(parts).rstrip())
+        return out
 
-    out = [paint(line(headers), "bold", color=color),
-           line(["-" * w for w in widths])]
+    out = [paint(lines(headers)[0], "bold", color=color),
+           lines(["-" * w for w in widths])[0]]
     for k, r in enumerate(cells):
-        out.append(paint(line(r), *(row_styles or {}).get(k, ()), color=color))
+        out += [paint(line, *(row_styles or {}).get(k, ()), color=color) for line in lines(r)]
     return "\n".join(out)
 
 
 def _records(headers, cells, width, row_styles, color) -> str:
-    """Fallback for tables too wide for any cut: one block of `header: value` lines per row."""
+    """Fallback for tables too wide even when wrapped: one block of `header: value` lines per
+    row, a long value wrapped under itself."""
     key_w = min(max(len(h) for h in headers), width // 3)
     blocks = []
     for k, r in enumerate(cells):
-        lines = [f"{_cut(h, key_w):<{key_w}}  {_cut(v, width - key_w - 2)}" for h, v in zip(headers, r)]
+        lines = []
+        for h, v in zip(headers, r):
+            head, *rest = _wrap(v, width - key_w - 2)
+            lines += [f"{h[:key_w]:<{key_w}}  {head}", *(f"{'':<{key_w}}  {x}" for x in rest)]
         blocks.append(paint("\n".join(lines), *(row_styles or {}).get(k, ()), color=color))
     return "\n\n".join(blocks)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from trainplan.errors import EXIT_USAGE, OneLineParser, TrainplanError
 from trainplan.runtime.args import DEMO_ONLY, SUPERVISED, add_run_arguments, demo_flags_given
+from trainplan.runtime.metrics import steps_ran
 
 
 def parser() -> argparse.ArgumentParser:
@@ -74,8 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     if summary and args.json:
         print(json.dumps(summary, indent=2))
-    elif summary and summary.get("first_loss") is not None:
-        print(f"loss {summary['first_loss']:.4f} -> {summary['last_loss']:.4f} over {summary['steps']} steps; "
+    elif summary and summary.get("first_loss") is not None and not os.environ.get(SUPERVISED):
+        # under `trainplan train` the run is summed up once, by it
+        print(f"loss {summary['first_loss']:.4f} -> {summary['last_loss']:.4f} over {steps_ran(summary)}; "
               f"{summary['tokens_per_s']:,.0f} tokens/s; measurements: {summary['measurements']}", file=sys.stderr)
     return 0
 

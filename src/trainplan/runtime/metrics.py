@@ -193,5 +193,20 @@ def summarize(records: list[dict], warmup: int = 1) -> dict:
     }
 
 
+def resume_line(checkpoint: str | Path, start: int, total: int) -> str:
+    """What rank 0 says when a run restores a checkpoint, before its first step."""
+    todo = (f"steps {start + 1}-{total} to run" if total > start + 1 else f"step {total} to run"
+            if total > start else f"nothing to run before --steps {total}")
+    return f"resuming from {checkpoint} at step {start}: {todo}"
+
+
+def steps_ran(summary: dict) -> str:
+    """The steps a run did, counted from the step it started at (a resumed run does not count the
+    steps of the run it resumed): '11 steps (11-21, resumed at step 10)', '10 steps'."""
+    start, reached = summary.get("start_step") or 0, summary["steps"]
+    ran = f"{reached - start} step{'s' if reached - start != 1 else ''}"
+    return f"{ran} ({start + 1}-{reached}, resumed at step {start})" if start else ran
+
+
 def read_records(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]

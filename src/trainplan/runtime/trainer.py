@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,6 +196,8 @@ def train(plan, opts: RunOptions) -> dict:
     if resumed_from is not None:
         start = checkpoint.load(resumed_from, model, optimizer, scheduler, scaler)
         retarget(scheduler, start, total)
+        if rank == 0:
+            print(metrics.resume_line(resumed_from, start, total), file=sys.stderr, flush=True)
 
     if rank == 0:
         opts.out.mkdir(parents=True, exist_ok=True)
@@ -265,7 +268,7 @@ def train(plan, opts: RunOptions) -> dict:
         summary = {
             **metrics.summarize([r for r in records if r["step"] > start]),
             "steps": step,  # the step reached (= the last record's, or the checkpoint's if none ran)
-            "start_step": start,
+            "start_step": start,  # the step it resumed at (0: a fresh run); steps - start_step ran
             "loop_time_s": loop_time_s,
             "resumed_from": str(resumed_from) if resumed_from else None,
             "skipped_checkpoints": skipped_checkpoints,

@@ -10,7 +10,10 @@ imported lazily (inside functions), so `import trainplan.trace` costs nothing wi
 search's `plan --verify` calls it.
 """
 
+from trainplan.torch_logs import quiet_torch_imports
 from trainplan.trace.settings import AC_POLICIES, PRECISIONS, TraceSettings
+
+quiet_torch_imports()  # before this package imports torch: the import noise of torchao (torch_logs.py)
 
 __all__ = ["AC_POLICIES", "PRECISIONS", "TraceSettings", "trace_config", "verify"]
 

@@ -1,6 +1,8 @@
 """The trainer runs a recipe from the registry's fields (compute dtype, master copy, loss scaling,
 converter), and refuses one it has no converter for before building anything."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -30,9 +32,13 @@ def test_the_registry_has_recipes_of_both_kinds():
 
 @pytest.mark.parametrize("name", REFUSED)
 def test_a_recipe_without_a_converter_is_refused_before_the_model_is_built(name):
-    # mesh=None: the refusal comes before anything touches a device mesh or a process group
+    # mesh=None: the refusal comes before anything touches a device mesh or a process group. The demo
+    # plan itself refuses a recipe its GPU cannot run (check_layout), so the recipe is put into a
+    # bf16 demo's layout: the trainer's own refusal is what this pins.
+    plan = demo_plan(1)
+    plan = replace(plan, layout=replace(plan.layout, precision=name))
     with pytest.raises(TrainplanError, match=f"precision '{name}' has no converter in the trainer") as e:
-        build_model(demo_plan(1, precision=name), None, torch.device("cpu"), use_hf=False)
+        build_model(plan, None, torch.device("cpu"), use_hf=False)
     assert "\n" not in str(e.value) and "bf16" in str(e.value)
 
 

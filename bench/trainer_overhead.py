@@ -3,9 +3,10 @@
 Both run on CPU in one process: the trainer through its whole loop (a 1-rank gloo group, on
 which, as torchtitan, FSDP is not applied; the plan's AdamW + schedule, gradient clipping over
 meshes, the per-step loss/stop all-reduce, the JSONL record), the bare loop as the plain module with torch's AdamW, clip_grad_norm_ and
-loss.item(). Same model (runtime.model.Decoder), same init, same batches, fp32 in both (the
-runtime's fp32 path, which exists for CPU runs: no casting policy, and CPUs without bf16 units
-would time bf16 emulation instead of the trainer). Runs alternate (trainer, bare, trainer, ...) so drift in the
+loss.item(). Same model (runtime.model.Decoder), same init, same batches, bf16 mixed precision in
+both: the recipe registry has no fp32 recipe, and on one process the trainer's bf16 comes from
+torch.autocast (parallel.forward_context), which the bare loop enters the same way, so a CPU that
+emulates bf16 pays that cost on both sides and the difference is still the trainer's. Runs alternate (trainer, bare, trainer, ...) so drift in the
 machine's speed hits both. Each run yields its median per-step wall time over steps 2..N (the
 trainer's own step_time_s: data, forward, backward, clip, optimizer, the loss/stop all-reduce;
 the bare loop timed the same way). Headline: the best run of each (interference from other
@@ -37,10 +38,11 @@ from trainplan.runtime.trainer import RunOptions, train
 SPEC = replace(DEMO_MODEL, name="overhead-llama", num_layers=4, hidden_size=192, num_heads=6, num_kv_heads=2,
                head_dim=32, ffn_size=512)
 SEQ, MB = 128, 4
+PRECISION = "bf16"  # a recipe of recipes.toml; on one process autocast supplies it
 
 
 def plan(steps: int):
-    p = demo_plan(1, steps=steps, seq_len=SEQ, micro_batch=MB, model=SPEC, precision="fp32")
+    p = demo_plan(1, steps=steps, seq_len=SEQ, micro_batch=MB, model=SPEC, precision=PRECISION)
     return replace(p, train=replace(p.train, log_every=1))
 
 
@@ -62,7 +64,8 @@ def run_bare(steps: int) -> float:
     for step in range(steps):
         t0 = time.perf_counter()
         x, y = data.micro(step, 0)
-        loss = model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # what forward_context enters on one process
+            loss = model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), p.train.grad_clip)
         opt.step()
@@ -90,7 +93,7 @@ def main() -> None:
     result = {
         "what": "median per-step wall time (s) over steps 2..N per run; trainer (1 process: no FSDP, as torchtitan) vs bare loop",
         "model": SPEC.name, "layers": SPEC.num_layers, "hidden": SPEC.hidden_size, "seq_len": SEQ,
-        "micro_batch": MB, "precision": "fp32", "steps": args.steps, "repeats": args.repeats,
+        "micro_batch": MB, "precision": PRECISION, "steps": args.steps, "repeats": args.repeats,
         "trainer_step_s": trainer, "bare_step_s": bare,
         "trainer_best_s": t, "bare_best_s": b, "overhead": t / b - 1,
         "trainer_median_s": tm, "bare_median_s": bm, "overhead_median": tm / bm - 1,

@@ -12,7 +12,7 @@ from dataclasses import replace
 from trainplan.costs.fit import MAX_SEQ_LEN
 from trainplan.errors import TrainplanError
 from trainplan.layout import check_layout, expert_groups, expert_refusal
-from trainplan.precision import recipe, searched
+from trainplan.precision import searched
 from trainplan.search import settings, space
 from trainplan.search.candidate import Candidate
 from trainplan.search.evaluator import Counting
@@ -57,12 +57,15 @@ def precision_reason(best: Candidate, q: Query, ev: Counting) -> str:
     if not others:
         return f"precision {p}: the only recipe searched that {gpu.name} ({gpu.arch}) runs"
     parts = []
+    t_best = ev.detail(best.job, best.layout).time.compute
     for other in others:
         ok, alt = _variant(best, ev, precision=other, fp8_allgather=False)
-        # the step-time model's GEMM ceilings (one definition: precision.Recipe.matmul_ceiling)
-        rate = _pct(recipe(p).matmul_ceiling(gpu), recipe(other).matmul_ceiling(gpu))
         if ok:
-            parts.append(f"{rate} GEMM rate and {_pct(best.tokens_per_s, alt.tokens_per_s)} tokens/s vs {other}")
+            # the rate as priced, not the datasheet's: the same FLOPs over each estimate's GEMM and
+            # attention seconds (measured rows, or bf16 rows x a cited ratio: costs/measured.py)
+            rate = _pct(ev.detail(alt.job, alt.layout).time.compute, t_best)
+            parts.append(f"{rate} GEMM and attention rate and {_pct(best.tokens_per_s, alt.tokens_per_s)} "
+                         f"tokens/s vs {other}")
         else:
             parts.append(f"{other} does not fit this layout")
     return f"precision {p} at hidden {best.job.model.hidden_size}: " + "; ".join(parts)

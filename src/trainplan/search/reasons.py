@@ -49,6 +49,12 @@ def _variant(best: Candidate, ev: Counting, **changes) -> tuple[bool, Candidate]
     return ev.fits(job, layout), Candidate(job, layout, ev.evaluate(job, layout))
 
 
+def _compute_s(c: Candidate, ev: Counting) -> float | None:
+    """Seconds of GEMMs and attention in the candidate's step (None: the evaluator has no breakdown)."""
+    e = ev.detail(c.job, c.layout)
+    return None if e is None else e.time.compute
+
+
 def precision_reason(best: Candidate, q: Query, ev: Counting) -> str:
     gpu, p = best.job.cluster.gpu, best.layout.precision
     if q.precision:
@@ -57,15 +63,15 @@ def precision_reason(best: Candidate, q: Query, ev: Counting) -> str:
     if not others:
         return f"precision {p}: the only recipe searched that {gpu.name} ({gpu.arch}) runs"
     parts = []
-    t_best = ev.detail(best.job, best.layout).time.compute
+    t_best = _compute_s(best, ev)
     for other in others:
         ok, alt = _variant(best, ev, precision=other, fp8_allgather=False)
         if ok:
             # the rate as priced, not the datasheet's: the same FLOPs over each estimate's GEMM and
             # attention seconds (measured rows, or bf16 rows x a cited ratio: costs/measured.py)
-            rate = _pct(ev.detail(alt.job, alt.layout).time.compute, t_best)
-            parts.append(f"{rate} GEMM and attention rate and {_pct(best.tokens_per_s, alt.tokens_per_s)} "
-                         f"tokens/s vs {other}")
+            t_alt = _compute_s(alt, ev)
+            rate = "" if t_best is None or t_alt is None else f"{_pct(t_alt, t_best)} GEMM and attention rate and "
+            parts.append(f"{rate}{_pct(best.tokens_per_s, alt.tokens_per_s)} tokens/s vs {other}")
         else:
             parts.append(f"{other} does not fit this layout")
     return f"precision {p} at hidden {best.job.model.hidden_size}: " + "; ".join(parts)

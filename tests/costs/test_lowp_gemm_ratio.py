@@ -5,6 +5,7 @@ own win; the estimate says so and widens its band by the ratio table's leave-one
 from dataclasses import replace
 
 import pytest
+from machine_tables import GPU, flat_gemm, machine
 
 from trainplan.costs.compute import microbatch_compute
 from trainplan.costs.flops import model_flops
@@ -12,22 +13,12 @@ from trainplan.estimate import estimate
 from trainplan.hardware import Cluster, find_gpu, find_node
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
-from trainplan.machine.profile import machine_from_dict, packaged
+from trainplan.machine.profile import packaged
 from trainplan.models import resolve
 from trainplan.precision import recipe, registry
 from trainplan.profile import Profile, default_profile
 
 PRIOR = Profile()
-GPU = "h100-sxm-80gb"
-
-
-def machine(*tables, gpu=GPU):
-    return machine_from_dict({"schema": "trainplan-machine/1", "name": "test", "gpu": gpu,
-                              "provenance": {"kind": "published", "source": "test"}, "tables": list(tables)}, "t")
-
-
-def flat_gemm(tflops, dtype="bf16"):
-    return {"kind": "gemm", "dtype": dtype, "axes": [], "points": [[tflops]], "source": "a flat test table"}
 
 
 def ratio(points, dtype="fp8", axes=()):

@@ -4,6 +4,7 @@ formulas elsewhere; residuals scale the tables; lookups beyond a table are repor
 from dataclasses import replace
 
 import pytest
+from machine_tables import GPU, flat_gemm, machine
 
 from trainplan.costs.comm import FACTORS, span
 from trainplan.costs.compute import microbatch_compute
@@ -13,22 +14,11 @@ from trainplan.estimate import estimate
 from trainplan.hardware import Cluster, find_gpu, find_node
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
-from trainplan.machine.profile import machine_from_dict
 from trainplan.models import resolve
 from trainplan.precision import recipe
 from trainplan.profile import Profile, default_profile
 
 PRIOR = Profile()
-GPU = "h100-sxm-80gb"
-
-
-def machine(*tables, gpu=GPU):
-    return machine_from_dict({"schema": "trainplan-machine/1", "name": "test", "gpu": gpu,
-                              "provenance": {"kind": "published", "source": "test"}, "tables": list(tables)}, "t")
-
-
-def flat_gemm(tflops, dtype="bf16"):
-    return {"kind": "gemm", "dtype": dtype, "axes": [], "points": [[tflops]], "source": "a flat test table"}
 
 
 def mb(prof, model="llama-3.1-8b", precision="bf16", **kw):

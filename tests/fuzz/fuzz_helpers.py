@@ -57,6 +57,15 @@ def run_cli(argv: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def planned(directory, *argv: str) -> dict:
+    """The plan.json that `trainplan plan ARGV --out` writes in `directory`, as a dict: the valid
+    plan the plan.json fuzzers mutate."""
+    f = directory / "plan.json"
+    code, _, err = run_cli(["plan", *argv, "--out", str(f)])
+    assert code == 0, err
+    return json.loads(f.read_text())
+
+
 def _refuse(name: str):
     raise AssertionError(f"{name} in JSON output")
 

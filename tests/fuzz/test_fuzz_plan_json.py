@@ -5,7 +5,7 @@ Every outcome is a Plan or a one-line TrainplanError; an accepted plan renders s
 import json
 
 import pytest
-from fuzz_helpers import check_answer, fuzz_settings, mutate, run_cli
+from fuzz_helpers import check_answer, fuzz_settings, mutate, planned, run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,11 +15,8 @@ from trainplan.plan import load_plan, plan_from_dict
 
 @pytest.fixture(scope="module")
 def base_plan(tmp_path_factory) -> dict:
-    f = tmp_path_factory.mktemp("plan") / "plan.json"
-    code, _, err = run_cli(["plan", "--model", "llama-3.2-1b", "--instance", "ml.p5.48xlarge", "--nodes", "1",
-                            "--out", str(f)])
-    assert code == 0, err
-    return json.loads(f.read_text())
+    return planned(tmp_path_factory.mktemp("plan"), "--model", "llama-3.2-1b", "--instance", "ml.p5.48xlarge",
+                   "--nodes", "1")
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 import pytest
-from fuzz_helpers import EXTREME, check_answer, fuzz_settings, json_value, run_cli
+from fuzz_helpers import EXTREME, check_answer, fuzz_settings, json_value, planned, run_cli
 from hypothesis import event, given
 from hypothesis import strategies as st
 
@@ -89,11 +89,8 @@ def test_train_demo_layouts_are_answered_before_any_process(data):
 # ---- plan.json's estimate ----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def base_plan(tmp_path_factory) -> dict:
-    f = tmp_path_factory.mktemp("est") / "plan.json"
-    code, _, err = run_cli(["plan", "--model", "qwen3-30b-a3b", "--instance", "ml.p5.48xlarge", "--nodes", "2",
-                            "--out", str(f)])
-    assert code == 0, err
-    return json.loads(f.read_text())
+    return planned(tmp_path_factory.mktemp("est"), "--model", "qwen3-30b-a3b", "--instance", "ml.p5.48xlarge",
+                   "--nodes", "2")
 
 
 def _leaves(o, path=()):

@@ -26,7 +26,7 @@ from trainplan.costs.steptime import StepTime, step_time
 from trainplan.hardware.reliability import Reliability, reliability
 from trainplan.job import Job
 from trainplan.layout import Layout
-from trainplan.precision import mfu_peak, recipe
+from trainplan.precision import mfu_peak
 from trainplan.profile import Profile, default_profile
 from trainplan.units import TFLOPS, GiB
 
@@ -243,7 +243,7 @@ def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_m
     tps = w.tokens_per_step / t
     per_gpu = tps / c.num_gpus
     peak = c.num_gpus * mfu_peak(c.gpu)
-    own_peak = recipe(layout.precision).peak(c.gpu)
+    own_peak = layout.recipe.peak(c.gpu)
     mf = model_flops(job.model)
     noncausal = w.tokens_per_step * mf.model_per_token(w.seq_len, causal=False)
     mem = memory_breakdown(job, layout) if with_memory else None
@@ -259,6 +259,6 @@ def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_m
         cost=cost(c, tps, w.tokens), binding=_binding(r.time, fits),
         band=(per_gpu / (1 + err), per_gpu * (1 + err)), profile=prof.name,
         goodput=goodput(t, c.num_gpus, total_params(job.model) * checkpoint_bytes_per_param(
-            recipe(layout.precision), layout.sharding), rel or reliability()),
+            layout.recipe, layout.sharding), rel or reliability()),
         machine=(m.name if (m := prof.machine_for(c.gpu.name)) else None), outside=r.outside, derived=r.derived,
     )

@@ -27,19 +27,23 @@ kernel, CUDA graphs and power cap. Left out, `execution` is the stack's preset.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from operator import attrgetter
 
 from trainplan.errors import TrainplanError
 from trainplan.models.stages import Uneven, check_split, max_stage_layers
 from trainplan.precision import DEFAULT as DEFAULT_PRECISION
+from trainplan.precision import Recipe
+from trainplan.precision import recipe as recipe_named
 from trainplan.stacks import (
     DEFAULT_STACK,
+    Conventions,
     Execution,
     applicable,
     check_settings,
-    conventions,
     cp_heads_split,
     execution_from_dict,
 )
+from trainplan.stacks import conventions as stack_conventions
 from trainplan.stacks import stack as stack_preset
 
 SHARDING = ("none", "zero1", "zero2", "fsdp")
@@ -59,8 +63,16 @@ _OPTIONAL = ("etp", "grad_reduce_fp32", "compiled_loss", "vocab_parallel_loss", 
              "pp_first_stage_layers", "pp_last_stage_layers", "pp_embedding_in_split", "pp_loss_in_split")
 
 
+class _Resolved:
+    """What a Layout resolves from its names, once, on first use: its recipe, its stack's memory
+    conventions and its expert groups. Slots of a base class, not fields: they are not compared,
+    hashed, copied by `replace` or written out, and a layout built by `replace` resolves its own."""
+
+    __slots__ = ("_conventions", "_expert_groups", "_recipe")
+
+
 @dataclass(frozen=True, slots=True)
-class Layout:
+class Layout(_Resolved):
     """One candidate plan layout. Defaults are one GPU, bf16, no checkpointing."""
 
     precision: str = DEFAULT_PRECISION  # a recipe of precision.registry() (or an alias)
@@ -108,8 +120,41 @@ class Layout:
         object.__setattr__(self, "execution", applicable(self, execution))
 
     @property
+    def recipe(self) -> Recipe:
+        """The precision recipe the layout runs (precision.recipe of its name)."""
+        try:
+            return self._recipe
+        except AttributeError:
+            object.__setattr__(self, "_recipe", recipe_named(self.precision))
+            return self._recipe
+
+    @property
+    def conventions(self) -> Conventions:
+        """The memory conventions it runs with: the one rule is stacks.conventions."""
+        try:
+            return self._conventions
+        except AttributeError:
+            object.__setattr__(self, "_conventions", stack_conventions(self))
+            return self._conventions
+
+    @property
+    def expert_groups(self) -> ExpertGroups:
+        """The routed experts' degrees: the one rule is expert_groups (module doc)."""
+        try:
+            return self._expert_groups
+        except AttributeError:
+            object.__setattr__(self, "_expert_groups", expert_groups(self))  # the module function
+            return self._expert_groups
+
+    @property
     def dp(self) -> int:
         return self.dp_replicate * self.dp_shard
+
+    @property
+    def global_batch(self) -> int:
+        """Sequences per optimizer step: micro_batch x grad_accum x dp (the batch identity that
+        check_layout holds the workload's global batch to)."""
+        return self.micro_batch * self.grad_accum * self.dp_replicate * self.dp_shard
 
     @property
     def num_gpus(self) -> int:
@@ -122,7 +167,13 @@ class Layout:
                       self.pp_loss_in_split)
 
     def with_(self, **changes) -> Layout:
-        return replace(self, **changes)
+        """This layout with `changes` (dataclasses.replace's meaning, at a fraction of its cost: the
+        search builds layouts in its inner loop)."""
+        if not changes.keys() <= _FIELD_NAMES:
+            raise TypeError(f"Layout has no field {min(changes.keys() - _FIELD_NAMES)!r}")
+        values = dict(zip(_FIELD_ORDER, _field_values(self), strict=True))
+        values.update(changes)
+        return Layout(**values)
 
     def with_stack(self, name: str, **settings) -> Layout:
         """The same layout run by stack `name`: its preset settings, with `settings` overriding keys."""
@@ -178,6 +229,11 @@ class Layout:
         return " ".join(parts)
 
 
+_FIELD_ORDER = tuple(f.name for f in fields(Layout))
+_FIELD_NAMES = frozenset(_FIELD_ORDER)
+_field_values = attrgetter(*_FIELD_ORDER)
+
+
 @dataclass(frozen=True, slots=True)
 class ExpertGroups:
     """The routed experts' parallel degrees for one layout (module doc: the folding)."""
@@ -215,7 +271,7 @@ def expert_tp(L: Layout) -> int:
     """The layout's etp: its own, else its stack's default (stacks.toml expert_tp)."""
     if L.etp is not None:
         return L.etp
-    if conventions(L).expert_tp == "one_under_ep" and L.ep > 1:
+    if L.conventions.expert_tp == "one_under_ep" and L.ep > 1:
         return 1
     return L.tp
 
@@ -336,7 +392,7 @@ def layout_from_dict(data: dict, where: str = "layout") -> Layout:
 
 def check_layout(job, layout: Layout) -> None:
     """Refuse a layout that cannot run this job, with what to change. `job` is a job.Job."""
-    from trainplan.precision import check_supported, recipe, registry
+    from trainplan.precision import check_supported, registry
 
     m, c, w = job.model, job.cluster, job.workload
     L = layout
@@ -349,7 +405,7 @@ def check_layout(job, layout: Layout) -> None:
         raise TrainplanError(f"unknown activation checkpointing {L.ac!r}; known: {', '.join(AC_MODES)}")
     if L.pp_schedule not in PP_SCHEDULES:
         raise TrainplanError(f"unknown pipeline schedule {L.pp_schedule!r}; known: {', '.join(PP_SCHEDULES)}")
-    check_supported(recipe(L.precision), c.gpu)
+    check_supported(L.recipe, c.gpu)
     if L.sharding == "none" and L.dp_shard > 1:
         raise TrainplanError("sharding 'none' needs dp_shard = 1 (put the data-parallel degree in dp_replicate)")
     if L.tp > c.node.nvlink_domain_gpus and c.node.nvlink_domain_gpus > 1:
@@ -401,7 +457,7 @@ def check_layout(job, layout: Layout) -> None:
             f"layout uses dp_replicate*dp_shard*tp*pp*cp = {L.dp_replicate}*{L.dp_shard}*{L.tp}*{L.pp}*{L.cp}"
             f" = {L.num_gpus} GPUs but the cluster has {c.num_gpus}; change the degrees or --nodes"
         )
-    lp = recipe(L.precision).low_precision
+    lp = L.recipe.low_precision
     if L.fp8_allgather and lp is None:
         lowp = [r.name for r in registry().values() if r.low_precision]
         raise TrainplanError(f"fp8_allgather needs a low-precision recipe ({', '.join(lowp)}), not {L.precision!r}")
@@ -424,11 +480,11 @@ def expert_refusal(m, L: Layout) -> str | None:
         return f"etp must be a positive integer or null, got {L.etp}"
     if L.etp is not None and m.moe is None:
         return f"etp={L.etp} splits routed experts, but {m.name} has none (a dense model); leave etp out"
-    etp = expert_tp(L)
+    etp = L.expert_groups.etp
     if L.tp % etp:
         return (f"etp={etp} with tp={L.tp}: etp must divide tp (the expert tensor-parallel group lies inside "
                 f"the tp group); use a divisor of {L.tp}")
-    if etp not in (1, L.tp) and conventions(L).torch_style:
+    if etp not in (1, L.tp) and L.conventions.torch_style:
         return (f"etp={etp} with tp={L.tp}: {L.stack} folds the experts with etp = 1 or etp = tp "
                 f"(torchtitan's two foldings; Megatron-Core runs the sizes between); use etp=1 or "
                 f"etp={L.tp}, or --stack megatron")

@@ -403,7 +403,7 @@ def drop_refused(layout):
     """`layout` with every setting whose RULES fail on it turned off: a search applies one --set to
     layouts where the framework accepts it and to layouts where it does not, and costs each as it runs."""
     off = {r.setting: _OFF[r.setting] for r in broken_rules(layout, layout.execution)}
-    return replace(layout, execution=replace(layout.execution, **off)) if off else layout
+    return layout.with_(execution=replace(layout.execution, **off)) if off else layout
 
 
 def _text(v) -> str:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from trainplan.converter_names import declared
 from trainplan.errors import TrainplanError
 from trainplan.layout import expert_tp
-from trainplan.precision import no_converter, recipe, registry
-from trainplan.stacks import COMPLETE_STACK, DEFAULT_STACK, SETTINGS, conventions, stack
+from trainplan.precision import no_converter, registry
+from trainplan.stacks import COMPLETE_STACK, DEFAULT_STACK, SETTINGS, stack
 
 TRAINER_STACK = DEFAULT_STACK
 # Values the trainer runs besides its preset's: the chunked loss (runtime/loss.py, with the
@@ -64,7 +64,7 @@ def refusal(layout, device: str = "cuda", model=None) -> Refusal | None:
             "handles only the CUDA SDPA kernels (flash, memory-efficient, cuDNN); on CPU SDPA's "
             "_scaled_dot_product_flash_attention_for_cpu has no context-parallel implementation in this "
             "torch; run on GPUs, or choose a plan with cp = 1", None)
-    r = recipe(L.precision)
+    r = L.recipe
     if not r.runnable:  # recipes.toml: no runtime converter
         return Refusal(f"{no_converter(r)}, or --stack {OTHER_STACK}", OTHER_STACK)
     conv = declared(r.low_precision.converter) if r.low_precision is not None else None
@@ -171,10 +171,10 @@ def _tensor_parallel(L, model) -> Refusal | None:
     (runtime/moe.apply_ep)."""
     if L.tp == 1:
         return None
-    if conventions(L).vocab_parallel_loss:  # the layout's own, else the stack's (false for trainplan)
+    if L.conventions.vocab_parallel_loss:  # the layout's own, else the stack's (false for trainplan)
         return Refusal(f"the trainer's tensor parallel computes the whole vocabulary's logits on every tp rank "
                        f"(tp={L.tp}): set vocab_parallel_loss false, or --stack {OTHER_STACK}", OTHER_STACK)
-    lowp = recipe(L.precision).low_precision
+    lowp = L.recipe.low_precision
     if lowp is not None and not _tp_runs(lowp):
         runs = [r.name for r in registry().values() if r.low_precision and _tp_runs(r.low_precision)]
         return Refusal(f"{L.precision} with tensor parallel: the tp styles of converter {lowp.converter!r} shard "
@@ -204,7 +204,7 @@ def _aux_loss_scaling(L, model) -> Refusal | None:
     current scale and the aux loss's is not, so the balance term would shrink by that factor."""
     if model is None or model.moe is None or model.moe.load_balance != "aux_loss" or model.moe.aux_loss_coef <= 0:
         return None
-    if not recipe(L.precision).loss_scaling:
+    if not L.recipe.loss_scaling:
         return None
     return Refusal(f"precision {L.precision!r} scales the loss dynamically, which the trainer's MoE auxiliary "
                    f"loss does not follow; use bf16 (no loss scaling), or --stack {OTHER_STACK}", OTHER_STACK)

@@ -8,7 +8,7 @@ import pytest
 
 from trainplan.costs import memory
 from trainplan.costs.activations import ActivationContext, layer_activations, layer_none
-from trainplan.costs.memory import memory_breakdown
+from trainplan.costs.memory import memory_breakdown, memory_total
 from trainplan.costs.overheads import logits_bytes
 from trainplan.costs.states import stage_params, state_bytes
 from trainplan.hardware import Cluster, find_node
@@ -121,6 +121,7 @@ def test_candidate_stages_give_the_scan_of_every_stage(name, instance, tp, pp, v
         if scan is None or b.total > scan.total:
             scan = b
     assert memory_breakdown(j, L) == scan
+    assert memory_total(j, L) == scan.total  # the search's check: the same sums, bit for bit
 
 
 # `trainplan trace --model M --seq-len 2048 --micro-batch 1 --ac none --json` (Hugging Face eager code

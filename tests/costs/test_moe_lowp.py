@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from trainplan.costs import memory as memory_mod
+from trainplan import layout as layout_mod
 from trainplan.costs.compute import microbatch_compute
 from trainplan.costs.flops import model_flops
 from trainplan.costs.memory import memory_breakdown
@@ -62,8 +62,8 @@ def test_uncast_experts_have_no_fp8_weight_copies(monkeypatch):
     job = Job(QWEN, Cluster(find_node("ml.p5.48xlarge"), 1), Workload(4096, 8))
     L = Layout(ep=8, dp_shard=8, precision="fp8_tensorwise", sharding="zero2").with_stack("trainplan")
     uncast = memory_breakdown(job, L)
-    real = memory_mod.conventions
-    monkeypatch.setattr(memory_mod, "conventions", lambda lay: replace(real(lay), lowp_experts=True))
-    cast = memory_breakdown(job, L)
+    real = layout_mod.stack_conventions  # what Layout.conventions resolves through
+    monkeypatch.setattr(layout_mod, "stack_conventions", lambda lay: replace(real(lay), lowp_experts=True))
+    cast = memory_breakdown(job, L.with_())  # a new layout resolves its conventions again
     assert uncast.fp8_weights < cast.fp8_weights
     assert uncast.params == cast.params and uncast.optimizer_states == cast.optimizer_states

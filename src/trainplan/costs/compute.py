@@ -46,6 +46,7 @@ from trainplan.costs import measured
 from trainplan.costs.flops import ModelFlops, keys_per_query, layer_recompute
 from trainplan.costs.moe import router_bytes_per_token
 from trainplan.hardware.types import GPUSpec
+from trainplan.memo import memoised
 from trainplan.models.spec import ModelSpec
 from trainplan.precision import Recipe
 from trainplan.profile import Profile
@@ -142,6 +143,7 @@ def _layer_nongemm_bytes(m: ModelSpec, gemms, is_moe: bool, fused: bool, tp: int
     return e
 
 
+@memoised()  # a pure function of the shape; the search asks for the same shapes many times (memo.py)
 def microbatch_compute(
     m: ModelSpec, mf: ModelFlops, gpu: GPUSpec, prof: Profile, *, recipe: Recipe, tokens: float,
     seq_len: int, tp: int, ep: int, etp: int | None = None, layers_on_stage: float, head_on_stage: bool, recompute_frac: float,

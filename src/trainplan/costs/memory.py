@@ -27,11 +27,10 @@ from trainplan.costs.activations import (
 )
 from trainplan.costs.moe import layout_load
 from trainplan.costs.states import StageParams, stage_params, state_bytes
-from trainplan.layout import Layout, expert_groups
+from trainplan.layout import Layout
+from trainplan.memo import memoised
 from trainplan.models.layers import moe_flags
 from trainplan.models.stages import EVEN, Uneven
-from trainplan.precision import recipe
-from trainplan.stacks import conventions
 from trainplan.units import GiB
 
 # Terms that are tensors (torch.cuda.memory_allocated counts them).
@@ -108,17 +107,39 @@ def memory_breakdown(job, layout: Layout) -> MemoryBreakdown:
 
     Assumes `check_layout(job, layout)` passed; pure arithmetic, no I/O.
     """
-    L = layout
+    i, sp, _ = _worst_stage(job, layout)
+    return _stage(job, layout, i, sp)
+
+
+def memory_total(job, layout: Layout) -> float:
+    """memory_breakdown(job, layout).total, without building the breakdown: the search's memory
+    check (the same sums in the same order, so the two are equal to the last bit)."""
+    return _worst_stage(job, layout)[2]
+
+
+def _worst_stage(job, L: Layout) -> tuple[int, StageParams, float]:
+    """(index, parameters, device total) of the stage with the largest total (the first of equal
+    totals)."""
     m = job.model
-    split = expert_groups(L).weight_split
-    lowp_experts = conventions(L).lowp_experts
-    stages = stage_params(m, L.tp, split, L.pp, L.vp, L.uneven, lowp_experts)
-    best, best_total = None, 0.0
-    for i in _candidate_stages(m, L.tp, split, L.pp, L.vp, L.uneven, lowp_experts):
-        t, parts = _stage_terms(job, L, i, stages[i])
-        if best is None or t > best_total:
-            best, best_total = parts, t
-    return _build(*best)
+    split = L.expert_groups.weight_split
+    lowp_experts = L.conventions.lowp_experts
+    stages = _stage_params(m, tp=L.tp, split=split, pp=L.pp, vp=L.vp, uneven=L.uneven, lowp_experts=lowp_experts)
+    best = None
+    for i in _stages_to_check(m, tp=L.tp, split=split, pp=L.pp, vp=L.vp, uneven=L.uneven, lowp_experts=lowp_experts):
+        t = _stage_terms(job, L, i, stages[i])[0]
+        if best is None or t > best[2]:
+            best = (i, stages[i], t)
+    return best
+
+
+@memoised()
+def _stage_params(m, *, tp, split, pp, vp, uneven, lowp_experts):
+    return stage_params(m, tp, split, pp, vp, uneven, lowp_experts)
+
+
+@memoised()
+def _stages_to_check(m, *, tp, split, pp, vp, uneven, lowp_experts):
+    return _candidate_stages(m, tp, split, pp, vp, uneven, lowp_experts)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -156,31 +177,29 @@ def _dominates(a: StageParams, b: StageParams, kinds: tuple[bool, ...]) -> bool:
 
 def _stage(job, L: Layout, i: int, sp: StageParams) -> MemoryBreakdown:
     """The breakdown of pipeline stage i."""
-    return _build(*_stage_terms(job, L, i, sp)[1])
+    _, terms, groups, scale = _stage_terms(job, L, i, sp)
+    return MemoryBreakdown(*terms, activation_groups={k: v * scale for k, v in groups.items()})
 
 
-def _build(terms: dict, groups: dict, scale: float) -> MemoryBreakdown:
-    return MemoryBreakdown(**terms, activation_groups={k: v * scale for k, v in groups.items()})
-
-
-def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[dict, dict, float]]:
-    """(device total, (terms, activation groups per token, tokens in flight)) of stage i; the
-    breakdown object is built only for the worst stage (the search calls this in its inner loop)."""
+def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple, dict, float]:
+    """(device total, MemoryBreakdown's fields in order up to microbatches_in_flight, activation
+    groups per token, tokens in flight) of stage i. The breakdown object is built only for the
+    worst stage (the search calls this in its inner loop)."""
     m, w = job.model, job.workload
-    r = recipe(L.precision)
+    r = L.recipe
     lp = r.low_precision
-    conv = conventions(L)  # the stack's (stacks.toml), never inferred from sharding
-    g = expert_groups(L)
-    st = state_bytes(sp, sharding=L.sharding, recipe=r, dp_shard=L.dp_shard, cp=L.cp, edp_shard=g.edp_shard, pp=L.pp,
-                     optimizer_offload=L.optimizer_offload, fp8_allgather=L.fp8_allgather,
-                     grad_fp32=conv.grad_reduce_fp32,
-                     sync_last_microbatch=conv.grad_sync == "last_microbatch" and L.grad_accum > 1,
-                     zero1_replicated=conv.zero1 == "zero_redundancy")
+    conv = L.conventions  # the stack's (stacks.toml), never inferred from sharding
+    g = L.expert_groups
+    st = _state_bytes(sp, sharding=L.sharding, recipe=r, dp_shard=L.dp_shard, cp=L.cp, edp_shard=g.edp_shard,
+                      pp=L.pp, optimizer_offload=L.optimizer_offload, fp8_allgather=L.fp8_allgather,
+                      grad_fp32=conv.grad_reduce_fp32,
+                      sync_last_microbatch=conv.grad_sync == "last_microbatch" and L.grad_accum > 1,
+                      zero1_replicated=conv.zero1 == "zero_redundancy")
     tokens = L.micro_batch * w.seq_len / L.cp  # tokens of one micro-batch on this GPU
     ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile,
                    conv.torch_style, None if lp is None else lp.weight_bytes, g.routed_share,
                    layout_load(L, balanced=True))
-    per_mb, working, grads, groups = _stage_activations(m, ctx, L.ac, L.ac_layers, sp.layers)
+    per_mb, working, grads, groups = _stage_activations_of(m, ctx, sp, ac=L.ac, ac_layers=L.ac_layers)
     in_flight = microbatches_in_flight(L.pp, i, L.grad_accum, L.pp_schedule, L.vp)
     activations = per_mb * tokens * in_flight
     logits = 0.0
@@ -202,19 +221,30 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple[
     cp_buf = _cp_buffers(m, L, tokens, job.cluster.node.gpus_per_node)
     dynamic = activations + (working + grads) * tokens + logits + st.unsharded_params + st.unsharded_grads + fp8_w \
         + cp_buf
-    terms = {
-        "params": st.params, "grads": st.grads, "master_params": st.master_params,
-        "optimizer_states": st.optimizer_states, "unsharded_params": st.unsharded_params,
-        "unsharded_grads": st.unsharded_grads, "activations": activations, "recompute_working": working * tokens,
-        "activation_grads": grads * tokens, "logits": logits, "fp8_weights": fp8_w, "fp8_scales": float(fp8_s),
-        "workspace": float(ov.CUBLAS_WORKSPACE_BYTES), "fragmentation": ov.FRAGMENTATION * dynamic,
-        "nccl_buffers": float(ov.nccl_bytes((L.dp_replicate, L.dp_shard, L.tp, L.pp, L.cp, L.ep))),
-        "cuda_context": float(ov.CUDA_CONTEXT_BYTES), "cp_buffers": cp_buf,
-        "worst_stage": i, "convention": st.convention, "microbatches_in_flight": in_flight,
-    }
-    # the same sums, in the same order, as MemoryBreakdown.total (ties must resolve identically)
-    total = sum(terms[k] for k in ALLOCATED) + terms["fragmentation"] + terms["nccl_buffers"] + terms["cuda_context"]
-    return total, (terms, groups, tokens * in_flight)
+    working_b, grads_b, fp8_s = working * tokens, grads * tokens, float(fp8_s)
+    workspace, fragmentation = float(ov.CUBLAS_WORKSPACE_BYTES), ov.FRAGMENTATION * dynamic
+    nccl = float(ov.nccl_bytes((L.dp_replicate, L.dp_shard, L.tp, L.pp, L.cp, L.ep)))
+    context = float(ov.CUDA_CONTEXT_BYTES)
+    # MemoryBreakdown's fields, in order
+    terms = (st.params, st.grads, st.master_params, st.optimizer_states, st.unsharded_params, st.unsharded_grads,
+             activations, working_b, grads_b, logits, fp8_w, fp8_s, workspace, fragmentation, nccl, context, cp_buf,
+             i, st.convention, in_flight)
+    # MemoryBreakdown.total's sums in its order (ALLOCATED, then fragmentation, NCCL, context): ties
+    # must resolve identically, and memory_total must equal it to the last bit
+    total = (0 + st.params + st.grads + st.master_params + st.optimizer_states + st.unsharded_params
+             + st.unsharded_grads + activations + working_b + grads_b + logits + fp8_w + fp8_s + workspace + cp_buf) \
+        + fragmentation + nccl + context
+    return total, terms, groups, tokens * in_flight
+
+
+@memoised()
+def _state_bytes(sp, **shape):
+    return state_bytes(sp, **shape)
+
+
+@memoised()
+def _stage_activations_of(m, ctx, sp, *, ac, ac_layers):
+    return _stage_activations(m, ctx, ac, ac_layers, sp.layers)
 
 
 def _cp_buffers(m, L: Layout, tokens: float, gpus_per_node: int) -> float:

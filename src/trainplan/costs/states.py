@@ -41,6 +41,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from trainplan.memo import memoised
 from trainplan.models.layers import moe_flags
 from trainplan.models.params import count_params
 from trainplan.models.spec import ModelSpec
@@ -242,6 +243,7 @@ def state_bytes(sp: StageParams, *, sharding: str, recipe: Recipe, dp_shard: int
     return StateBytes(params, grads, master, states, u_params, u_grads, conv, bpp)
 
 
+@memoised()  # the estimate asks once per layout; the sum runs over every layer
 def total_params(m: ModelSpec) -> int:
     return _counts(m).total
 

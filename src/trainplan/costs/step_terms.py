@@ -38,12 +38,11 @@ from trainplan.costs.comm import (
 )
 from trainplan.costs.compute import MicrobatchCompute
 from trainplan.hardware import GPUSpec, NodeType
-from trainplan.layout import Layout, expert_groups
+from trainplan.layout import Layout
 from trainplan.models.params import count_params
 from trainplan.models.spec import ModelSpec
 from trainplan.precision import Recipe
 from trainplan.profile import Profile
-from trainplan.stacks import conventions
 
 # Pinned host<->device copies reach ~80% of the PCIe link's per-direction rate (NVIDIA nvbandwidth
 # host_to_device/device_to_host on Gen5 x16 systems report ~50-55 of 64 GB/s; an assumption until a
@@ -138,8 +137,8 @@ def moe_tokens(st: Stage) -> tuple[float, int]:
     on every tp rank: the tp term gathers and reduces the block like a dense MLP. (trainplan's own
     trainer, etp = tp with sequence parallel, all-reduces the experts' partial sums and slices the
     result instead of reduce-scattering it: its MoE blocks move more tp bytes than this prices.)"""
-    L, g = st.L, expert_groups(st.L)
-    if L.tp > 1 and L.sequence_parallel and (g.etp == 1 or not conventions(L).torch_style):
+    L, g = st.L, st.L.expert_groups
+    if L.tp > 1 and L.sequence_parallel and (g.etp == 1 or not L.conventions.torch_style):
         return st.tokens / L.tp, g.etp
     return st.tokens, 1
 
@@ -190,7 +189,7 @@ def ep_term(st: Stage) -> Term:
     m, L, ex, n_mb = st.m, st.L, st.L.execution, st.n_mb
     if m.moe is None:
         return Term()
-    g = expert_groups(L)
+    g = L.expert_groups
     tokens, etp_gather = moe_tokens(st)
     if L.ep * etp_gather <= 1:
         return Term()
@@ -237,7 +236,7 @@ def _param_split(m: ModelSpec) -> tuple[float, float, float]:
 def _gpu_params(m: ModelSpec, L: Layout) -> tuple[float, float]:
     """(dense, routed-expert) parameters one GPU of the fullest stage holds before sharding."""
     dense, experts, embed = _param_split(m)
-    return (dense / L.pp + embed) / L.tp, experts / L.pp / expert_groups(L).weight_split
+    return (dense / L.pp + embed) / L.tp, experts / L.pp / L.expert_groups.weight_split
 
 
 def shard_calls(L: Layout) -> tuple[int, int]:
@@ -269,13 +268,13 @@ def shard_calls(L: Layout) -> tuple[int, int]:
     if L.sharding == "zero1":
         return 1, 1
     if L.sharding == "zero2":
-        if conventions(L).zero2 == "fsdp2_no_reshard":
+        if L.conventions.zero2 == "fsdp2_no_reshard":
             return (1, 1) if L.pp > 1 else (n_mb, n_mb)
         return 1, n_mb
     if L.sharding == "fsdp":
         if L.pp > 1:
             return 1, 1
-        return 2 * n_mb, 1 if conventions(L).grad_sync == "last_microbatch" else n_mb
+        return 2 * n_mb, 1 if L.conventions.grad_sync == "last_microbatch" else n_mb
     return 0, 0
 
 
@@ -294,7 +293,7 @@ def dp_term(st: Stage) -> Term:
     pbytes = rec.low_precision.weight_bytes if L.fp8_allgather else rec.param_bytes
     gbytes = rec.param_bytes if L.sharding in ("zero1", "none") else rec.grad_bytes
     shard = L.dp_shard * L.cp
-    g = expert_groups(L)
+    g = L.expert_groups
     # (params, sharding group, its size, plain data parallel's all-reduce group)
     groups = [(p_dense, span(shard, L.tp, node), shard, span(L.dp_replicate * L.cp, L.tp, node))]
     if p_exp:
@@ -308,7 +307,7 @@ def dp_term(st: Stage) -> Term:
     rs_window = st.bwd if rs_calls == 1 else st.bwd * n_mb
     terms = []
     for params, sp_sh, n_sh, full in groups:
-        if L.sharding == "zero1" and conventions(L).zero1 == "zero_redundancy":
+        if L.sharding == "zero1" and L.conventions.zero1 == "zero_redundancy":
             # torch ZeRO-1 (runtime/parallel.apply_zero1): DDP all-reduces the gradients, in the
             # parameters' dtype, on every micro-batch over all data-parallel ranks; after the step
             # ZeroRedundancyOptimizer broadcasts each rank's updated shard (an all-gather's volume),
@@ -357,7 +356,7 @@ def optimizer_time(st: Stage) -> float:
     p_dense, p_exp = _gpu_params(st.m, L)
     shard = L.dp_shard * L.cp
     local = p_dense / (shard if L.sharding != "none" else 1) + p_exp / (
-        expert_groups(L).edp_shard if L.sharding != "none" else 1)
+        L.expert_groups.edp_shard if L.sharding != "none" else 1)
     # the optimizer's weights (master copy, else the compute copy), gradient and m, v read; weights,
     # m, v written; with a master copy the compute copy is written too (bf16 mixed: 16 + 12 + 2 = 30)
     weights = rec.master_bytes or rec.param_bytes

@@ -26,11 +26,9 @@ from trainplan.costs.compute import MicrobatchCompute, microbatch_compute
 from trainplan.costs.flops import model_flops, recompute_fraction
 from trainplan.costs.step_terms import exposed, shard_calls
 from trainplan.job import Job
-from trainplan.layout import Layout, expert_groups
+from trainplan.layout import Layout
 from trainplan.models.stages import stage_layers
-from trainplan.precision import recipe
 from trainplan.profile import Profile
-from trainplan.stacks import conventions
 from trainplan.stacks import stack as stack_preset
 
 __all__ = ["StepResult", "StepTime", "exposed", "shard_calls", "slowest_stage", "step_time"]
@@ -92,7 +90,7 @@ def slowest_stage(job: Job, L: Layout, prof: Profile) -> terms.Stage:
     or the last stage with its layers and the head (models/stages.py decides the counts)."""
     m, c, w = job.model, job.cluster, job.workload
     gpu = c.gpu
-    rec = recipe(L.precision)
+    rec = L.recipe
     mf = model_flops(m)
     s = w.seq_len
     tokens = L.micro_batch * s / L.cp  # tokens of one micro-batch on one GPU
@@ -101,12 +99,12 @@ def slowest_stage(job: Job, L: Layout, prof: Profile) -> terms.Stage:
     def stage_compute(layers: int, head: bool) -> tuple[MicrobatchCompute, float]:
         r = recompute_fraction(L.ac, L.ac_layers, layers) if layers else 0.0
         return microbatch_compute(
-            m, mf, gpu, prof, recipe=rec, tokens=tokens, seq_len=s, tp=L.tp, ep=L.ep, etp=expert_groups(L).etp,
+            m, mf, gpu, prof, recipe=rec, tokens=tokens, seq_len=s, tp=L.tp, ep=L.ep, etp=L.expert_groups.etp,
             layers_on_stage=layers, head_on_stage=head, recompute_frac=r,
             selective=L.ac == "selective", flash=L.flash_attention,
             fused=L.torch_compile or st.fused_kernels, compiled_loss=L.loss_kind == "fused",
             te_attention=st.fused_kernels, family=st.recompute_family,
-            moe_load=moe_cost.layout_load(L), lowp_experts=conventions(L).lowp_experts,
+            moe_load=moe_cost.layout_load(L), lowp_experts=L.conventions.lowp_experts,
         ), r
 
     layers_stage, head_only = _stage_counts(m.num_layers, L)

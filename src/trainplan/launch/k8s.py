@@ -35,7 +35,6 @@ from trainplan.launch.base import (
 )
 from trainplan.launch.env import has_efa, network_env
 from trainplan.models.params import count_params
-from trainplan.precision import recipe
 from trainplan.units import GiB
 
 NAME = "k8s"
@@ -82,7 +81,7 @@ def from_args(args, common: dict) -> K8sOptions:
 
 def checkpoint_gib(plan) -> int:
     """GiB for the checkpoints the trainer keeps on disk at once."""
-    per_param = 6 if recipe(plan.layout.precision).pure else 12
+    per_param = 6 if plan.layout.recipe.pure else 12
     return max(1, math.ceil(CHECKPOINTS_ON_DISK * per_param * count_params(plan.job.model).total / GiB))
 
 

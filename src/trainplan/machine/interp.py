@@ -47,16 +47,20 @@ class Grid:
     axes: tuple[str, ...]
     points: tuple[tuple[float, ...], ...]  # coordinates, one tuple per point, in `axes` order
     values: tuple[float, ...]
-    _logs: tuple = field(init=False, repr=False, compare=False, hash=False)
+    # derived once: per-axis log2 coordinates of the points, and each axis's (lo, hi)
+    _log_columns: tuple = field(init=False, repr=False, compare=False, hash=False)
+    _bounds: tuple = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "_logs", tuple(tuple(math.log2(c) for c in p) for p in self.points))
+        columns = tuple(zip(*self.points, strict=True)) if self.points else ()
+        object.__setattr__(self, "_log_columns", tuple(tuple(math.log2(c) for c in col) for col in columns))
+        object.__setattr__(self, "_bounds", tuple((min(col), max(col)) for col in columns))
 
     def lo(self, i: int) -> float:
-        return min(p[i] for p in self.points)
+        return self._bounds[i][0]
 
     def hi(self, i: int) -> float:
-        return max(p[i] for p in self.points)
+        return self._bounds[i][1]
 
     @functools.cached_property
     def loo_error(self) -> float:
@@ -80,16 +84,16 @@ class Grid:
     def _lookup(self, q: tuple[float, ...]) -> Lookup:
         if not self.axes:
             return Lookup(self.values[0])
-        outside, clamped = [], []
-        for i, (a, v) in enumerate(zip(self.axes, q, strict=True)):
-            lo, hi = self.lo(i), self.hi(i)
+        outside = []
+        dist = [0] * len(self.points)  # squared log2 distances, summed axis by axis
+        for a, v, (lo, hi), column in zip(self.axes, q, self._bounds, self._log_columns, strict=True):
             if v < lo:
                 outside.append(f"{a}={v:g} < {lo:g}")
             elif v > hi:
                 outside.append(f"{a}={v:g} > {hi:g}")
-            clamped.append(math.log2(min(max(v, lo), hi)))
-        near = heapq.nsmallest(NEIGHBOURS, ((sum((x - y) * (x - y) for x, y in zip(p, clamped)), j)
-                                            for j, p in enumerate(self._logs)))
+            y = math.log2(min(max(v, lo), hi))
+            dist = [acc + (x - y) * (x - y) for acc, x in zip(dist, column)]
+        near = heapq.nsmallest(NEIGHBOURS, zip(dist, range(len(dist))))  # ties: the lower index, as a scan
         if near[0][0] < 1e-12:
             return Lookup(self.values[near[0][1]], tuple(outside))
         wsum = sum(1.0 / d for d, _ in near)

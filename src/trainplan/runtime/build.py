@@ -6,8 +6,6 @@ import torch
 from torch import nn
 
 from trainplan.errors import TrainplanError
-from trainplan.layout import expert_groups
-from trainplan.precision import recipe
 from trainplan.runtime import context, converters, moe, parallel
 from trainplan.runtime.dtypes import torch_dtype
 from trainplan.runtime.init import fill
@@ -119,9 +117,9 @@ def _parallelize(model, plan, mesh, device: torch.device, emesh=None, converter=
     when they are split (moe.splits_experts): experts split over ep and tp after the dense tp,
     sharded over edp before FSDP; `converter`: the recipe's (converters.for_layout), or None."""
     layout = plan.layout
-    r = recipe(layout.precision)
+    r = layout.recipe
     # etp = 1 under tp: experts whole, each tp rank routing its sequence shard (supports.py: sequence parallel)
-    whole_experts = plan.job.model.moe is not None and expert_groups(layout).etp < layout.tp
+    whole_experts = plan.job.model.moe is not None and layout.expert_groups.etp < layout.tp
     if converter is not None:  # before tp: tp shards the converted modules with the converter's styles
         converter.convert(model)
     if layout.tp > 1:

@@ -21,7 +21,7 @@ import importlib
 from typing import TYPE_CHECKING, Protocol
 
 from trainplan.converter_names import CONVERTERS
-from trainplan.precision import Recipe, check_runnable, recipe
+from trainplan.precision import Recipe, check_runnable
 
 if TYPE_CHECKING:
     from torch import nn
@@ -63,4 +63,4 @@ def for_recipe(r: Recipe, *, fsdp_allgather: bool = False) -> Converter | None:
 
 def for_layout(layout) -> Converter | None:
     """The converter a Layout's precision and options ask for."""
-    return for_recipe(recipe(layout.precision), fsdp_allgather=layout.fp8_allgather)
+    return for_recipe(layout.recipe, fsdp_allgather=layout.fp8_allgather)

@@ -356,9 +356,8 @@ def expert_mesh(layout, device_type: str):
     neighbours in one ep group when tp divides ep)."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    from trainplan.layout import expert_groups
 
-    g = expert_groups(layout)
+    g = layout.expert_groups
     if g.etp == layout.tp:
         shape = (layout.pp, layout.dp_replicate, g.edp_shard, layout.ep, layout.tp)
         return init_device_mesh(device_type, shape, mesh_dim_names=("pp", "dp_replicate", "edp", "ep", "tp"))

@@ -85,11 +85,10 @@ def checkpoint_size(plan, world: int, tensors: int, buffer_bytes: float = 0.0, b
     the manifest; a partial block per file; then MARGIN."""
     from trainplan.costs.states import ADAM_MOMENTS, checkpoint_bytes_per_param
     from trainplan.models.params import count_params
-    from trainplan.precision import recipe
 
     L = plan.layout
     # The trainer saves as FSDP2 does under every sharding (under zero1, DDP holds the stored params).
-    states = count_params(plan.job.model).total * checkpoint_bytes_per_param(recipe(L.precision), "fsdp")
+    states = count_params(plan.job.model).total * checkpoint_bytes_per_param(L.recipe, "fsdp")
     pieces = max(1, world // max(1, L.dp_replicate * L.pp))
     records = tensors * (1 + ADAM_MOMENTS) * pieces + tensors + buffers
     group_records = tensors * GROUP_KEYS

@@ -106,6 +106,8 @@ class _Count:
         # the execution settings chosen by rule (search/settings.py), on every point
         self.execution, self.conditions = settings.rule_execution(q), settings.conditional(q)
         self.mesh_execution: dict[space.Mesh, object] = {}  # with the trade-offs chosen for a mesh
+        # point() per its arguments: the bisections and the expansion ask for the same points again
+        self._points: dict[tuple, tuple[Job, Layout] | None] = {}
 
     # ---- building blocks ---------------------------------------------------------------------
     def job(self, seq: int, gb: int) -> Job:
@@ -113,6 +115,13 @@ class _Count:
 
     def point(self, mesh: space.Mesh, prec: str, ac: str, k: int, mb: int, seq: int,
               sched: tuple[str, int]) -> tuple[Job, Layout] | None:
+        key = (mesh, prec, ac, k, mb, seq, sched, self.mesh_execution.get(mesh))
+        if key not in self._points:
+            self._points[key] = self._point(mesh, prec, ac, k, mb, seq, sched)
+        return self._points[key]
+
+    def _point(self, mesh: space.Mesh, prec: str, ac: str, k: int, mb: int, seq: int,
+               sched: tuple[str, int]) -> tuple[Job, Layout] | None:
         ga = self.q.batch.grad_accum(mesh.dp, mb, seq)
         if ga is None or (sched[0] == "interleaved" and ga % mesh.pp):
             return None
@@ -125,10 +134,10 @@ class _Count:
                         and mesh.sharding == "fsdp",
                         chunked_loss=self.context, stack=self.q.stack,
                         execution=self.mesh_execution.get(mesh, self.execution),
-                        **mesh.layout_fields())
+                        **mesh.layout_fields(), **trainer_fields(self.q.stack, mesh.tp))
         # a --set the stack refuses on this layout (stacks.RULES) is costed off here, as it would run,
         # and so is a setting chosen by rule where the framework does not run it
-        layout = settings.settle(layout.with_(**trainer_fields(self.q.stack, mesh.tp)), self.conditions)
+        layout = settings.settle(layout, self.conditions)
         layout = drop_refused(layout)
         if mesh.etp is not None and expert_refusal(self.q.model, layout):  # etp = 1 without sequence parallel
             return None

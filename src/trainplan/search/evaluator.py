@@ -101,19 +101,19 @@ class ModelEvaluator:
     error of peak memory for runs of the model's kind (Profile.memory_band)."""
 
     def __init__(self, profile=None):
-        from trainplan.costs.memory import memory_breakdown
+        from trainplan.costs.memory import memory_total
         from trainplan.estimate import estimate
         from trainplan.profile import default_profile
 
         self.profile = profile or default_profile()
-        self._memory, self._estimate = memory_breakdown, estimate
+        self._memory, self._estimate = memory_total, estimate
         self._bands = {moe: self.profile.memory_band(moe) for moe in (False, True)}
 
     def memory_band(self, job: Job) -> MemoryBand:
         return self._bands[job.model.moe is not None]
 
     def memory(self, job: Job, layout: Layout) -> float:
-        return self._memory(job, layout).total
+        return self._memory(job, layout)
 
     def evaluate(self, job: Job, layout: Layout, memory: float) -> Metrics:
         # The memory is known already (the search asked for it first): skip it in the estimate.

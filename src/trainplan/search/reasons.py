@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from trainplan.costs.fit import MAX_SEQ_LEN
 from trainplan.errors import TrainplanError
-from trainplan.layout import check_layout, expert_groups, expert_refusal
+from trainplan.layout import check_layout, expert_refusal
 from trainplan.precision import searched
 from trainplan.search import settings, space
 from trainplan.search.candidate import Candidate
@@ -178,13 +178,13 @@ def etp_reason(best: Candidate, pool: list[Candidate], ev: Counting) -> str | No
     L = best.layout
     if best.job.model.moe is None or L.tp == 1:
         return None
-    etp = expert_groups(L).etp
+    etp = L.expert_groups.etp
     others = [c for c in pool if c.instance == best.instance and c.nodes == best.nodes and c.seq_len == best.seq_len
-              and c.layout.precision == L.precision and c.layout.tp == L.tp and expert_groups(c.layout).etp != etp]
+              and c.layout.precision == L.precision and c.layout.tp == L.tp and c.layout.expert_groups.etp != etp]
     other = 1 if etp == L.tp else L.tp
     if others:
         alt = max(others, key=lambda c: c.tokens_per_s)
-        other = expert_groups(alt.layout).etp
+        other = alt.layout.expert_groups.etp
     else:  # the same layout with the other etp, when that layout is a valid one
         why = expert_refusal(best.job.model, replace(L, etp=other))
         if why:

@@ -89,7 +89,7 @@ def settle(layout, conditions: tuple[tuple[str, Choice], ...]):
     """`layout` with each by-rule setting in `conditions` off where its framework does not run it
     (tp_comm_overlap without sequence parallel in Megatron-Core, ...)."""
     off = {k: False for k, c in conditions if getattr(layout.execution, k) and not c.allows(layout, True)}
-    return replace(layout, execution=layout.execution.with_(**off)) if off else layout
+    return layout.with_(execution=layout.execution.with_(**off)) if off else layout
 
 
 def enumerates(q) -> bool:

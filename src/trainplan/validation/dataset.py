@@ -304,7 +304,7 @@ def _record_defaults(r: dict, layout: Layout, assumed: list[str]) -> Layout:
     if preset is None:
         return layout
     facts = {"tied_embeddings": bool(r["model"].get("tied_embeddings")),
-             "low_precision": recipe(layout.precision).low_precision is not None}
+             "low_precision": layout.recipe.low_precision is not None}
     year = _year(r)
     changes = {}
     for d in preset.record_defaults:

@@ -20,7 +20,7 @@ Comparisons:
 from __future__ import annotations
 
 from trainplan.estimate import estimate
-from trainplan.precision import mfu_peak, recipe
+from trainplan.precision import mfu_peak
 from trainplan.profile import Profile
 from trainplan.units import TFLOPS, GiB
 from trainplan.validation.dataset import Case, peak_mem_kind
@@ -56,7 +56,7 @@ def flags(case: Case) -> list[str]:
     if tps:
         from trainplan.costs.flops import model_flops
 
-        ceiling = recipe(case.layout.precision).matmul_ceiling(case.job.cluster.gpu)
+        ceiling = case.layout.recipe.matmul_ceiling(case.job.cluster.gpu)
         implied = tps * model_flops(case.job.model).model_per_token(case.job.workload.seq_len)
         if implied > ceiling:
             out.append(f"measured rate implies {implied / ceiling:.0%} of the measured matmul ceiling")

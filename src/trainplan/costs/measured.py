@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainplan.memo import memoised
+
 TFLOPS = 1e12
 GBPS = 1e9
 
@@ -98,9 +100,15 @@ def dense_gemm(machine, dtype: str, flops: float, m: float, k: float, n: float, 
     t = machine.find("gemm", dtype=dtype) if machine is not None else None
     if t is None:
         return None
+    rates, notes = _dense_rates(t, m=m, k=k, n=n, residual=residual, ratio=ratio)
+    return _times(flops, rates, notes, ratio)
+
+
+@memoised()  # by shape: the search prices the same GEMM shapes in many layouts
+def _dense_rates(t, *, m: float, k: float, n: float, residual: float, ratio: Ratio | None):
     shapes = [{"m": m, "n": n, "k": k}, {"m": m, "n": k, "k": n}, {"m": n, "n": k, "k": m}]
     rates, notes = _rates([t] * 3, [(s, s) for s in shapes], ratio, residual)
-    return _times(flops, rates, notes, ratio)
+    return tuple(rates), notes
 
 
 def grouped_gemm(machine, dtype: str, flops: float, experts: float, tokens_per_expert: float, k: float, n: float,
@@ -112,11 +120,19 @@ def grouped_gemm(machine, dtype: str, flops: float, experts: float, tokens_per_e
     tabs = [machine.find("grouped_gemm", dtype=dtype, **{"pass": p}) for p in ("fwd", "dgrad", "wgrad")]
     if any(t is None for t in tabs):
         return None
+    rates, notes = _grouped_rates(*tabs, experts=experts, tokens_per_expert=tokens_per_expert, k=k, n=n,
+                                  residual=residual, ratio=ratio)
+    return _times(flops, rates, notes, ratio)
+
+
+@memoised()
+def _grouped_rates(fwd, dgrad, wgrad, *, experts: float, tokens_per_expert: float, k: float, n: float,
+                   residual: float, ratio: Ratio | None):
     tpe = max(tokens_per_expert, 1.0)
     q = {"experts": max(experts, 1.0), "tokens_per_expert": tpe, "n": n, "k": k}
     shapes = [{"m": tpe, "n": n, "k": k}, {"m": tpe, "n": k, "k": n}, {"m": n, "n": k, "k": tpe}]
-    rates, notes = _rates(tabs, [(q, s) for s in shapes], ratio, residual)
-    return _times(flops, rates, notes, ratio)
+    rates, notes = _rates([fwd, dgrad, wgrad], [(q, s) for s in shapes], ratio, residual)
+    return tuple(rates), notes
 
 
 def attention_rates(machine, te_attention: bool, slower_kernel: float, seq: float, heads: float, kv_heads: float,

@@ -123,23 +123,24 @@ def _worst_stage(job, L: Layout) -> tuple[int, StageParams, float]:
     m = job.model
     split = L.expert_groups.weight_split
     lowp_experts = L.conventions.lowp_experts
-    stages = _stage_params(m, tp=L.tp, split=split, pp=L.pp, vp=L.vp, uneven=L.uneven, lowp_experts=lowp_experts)
+    stages, check = _stages(m, tp=L.tp, split=split, pp=L.pp, vp=L.vp, first=L.pp_first_stage_layers,
+                            last=L.pp_last_stage_layers, embedding=L.pp_embedding_in_split, loss=L.pp_loss_in_split,
+                            lowp_experts=lowp_experts)
     best = None
-    for i in _stages_to_check(m, tp=L.tp, split=split, pp=L.pp, vp=L.vp, uneven=L.uneven, lowp_experts=lowp_experts):
-        t = _stage_terms(job, L, i, stages[i])[0]
+    same = _Shared(job, L)
+    for i in check:
+        t = _stage_terms(job, L, i, stages[i], same)[0]
         if best is None or t > best[2]:
             best = (i, stages[i], t)
     return best
 
 
 @memoised()
-def _stage_params(m, *, tp, split, pp, vp, uneven, lowp_experts):
-    return stage_params(m, tp, split, pp, vp, uneven, lowp_experts)
-
-
-@memoised()
-def _stages_to_check(m, *, tp, split, pp, vp, uneven, lowp_experts):
-    return _candidate_stages(m, tp, split, pp, vp, uneven, lowp_experts)
+def _stages(m, *, tp, split, pp, vp, first, last, embedding, loss, lowp_experts):
+    """(every stage's parameters, the stages that can be the worst) of a split (Layout.uneven's fields)."""
+    uneven = Uneven(first, last, embedding, loss)
+    return (stage_params(m, tp, split, pp, vp, uneven, lowp_experts),
+            _candidate_stages(m, tp, split, pp, vp, uneven, lowp_experts))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -177,28 +178,42 @@ def _dominates(a: StageParams, b: StageParams, kinds: tuple[bool, ...]) -> bool:
 
 def _stage(job, L: Layout, i: int, sp: StageParams) -> MemoryBreakdown:
     """The breakdown of pipeline stage i."""
-    _, terms, groups, scale = _stage_terms(job, L, i, sp)
+    _, terms, groups, scale = _stage_terms(job, L, i, sp, _Shared(job, L))
     return MemoryBreakdown(*terms, activation_groups={k: v * scale for k, v in groups.items()})
 
 
-def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple, dict, float]:
+class _Shared:
+    """What every pipeline stage of one layout shares (computed once per layout, not per stage)."""
+
+    __slots__ = ("conv", "cp_buf", "ctx", "g", "linears", "lp", "nccl", "r", "states", "tokens")
+
+    def __init__(self, job, L: Layout):
+        m, w = job.model, job.workload
+        self.r = r = L.recipe
+        self.lp = lp = r.low_precision
+        self.conv = conv = L.conventions  # the stack's (stacks.toml), never inferred from sharding
+        self.g = g = L.expert_groups
+        self.states = {"sharding": L.sharding, "dp_shard": L.dp_shard, "cp": L.cp,
+                       "edp_shard": g.edp_shard, "pp": L.pp, "optimizer_offload": L.optimizer_offload,
+                       "fp8_allgather": L.fp8_allgather, "grad_fp32": conv.grad_reduce_fp32,
+                       "sync_last_microbatch": conv.grad_sync == "last_microbatch" and L.grad_accum > 1,
+                       "zero1_replicated": conv.zero1 == "zero_redundancy"}
+        self.tokens = tokens = L.micro_batch * w.seq_len / L.cp  # tokens of one micro-batch on this GPU
+        self.ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile,
+                            conv.torch_style, None if lp is None else lp.weight_bytes, g.routed_share,
+                            layout_load(L, balanced=True))
+        self.cp_buf = _cp_buffers(m, L, tokens, job.cluster.node.gpus_per_node)
+        self.nccl = float(ov.nccl_bytes((L.dp_replicate, L.dp_shard, L.tp, L.pp, L.cp, L.ep)))
+        self.linears = _linears(m)
+
+
+def _stage_terms(job, L: Layout, i: int, sp: StageParams, same: _Shared) -> tuple[float, tuple, dict, float]:
     """(device total, MemoryBreakdown's fields in order up to microbatches_in_flight, activation
     groups per token, tokens in flight) of stage i. The breakdown object is built only for the
     worst stage (the search calls this in its inner loop)."""
-    m, w = job.model, job.workload
-    r = L.recipe
-    lp = r.low_precision
-    conv = L.conventions  # the stack's (stacks.toml), never inferred from sharding
-    g = L.expert_groups
-    st = _state_bytes(sp, sharding=L.sharding, recipe=r, dp_shard=L.dp_shard, cp=L.cp, edp_shard=g.edp_shard,
-                      pp=L.pp, optimizer_offload=L.optimizer_offload, fp8_allgather=L.fp8_allgather,
-                      grad_fp32=conv.grad_reduce_fp32,
-                      sync_last_microbatch=conv.grad_sync == "last_microbatch" and L.grad_accum > 1,
-                      zero1_replicated=conv.zero1 == "zero_redundancy")
-    tokens = L.micro_batch * w.seq_len / L.cp  # tokens of one micro-batch on this GPU
-    ctx = _context(w.seq_len, L.tp, L.sequence_parallel, L.cp, L.flash_attention, L.torch_compile,
-                   conv.torch_style, None if lp is None else lp.weight_bytes, g.routed_share,
-                   layout_load(L, balanced=True))
+    m = job.model
+    lp, conv, tokens, ctx, cp_buf = same.lp, same.conv, same.tokens, same.ctx, same.cp_buf
+    st = _state_bytes(sp, same.r, **same.states)
     per_mb, working, grads, groups = _stage_activations_of(m, ctx, sp, ac=L.ac, ac_layers=L.ac_layers)
     in_flight = microbatches_in_flight(L.pp, i, L.grad_accum, L.pp_schedule, L.vp)
     activations = per_mb * tokens * in_flight
@@ -217,14 +232,12 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple,
         per_use = conv.lowp_weight_copies == "per_use" or L.sharding == "fsdp"
         fp8_w = ov.fp8_weight_copies(per_use, sp.largest_unit_linear, sp.fp8_linear,
                                      L.fp8_allgather, lp.weight_bytes)
-        fp8_s = ov.fp8_scale_bytes(lp.amax_history, _linears(m) * sp.num_layers)
-    cp_buf = _cp_buffers(m, L, tokens, job.cluster.node.gpus_per_node)
+        fp8_s = ov.fp8_scale_bytes(lp.amax_history, same.linears * sp.num_layers)
     dynamic = activations + (working + grads) * tokens + logits + st.unsharded_params + st.unsharded_grads + fp8_w \
         + cp_buf
     working_b, grads_b, fp8_s = working * tokens, grads * tokens, float(fp8_s)
     workspace, fragmentation = float(ov.CUBLAS_WORKSPACE_BYTES), ov.FRAGMENTATION * dynamic
-    nccl = float(ov.nccl_bytes((L.dp_replicate, L.dp_shard, L.tp, L.pp, L.cp, L.ep)))
-    context = float(ov.CUDA_CONTEXT_BYTES)
+    nccl, context = same.nccl, float(ov.CUDA_CONTEXT_BYTES)
     # MemoryBreakdown's fields, in order
     terms = (st.params, st.grads, st.master_params, st.optimizer_states, st.unsharded_params, st.unsharded_grads,
              activations, working_b, grads_b, logits, fp8_w, fp8_s, workspace, fragmentation, nccl, context, cp_buf,
@@ -237,9 +250,9 @@ def _stage_terms(job, L: Layout, i: int, sp: StageParams) -> tuple[float, tuple,
     return total, terms, groups, tokens * in_flight
 
 
-@memoised()
-def _state_bytes(sp, **shape):
-    return state_bytes(sp, **shape)
+@memoised()  # the recipe is a registry entry: keyed by identity, like the stage
+def _state_bytes(sp, recipe, **shape):
+    return state_bytes(sp, recipe=recipe, **shape)
 
 
 @memoised()
@@ -285,12 +298,13 @@ def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, layer
     working set, activation gradients in one layer's backward, saved by group).
 
     Each distinct (layer kind, policy) is evaluated once and multiplied by its count."""
-    counts: dict[tuple[bool, str], int] = {}
+    counts: dict[tuple[bool, str], int] = {}  # in the order of the layers' first occurrence
     moe = moe_flags(m)
-    for j, index in enumerate(layers):
-        is_moe = moe[index]
-        key = (is_moe, _policy(ac, ac_layers, j))
-        counts[key] = counts.get(key, 0) + 1
+    flags = [moe[index] for index in layers]
+    runs = ((flags[:ac_layers], "full"), (flags[ac_layers:], "none")) if ac == "partial" else ((flags, ac),)
+    for run, policy in runs:  # the layers of one policy: their kinds, counted
+        for is_moe in dict.fromkeys(run):
+            counts[(is_moe, policy)] = run.count(is_moe)
     groups = dict.fromkeys(GROUPS, 0.0)
     saved = working = grads = 0.0
     for (is_moe, policy), count in counts.items():
@@ -306,12 +320,6 @@ def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, layer
         # the next layer's input is prefetched from host while the current one is recomputed
         working += 2 * _layer(m, False, ctx, "full")[1]
     return saved, working, grads, groups
-
-
-def _policy(ac: str, ac_layers: int, j: int) -> str:
-    if ac == "partial":
-        return "full" if j < ac_layers else "none"
-    return ac
 
 
 def _linears(m) -> int:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
+from trainplan.memo import memoised
+
 if TYPE_CHECKING:
     from trainplan.models.spec import ModelSpec, MoESpec
 
@@ -42,11 +44,13 @@ def ffn_kinds(moe: MoESpec | None, num_layers: int) -> tuple[str, ...]:
     return tuple(MOE if is_moe_layer(moe, i) else DENSE for i in range(num_layers))
 
 
+@memoised()  # the cost model asks per layout; the answer is the model's
 def layer_kinds(m: ModelSpec) -> tuple[str, ...]:
     """DENSE or MOE for each decoder layer of `m`, in order."""
     return ffn_kinds(m.moe, m.num_layers)
 
 
+@memoised()
 def moe_flags(m: ModelSpec) -> tuple[bool, ...]:
     """True for each MoE layer of `m`, in order (the memory model's per-layer switch)."""
     return tuple(k == MOE for k in layer_kinds(m))

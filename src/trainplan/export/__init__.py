@@ -1,0 +1,52 @@
+"""Export a costed plan to the configuration of the framework that will run it, and read a team's
+own configuration back as a job, a layout and stack settings (issue #22).
+
+One module per framework (`trainplan.export.<name>`), each defining:
+
+  FRAMEWORK: str          the framework's name as `--to` spells it
+  RELEASE: str            the release whose names it writes (with its source in the data file)
+  STACK: str              the stacks.toml entry whose costs it exports
+  export(plan) -> dict[str, str]
+      relative file name -> file content, for exactly what `plan` costed; a setting the framework
+      cannot express, or would run differently from how it was costed, raises TrainplanError in one
+      line that names it (nothing is written then)
+  read(text, where) -> Imported
+      the job fields, layout and settings a configuration of that framework describes; an unknown or
+      unsupported key raises TrainplanError naming it (never silently dropped)
+
+A framework's argument names live in a data file beside its module, each with its source, so a
+release that renames an argument is one data change.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+from trainplan.errors import TrainplanError
+
+# `--to` name -> module; a new framework is one module plus its data file, and one line here.
+EXPORTERS = {
+    "torchtitan": "trainplan.export.torchtitan",
+    "megatron": "trainplan.export.megatron",
+}
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What a framework configuration describes, in trainplan's terms."""
+
+    model: str | None  # catalog name or config.json path, when the configuration names one
+    layout: object  # trainplan.layout.Layout
+    seq_len: int
+    global_batch: int
+    nodes: int | None = None
+    instance: str | None = None
+    notes: tuple[str, ...] = field(default=())  # what was read by convention rather than stated
+
+
+def exporter(name: str):
+    """The exporter module for `name`; an unknown name is a one-line error listing the known ones."""
+    if name not in EXPORTERS:
+        raise TrainplanError(f"unknown export target {name!r}; known: {', '.join(EXPORTERS)}")
+    return importlib.import_module(EXPORTERS[name])

@@ -31,6 +31,7 @@ LAYERS: list[set[str]] = [
     {"plan"},
     {"validation"},
     {"calibration"},  # fits coefficients by predicting validation records
+    {"export"},  # a costed plan as a framework's own configuration, and that configuration read back
     {"launch", "report", "runtime", "probe"},  # probe: torch microbenchmarks -> machine profile
     {"trace"},  # the real model code on fake tensors, converted by the runtime's converters
     {"commands"},

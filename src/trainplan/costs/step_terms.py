@@ -39,6 +39,7 @@ from trainplan.costs.comm import (
 from trainplan.costs.compute import MicrobatchCompute
 from trainplan.hardware import GPUSpec, NodeType
 from trainplan.layout import Layout
+from trainplan.memo import memoised
 from trainplan.models.params import count_params
 from trainplan.models.spec import ModelSpec
 from trainplan.precision import Recipe
@@ -113,18 +114,22 @@ def _priced(st: Stage, op: str, dim: str, nbytes: float, sp: Span, calls: float,
     else the model's; nothing when the group is one rank or nothing moves."""
     if sp.n <= 1 or nbytes <= 0 or calls <= 0:
         return Term()
-    got = measured_time(op, nbytes, sp, st.node, st.mach)
-    outside: frozenset[str] = frozenset()
-    if got is None:
-        t1 = collective_time(op, nbytes, sp, st.node)
-    else:
-        t1, more = got
-        outside = frozenset(more)
+    t1, outside = _one_call(st.node, st.mach, op=op, nbytes=nbytes, sp=sp)
     t = t1 * calls
     e = exposed(t, window, overlap)
     entry = CommEntry(op, dim, tier_name(sp, st.node), bytes_on_wire(op, nbytes, sp.n) * calls,
                       t, e, int(calls), network_bytes(op, nbytes, sp) * calls)
     return Term(e, (entry,), outside)
+
+
+@memoised()  # the search prices the same collectives in many layouts
+def _one_call(node: NodeType, mach, *, op: str, nbytes: float, sp: Span) -> tuple[float, frozenset[str]]:
+    """Seconds of one collective and the notes of its table lookup: the machine's measured time when
+    it has one, else the model's."""
+    got = measured_time(op, nbytes, sp, node, mach)
+    if got is None:
+        return collective_time(op, nbytes, sp, node), frozenset()
+    return got[0], frozenset(got[1])
 
 
 def moe_tokens(st: Stage) -> tuple[float, int]:

@@ -177,10 +177,8 @@ class _Count:
                 yield "partial", k
         yield "full", 0
 
-    def mb_max(self, mesh, prec, ac, k, seq, sched, above: int = 0) -> int | None:
-        """The largest micro-batch that fits; only those larger than `above` are tried (None when
-        none of them fits: memory grows with the micro-batch, so the answer is the same)."""
-        mbs = [mb for mb in self.q.batch.micro_batches(mesh.dp, seq) if mb > above]
+    def mb_max(self, mesh, prec, ac, k, seq, sched) -> int | None:
+        mbs = self.q.batch.micro_batches(mesh.dp, seq)
         return largest(mbs, lambda mb: self.fits(mesh, prec, ac, k, mb, seq, sched))
 
     def seq_max(self, mesh, prec, ac, k, sched) -> int | None:
@@ -281,9 +279,9 @@ class _Count:
         out: list[Candidate] = []
         best_mb = 0
         for ac, k in self.levels(mesh, prec, 1, seq, sched):
-            mb = self.mb_max(mesh, prec, ac, k, seq, sched, above=best_mb)
-            if mb is None:
-                continue  # dominated: a cheaper level already runs as large a micro-batch
+            mb = self.mb_max(mesh, prec, ac, k, seq, sched)
+            if mb is None or mb <= best_mb:
+                continue  # dominated: a cheaper level already runs this micro-batch
             out.append(self.evaluate(mesh, prec, ac, k, mb, seq, sched))
             best_mb = mb
         # A pipeline wants several micro-batches in flight: also try the largest micro-batch

@@ -1,7 +1,9 @@
-"""estimate() speed (issue 4): the search calls it thousands of times. Target: > 5,000 estimates/s
-for Llama 3.1 405B without pipeline parallelism (step time only, as the search's ranking calls it,
-and with the memory model) on this machine, one process. Also records the same for validate: the
-whole dev dataset, cross-validated.
+"""estimate() speed (issues 4 and 25): the search calls it thousands of times. Target (#25): at
+least 10,000 estimates per CPU second for Llama 3.1 405B without pipeline parallelism, step time only
+as the search's ranking calls it (and, reported beside it, with the memory model), one process.
+The first pass over the layouts is timed apart (`cold`): it fills the memo caches (trainplan/memo.py)
+that a search fills as it goes; the repeated passes are the rate with them warm. Also records the
+same for validate: the whole dev dataset, cross-validated.
 
     .venv/bin/python bench/estimate_speed.py [--out bench/results/estimate_speed.json]
 
@@ -43,12 +45,21 @@ def layouts() -> list[Layout]:
 
 
 def rate(job, ls, prof, with_memory: bool, seconds: float = 2.0) -> float:
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
+    """Estimates per CPU second, repeating the layouts for `seconds` of CPU."""
+    n, t0 = 0, time.process_time()
+    while time.process_time() - t0 < seconds:
         for L in ls:
             estimate(job, L, prof, with_memory=with_memory)
         n += len(ls)
-    return n / (time.perf_counter() - t0)
+    return n / (time.process_time() - t0)
+
+
+def cold_rate(job, ls, prof) -> float:
+    """Estimates per CPU second of the first pass (memo caches empty but for the warm-up's)."""
+    t0 = time.process_time()
+    for L in ls:
+        estimate(job, L, prof, with_memory=False)
+    return len(ls) / (time.process_time() - t0)
 
 
 def main() -> None:
@@ -64,9 +75,10 @@ def main() -> None:
         "bench": "estimate_speed",
         "model": "llama-3.1-405b", "instance": "ml.p6-b200.48xlarge", "nodes": 16,
         "layouts": len(ls),
+        "estimates_per_cpu_s_cold": cold_rate(job, ls[10:], prof),
         "estimates_per_s_step_time_only": rate(job, ls, prof, False),
         "estimates_per_s_with_memory": rate(job, ls, prof, True),
-        "target_per_s": 5000,
+        "target_per_s": 10000,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "loadavg": os.getloadavg()},
     }
     if DEV.is_file():

@@ -1,8 +1,10 @@
-"""Search speed (issue 5): the full search for Llama 3.1 405B over 1..128 ml.p6-b200.48xlarge
-nodes, once per priority. Target: at most 1 s each on a 2-core machine. Reports wall time,
-memory checks and estimates (candidates evaluated) per second, and the plan each priority picks.
+"""Search speed (issues 5 and 25): the full search for Llama 3.1 405B over 1..128 ml.p6-b200.48xlarge
+nodes, once per priority, each in a fresh process (as one `trainplan plan` runs: the memo caches of
+one search do not carry into the next). Targets (#25): at most 0.1 s of CPU per priority; 0.2 s for
+cost and the sized searches, which also choose node counts. Reports CPU and wall time, memory checks
+and estimates (candidates evaluated) per CPU second, and the plan each priority picks.
 
-    .venv/bin/python bench/search_speed.py [--out bench/results/search_speed.json] [--repeat 1]
+    .venv/bin/python bench/search_speed.py [--out bench/results/search_speed.json] [--priority P ...]
 
 Not a test: timings depend on the machine and on what else runs (the load average is recorded).
 """
@@ -10,8 +12,10 @@ Not a test: timings depend on the machine and on what else runs (the load averag
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import subprocess
 import sys
 import time
 
@@ -49,22 +53,38 @@ def one(priority: str) -> dict:
         "estimates": s.evaluate_calls,
         "estimates_per_cpu_s": s.evaluate_calls / cpu,
         "memory_checks_per_cpu_s": s.fits_calls / cpu,
-        "meets_1s_target": cpu <= 1.0,
+        "target_s": target(priority),
+        "meets_target": cpu <= target(priority),
         "chosen": {"nodes": c.nodes, "seq_len": c.seq_len, "layout": c.layout.short(),
                    "tokens_per_s": c.tokens_per_s, "mfu": c.metrics.mfu},
     }
+
+
+def target(priority: str) -> float:
+    """#25's budget: 0.1 s of CPU, 0.2 s where the search also chooses node counts."""
+    return 0.2 if priority == "cost" or priority in SIZED and priority != "throughput-unranged" else 0.1
+
+
+def in_fresh_process(priority: str) -> dict:
+    """one(priority) in a new interpreter: imports, catalog parsing and an 8-node warm-up search
+    of the same model are left out of the time, as in the benchmark's earlier runs."""
+    out = subprocess.run([sys.executable, __file__, "--one", priority], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="bench/results/search_speed.json")
     ap.add_argument("--priority", action="append", choices=sorted([*OBJECTIVES, *SIZED]))
+    ap.add_argument("--one", metavar="PRIORITY", help=argparse.SUPPRESS)  # the child process's job
     args = ap.parse_args(argv)
-    # Warm-up: imports, catalog parsing and per-model caches are not part of a search's cost.
-    search(Query(resolve(MODEL), (find_node(INSTANCE),), nodes=8))
+    if args.one:
+        search(Query(resolve(MODEL), (find_node(INSTANCE),), nodes=8))  # warm-up: not part of a search's cost
+        print(json.dumps(one(args.one)))
+        return 0
     rows = []
     for p in args.priority or [*OBJECTIVES, *SIZED]:
-        row = one(p)
+        row = in_fresh_process(p)
         rows.append(row)
         print(f"{p:<14}{row['wall_s']:>6.2f} s wall {row['cpu_s']:>6.2f} s cpu {row['node_counts']:>3} counts "
               f"{row['meshes']:>5} meshes {row['memory_checks']:>5} mem {row['estimates']:>5} est "
@@ -75,7 +95,6 @@ def main(argv=None) -> int:
         "model": MODEL, "instance": INSTANCE, "max_nodes": MAX_NODES, "tokens": TOKENS,
         "machine": {"cpus": os.cpu_count(), "load_average_1m": os.getloadavg()[0],
                     "python": platform.python_version(), "platform": platform.platform()},
-        "target_s": 1.0,
         "runs": rows,
     }
     _stamp.write(args.out, result, __file__, indent=2)

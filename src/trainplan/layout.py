@@ -65,10 +65,10 @@ _OPTIONAL = ("etp", "grad_reduce_fp32", "compiled_loss", "vocab_parallel_loss", 
 
 class _Resolved:
     """What a Layout resolves from its names, once, on first use: its recipe, its stack's memory
-    conventions and its expert groups. Slots of a base class, not fields: they are not compared,
+    conventions, its expert groups and its hash. Slots of a base class, not fields: they are not compared,
     hashed, copied by `replace` or written out, and a layout built by `replace` resolves its own."""
 
-    __slots__ = ("_conventions", "_expert_groups", "_recipe")
+    __slots__ = ("_conventions", "_expert_groups", "_hash", "_recipe")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +118,15 @@ class Layout(_Resolved):
         # this layout (the presets' only_if conditions, stacks.applicable), on every construction
         execution = stack_preset(self.stack).execution if self.execution is None else self.execution
         object.__setattr__(self, "execution", applicable(self, execution))
+
+    def __hash__(self) -> int:
+        # the dataclass's own hash (of every field, in order), computed once: the search keys its
+        # caches by layout
+        try:
+            return self._hash
+        except AttributeError:
+            object.__setattr__(self, "_hash", hash(_field_values(self)))
+            return self._hash
 
     @property
     def recipe(self) -> Recipe:

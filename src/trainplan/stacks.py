@@ -222,6 +222,7 @@ class Stack:
     convention_sources: dict  # convention -> the framework code it comes from
     record_defaults: tuple[RecordDefault, ...] = ()
     choices: dict = field(default_factory=dict)  # setting -> Choice: what the stack can run ([NAME.choices])
+    exporter: str | None = None  # module of trainplan.export writing this stack's configuration (#22)
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,7 +316,7 @@ def execution_from_dict(d: dict, where: str, base: Execution) -> Execution:
 
 def _load_stack(name: str, d: dict) -> Stack:
     where = f"stacks.toml [{name}]"
-    check_keys(d, _STACK_KEYS | {"record_defaults", "choices"}, where, required=_STACK_KEYS)
+    check_keys(d, _STACK_KEYS | {"record_defaults", "choices", "exporter"}, where, required=_STACK_KEYS)
     assert d["recompute_family"] in FAMILIES, (name, d["recompute_family"])
     raw = d["settings"]
     check_keys(raw, set(SETTINGS), f"{where}.settings", required=set(SETTINGS))
@@ -333,7 +334,8 @@ def _load_stack(name: str, d: dict) -> Stack:
                  source=d["source"], execution=Execution(**values), sources=sources, only_if=tuple(only_if),
                  conventions=conv, convention_sources=conv_sources,
                  record_defaults=_load_record_defaults(d.get("record_defaults", {}), f"{where}.record_defaults"),
-                 choices=_load_choices(d.get("choices", {}), values, f"{where}.choices"))
+                 choices=_load_choices(d.get("choices", {}), values, f"{where}.choices"),
+                 exporter=d.get("exporter"))
 
 
 def _load_choices(raw: dict, preset: dict, where: str) -> dict:

@@ -5,7 +5,7 @@ One module per framework (`trainplan.export.<name>`), each defining:
 
   FRAMEWORK: str          the framework's name as `--to` spells it
   RELEASE: str            the release whose names it writes (with its source in the data file)
-  STACK: str              the stacks.toml entry whose costs it exports
+  STACK: str              the stacks.toml entry whose costs it exports (its `exporter` key names this module)
   export(plan) -> dict[str, str]
       relative file name -> file content, for exactly what `plan` costed; a setting the framework
       cannot express, or would run differently from how it was costed, raises TrainplanError in one
@@ -25,12 +25,6 @@ from dataclasses import dataclass, field
 
 from trainplan.errors import TrainplanError
 
-# `--to` name -> module; a new framework is one module plus its data file, and one line here.
-EXPORTERS = {
-    "torchtitan": "trainplan.export.torchtitan",
-    "megatron": "trainplan.export.megatron",
-}
-
 
 @dataclass(frozen=True)
 class Imported:
@@ -45,8 +39,17 @@ class Imported:
     notes: tuple[str, ...] = field(default=())  # what was read by convention rather than stated
 
 
+def exporters() -> dict[str, str]:
+    """`--to` name (the stack's) -> module: the stacks whose stacks.toml entry names an `exporter`.
+    A new framework is one module, its data file and that one line of its stack entry."""
+    from trainplan.stacks import stacks
+
+    return {s.name: f"trainplan.export.{s.exporter}" for s in stacks().values() if s.exporter}
+
+
 def exporter(name: str):
     """The exporter module for `name`; an unknown name is a one-line error listing the known ones."""
-    if name not in EXPORTERS:
-        raise TrainplanError(f"unknown export target {name!r}; known: {', '.join(EXPORTERS)}")
-    return importlib.import_module(EXPORTERS[name])
+    known = exporters()
+    if name not in known:
+        raise TrainplanError(f"unknown export target {name!r}; known: {', '.join(known)}")
+    return importlib.import_module(known[name])

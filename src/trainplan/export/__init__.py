@@ -1,11 +1,11 @@
 """Export a costed plan to the configuration of the framework that will run it, and read a team's
 own configuration back as a job, a layout and stack settings (issue #22).
 
-One module per framework (`trainplan.export.<name>`), each defining:
+One module per framework (`trainplan.export.<name>`), named by its stack's stacks.toml entry
+(`exporter = "<name>"`: the stack is the framework, and no module outside stacks.py spells a stack
+name, tests/core/test_stack_names_live_in_stacks.py), each defining:
 
-  FRAMEWORK: str          the framework's name as `--to` spells it
   RELEASE: str            the release whose names it writes (with its source in the data file)
-  STACK: str              the stacks.toml entry whose costs it exports (its `exporter` key names this module)
   export(plan) -> dict[str, str]
       relative file name -> file content, for exactly what `plan` costed; a setting the framework
       cannot express, or would run differently from how it was costed, raises TrainplanError in one

@@ -474,7 +474,7 @@ def check_layout(job, layout: Layout) -> None:
         ok = [r.name for r in registry().values() if r.low_precision and r.low_precision.fsdp_allgather]
         raise TrainplanError(f"FSDP cannot all-gather {L.precision} weights in low precision; drop fp8_allgather "
                              f"or use {', '.join(ok)}")
-    if w.global_batch != L.micro_batch * L.grad_accum * L.dp:
+    if w.global_batch != L.global_batch:
         raise TrainplanError(
             f"global batch {w.global_batch} != micro_batch*grad_accum*dp = "
             f"{L.micro_batch}*{L.grad_accum}*{L.dp}; change the micro-batch or gradient accumulation"

@@ -55,7 +55,7 @@ def demo_plan(world: int, steps: int = 30, seq_len: int = 128, micro_batch: int 
                              "choose degrees whose product divides them")
     L = L.with_(dp_shard=world // others)
     job = Job(model, Cluster(node_for_world(find_node("ml.p5e.48xlarge"), world), 1),
-              Workload(seq_len=seq_len, global_batch=L.micro_batch * L.grad_accum * L.dp))
+              Workload(seq_len=seq_len, global_batch=L.global_batch))
     check_layout(job, L)  # ep, tp or etp that does not fit the experts, heads or processes: one line
     return Plan(
         job=job,

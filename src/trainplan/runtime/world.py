@@ -35,7 +35,7 @@ def fit_to_world(plan: Plan, world: int) -> Plan:
     layout = L.with_(dp_shard=world // other)
     if layout.sharding == "none" and layout.dp_shard > 1:
         layout = layout.with_(sharding="fsdp")
-    w = replace(plan.job.workload, global_batch=layout.micro_batch * layout.grad_accum * layout.dp)
+    w = replace(plan.job.workload, global_batch=layout.global_batch)
     cluster = Cluster(node_for_world(plan.job.cluster.node, world), 1)
     return replace(plan, layout=layout, job=Job(plan.job.model, cluster, w))
 

@@ -44,7 +44,7 @@ def _variant(best: Candidate, ev: Counting, **changes) -> tuple[bool, Candidate]
 
         w = job.workload
         layout = replace(layout, grad_accum=max(1, w.global_batch // (layout.micro_batch * layout.dp)))
-        gb = layout.micro_batch * layout.grad_accum * layout.dp
+        gb = layout.global_batch
         job = replace(job, workload=Workload(w.seq_len, gb, w.tokens, w.optimizer))
     return ev.fits(job, layout), Candidate(job, layout, ev.evaluate(job, layout))
 

@@ -130,15 +130,16 @@ def query(args):
     from trainplan.errors import TrainplanError
     from trainplan.models import hf_config, resolve
     from trainplan.models.checks import check_context
-    from trainplan.precision import check_supported, recipe
+    from trainplan.precision import canonical, check_supported, recipe
     from trainplan.search import Query, parse_batch
 
     model = resolve(args.model)
     prio = priority(args)
     nodes = instances(args.instance, prio, args.price)
-    if args.precision:
+    precision = canonical(args.precision) if args.precision else None
+    if precision:
         for n in nodes:
-            check_supported(recipe(args.precision), n.gpu)
+            check_supported(recipe(precision), n.gpu)
     if not 0 <= args.tolerance < 1:
         raise TrainplanError(f"--tolerance must be a fraction in [0, 1), got {args.tolerance}")
     if args.nodes and args.max_nodes:
@@ -158,7 +159,7 @@ def query(args):
         model=model, instances=nodes, nodes=args.nodes, max_nodes=args.max_nodes,
         seq_len=seq, min_seq_len=min_seq, allow_long_context=args.allow_long_context,
         batch=parse_batch(args.global_batch), tokens=args.tokens,
-        precision=recipe(args.precision).name if args.precision else None, priority=prio,
+        precision=precision, priority=prio,
         tolerance=args.tolerance, budget_usd=args.budget, days=args.days, allow_risk=args.allow_risk, top=args.top,
         hf_config=hf_config(args.model), stack=stack_name, execution=execution,
         fixed_settings=frozenset(parse_assignment(t)[0] for t in args.settings),

@@ -29,6 +29,7 @@ LAYERS: list[set[str]] = [
     {"estimate"},
     {"search"},
     {"plan"},
+    {"chosen"},  # a search result -> the Plan written to plan.json (to_plan)
     {"validation"},
     {"calibration"},  # fits coefficients by predicting validation records
     {"launch", "report", "runtime", "probe"},  # probe: torch microbenchmarks -> machine profile

@@ -33,6 +33,7 @@ from trainplan.errors import TrainplanError
 from trainplan.models.stages import Uneven, check_split, max_stage_layers
 from trainplan.precision import DEFAULT as DEFAULT_PRECISION
 from trainplan.precision import Recipe
+from trainplan.precision import canonical as canonical_precision
 from trainplan.precision import recipe as recipe_named
 from trainplan.stacks import (
     DEFAULT_STACK,
@@ -75,7 +76,7 @@ class _Resolved:
 class Layout(_Resolved):
     """One candidate plan layout. Defaults are one GPU, bf16, no checkpointing."""
 
-    precision: str = DEFAULT_PRECISION  # a recipe of precision.registry() (or an alias)
+    precision: str = DEFAULT_PRECISION  # a recipe of precision.registry(), by its name (precision.canonical)
     ac: str = "none"  # one of AC_MODES
     ac_layers: int = 0  # with ac="partial": layers per pipeline stage that are fully recomputed
     micro_batch: int = 1  # sequences per GPU per forward/backward
@@ -366,7 +367,8 @@ def _value(raw: str, default, tok: str, where: str, name: str = ""):
 
 
 def layout_from_dict(data: dict, where: str = "layout") -> Layout:
-    """Parse a layout written by a person or a file; unknown keys and bad values are one-line errors."""
+    """Parse a layout written by a person or a file; unknown keys and bad values are one-line errors,
+    a precision alias is read as its recipe's name (precision.canonical)."""
     from trainplan.parsing import check_keys
 
     names = {f.name: f for f in fields(Layout)}
@@ -396,6 +398,8 @@ def layout_from_dict(data: dict, where: str = "layout") -> Layout:
                 raise TrainplanError(f"{where}: {k} must be an integer, got {v!r}")
         elif not isinstance(v, str):
             raise TrainplanError(f"{where}: {k} must be a string, got {v!r}")
+    if "precision" in data:  # an alias is read as its recipe's name: a Layout holds no alias
+        data["precision"] = canonical_precision(data["precision"])
     return Layout(**data)
 
 

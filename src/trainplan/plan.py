@@ -22,7 +22,9 @@ Estimates are read back into `trainplan.estimate.Estimate` objects (estimate_fro
 report draws is what the planner wrote, never a new estimate.
 
 Reading a plan re-checks its layout against its job: a plan edited into an impossible layout is
-refused with the same one-line errors as the planner's.
+refused with the same one-line errors as the planner's. `plan_from_dict` is the one reader: the CLI's
+--plan, the runtime, the launchers, the report, and the run directories compare-run and calibrate
+read (with the run's world size) all go through it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from pathlib import Path
 from trainplan import __version__
 from trainplan.errors import TrainplanError
 from trainplan.estimate import BINDINGS, Estimate, estimate_from_dict
-from trainplan.hardware import Cluster, find_node
+from trainplan.hardware import Cluster, find_node, node_for_world
 from trainplan.job import MAX_TOKENS, OPTIMIZERS, Job, Workload
 from trainplan.layout import Layout, check_layout, layout_from_dict
 from trainplan.models.checks import check_context
@@ -184,11 +186,16 @@ def workload_from_dict(wd: dict, where: str) -> Workload:
     return Workload(**wd)
 
 
-def plan_from_dict(d: dict, where: str = "plan.json") -> Plan:
+def plan_from_dict(d: dict, where: str = "plan.json", world: int | None = None) -> Plan:
     """A plan.json, checked as the planner checks its own input: every section's keys, types and
     ranges, the model's architecture (models/checks.py), the sequence against the model's context
     (check_context), the layout against the job (check_layout), and the config it came from
-    against the model."""
+    against the model.
+
+    `world`: the processes a run started, for the plan.json its run directory holds. A run on part
+    of a node (the demo, a plan fitted with --fit-world) writes its cluster as one node of the
+    instance type; with another GPU count than `world` the cluster is read as `world` GPUs of that
+    type (hardware.node_for_world), and the layout is checked against them."""
     if not isinstance(d, dict):
         raise TrainplanError(f"{where}: expected a JSON object")
     schema = d.get("schema")
@@ -199,7 +206,7 @@ def plan_from_dict(d: dict, where: str = "plan.json") -> Plan:
         )
     check_keys(d, _TOP, where, required={"schema", "model", "cluster", "workload", "layout"})
     model = spec_from_dict(_object(d, "model", where), f"{where}: model")
-    job, layout = _job_layout(model, d, where)
+    job, layout = _job_layout(model, d, where, world)
     train = train_from_dict(_object(d, "train", where, optional=True) or {}, f"{where}: train")
     hf = _object(d, "hf_config", where, optional=True)
     if hf is not None:
@@ -223,9 +230,10 @@ def plan_from_dict(d: dict, where: str = "plan.json") -> Plan:
                 reasons=tuple(reasons), hf_config=hf, created_by=created_by, **alternatives)
 
 
-def _job_layout(model, d: dict, where: str) -> tuple[Job, Layout]:
-    """The job and layout of a plan or an alternative: the cluster, the workload against the
-    model's context (check_context), the layout against the job (check_layout)."""
+def _job_layout(model, d: dict, where: str, world: int | None = None) -> tuple[Job, Layout]:
+    """The job and layout of a plan or an alternative: the cluster (`world` GPUs of its instance
+    type when given and different, plan_from_dict), the workload against the model's context
+    (check_context), the layout against the job (check_layout)."""
     c = _object(d, "cluster", where)
     check_keys(c, {"instance", "nodes"}, f"{where}: cluster", required={"instance", "nodes"})
     if not isinstance(c["nodes"], int) or isinstance(c["nodes"], bool) or not 0 < c["nodes"] <= MAX_STEPS:
@@ -233,6 +241,8 @@ def _job_layout(model, d: dict, where: str) -> tuple[Job, Layout]:
     if not isinstance(c["instance"], str):
         raise TrainplanError(f"{where}: cluster.instance must be a string, got {c['instance']!r}")
     cluster = Cluster(find_node(c["instance"]), c["nodes"])
+    if world is not None and world != cluster.num_gpus:
+        cluster = Cluster(node_for_world(cluster.node, world), 1)
     workload = workload_from_dict(_object(d, "workload", where), f"{where}: workload")
     check_context(model, workload.seq_len, workload.long_context)
     layout = layout_from_dict(_object(d, "layout", where), f"{where}: layout")
@@ -328,9 +338,10 @@ def _check_estimate(d: dict, est: Estimate, where: str) -> None:
         raise TrainplanError(f"{where}: band must be two numbers 0 < low <= high, got {list(est.band)!r}")
 
 
-def load_plan(path: str | Path) -> Plan:
+def load_plan(path: str | Path, world: int | None = None) -> Plan:
+    """plan_from_dict of the file at `path` (`world`: a run directory's plan.json, read_run)."""
     try:
-        return plan_from_dict(read_json(path, "plan"), where=str(path))
+        return plan_from_dict(read_json(path, "plan"), where=str(path), world=world)
     except TrainplanError as e:
         # The layout checks speak of flags; point at the file instead when they come from one.
         msg = str(e)

@@ -146,15 +146,35 @@ def mfu_peak(gpu: GPUSpec) -> float:
     return gpu.peak(MFU_PEAK_DTYPE)
 
 
+def _aliases() -> dict[str, str]:
+    return {a: r.name for r in registry().values() for a in r.aliases}
+
+
+def canonical(name: str) -> str:
+    """The registry name of recipe `name` or of one of its aliases ('fp8' -> 'fp8_tensorwise').
+    Every input that names a precision (a flag, --layout text, a plan.json, a validation record) is
+    read through it, so that a Layout holds the registry name only and no alias reaches the output;
+    unknown: a one-line error."""
+    if name in registry():
+        return name
+    aliases = _aliases()
+    if name in aliases:
+        return aliases[name]
+    raise unknown("precision", name, registry(), aliases=aliases)
+
+
 def recipe(name: str) -> Recipe:
-    """A recipe by name or alias ('fp8' is fp8_tensorwise); unknown: a one-line error."""
+    """A recipe by its registry name, as a Layout holds it; unknown: a one-line error. An alias
+    here is a bug, not an input: whatever read it skipped `canonical`, and it would leak into the
+    output, so it fails loudly (the one check that no alias got past the edge)."""
     table = registry()
     if name in table:
         return table[name]
-    for r in table.values():
-        if name in r.aliases:
-            return r
-    raise unknown("precision", name, table, aliases={a: r.name for r in table.values() for a in r.aliases})
+    aliases = _aliases()
+    if name in aliases:
+        raise AssertionError(f"precision alias {name!r} reached the planner; read it with "
+                             f"precision.canonical where it enters ({aliases[name]!r})")
+    raise unknown("precision", name, table, aliases=aliases)
 
 
 def names() -> list[str]:

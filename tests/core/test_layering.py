@@ -29,6 +29,7 @@ LAYERS: list[set[str]] = [
     {"estimate"},
     {"search"},
     {"plan"},
+    {"chosen"},  # a search result -> the Plan written to plan.json (to_plan)
     {"validation"},
     {"calibration"},  # fits coefficients by predicting validation records
     {"export"},  # a costed plan as a framework's own configuration, and that configuration read back

@@ -7,7 +7,7 @@ import json
 
 from launch_fixtures import make_plan
 
-from trainplan.commands.plan import to_plan
+from trainplan.chosen import to_plan
 from trainplan.estimate import estimate
 from trainplan.launch import render
 from trainplan.launch.k8s import K8sOptions

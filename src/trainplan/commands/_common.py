@@ -111,10 +111,11 @@ def _default(o):
 def read_run(run_dir: str | Path):
     """(summary dict, Plan) of a run directory as `trainplan train --out` writes it (summary.json,
     plan.json), read by compare-run and calibrate: one-line errors for a directory that is not one,
-    a summary without a world size, or a plan edited out of shape."""
+    or a summary without a world size; the plan is read by plan.load_plan with the run's world size,
+    so a plan edited out of shape gets the same one-line error as `--plan plan.json`."""
     from trainplan.errors import TrainplanError
     from trainplan.parsing import read_json
-    from trainplan.runtime.world import plan_from_run
+    from trainplan.plan import load_plan
 
     run = Path(run_dir)
     if not (run / "summary.json").is_file() or not (run / "plan.json").is_file():
@@ -124,9 +125,4 @@ def read_run(run_dir: str | Path):
     if isinstance(world, bool) or not isinstance(world, int) or world <= 0:
         raise TrainplanError(f"{run / 'summary.json'}: world_size must be a positive integer, got {world!r}; "
                              "give the --out of `trainplan train`")
-    try:
-        plan = plan_from_run(read_json(run / "plan.json", "run plan"), world)
-    except (KeyError, TypeError, AttributeError) as e:  # the runtime wrote it; a hand edit broke it
-        raise TrainplanError(f"{run / 'plan.json'}: malformed ({type(e).__name__}: {e}); "
-                             "use the plan.json `trainplan train` wrote") from None
-    return summary, plan
+    return summary, load_plan(run / "plan.json", world=world)

@@ -97,6 +97,7 @@ def job_and_layout(args, *, tokens: int = 0, price: float | None = None):
     from trainplan.layout import Layout, check_layout
     from trainplan.models import resolve
     from trainplan.models.checks import beyond_context, check_context
+    from trainplan.precision import canonical
 
     node = find_node(args.instance)
     if price is not None:
@@ -122,7 +123,7 @@ def job_and_layout(args, *, tokens: int = 0, price: float | None = None):
             "change --global-batch or --micro-batch"
         )
     layout = Layout(
-        precision=args.precision, ac=args.ac, ac_layers=args.ac_layers, micro_batch=args.micro_batch,
+        precision=canonical(args.precision), ac=args.ac, ac_layers=args.ac_layers, micro_batch=args.micro_batch,
         grad_accum=gb // (args.micro_batch * dp), dp_replicate=rep, dp_shard=shard, sharding=args.sharding,
         tp=args.tp, sequence_parallel=not args.no_sequence_parallel, pp=args.pp,
         pp_schedule=args.pp_schedule or ("interleaved" if args.vp > 1 else "1f1b"), vp=args.vp,

@@ -90,10 +90,11 @@ def compare_one(model, node, args, ev) -> list[dict]:
 
 def run(args) -> int:
     from trainplan.commands._common import print_json
-    from trainplan.commands.plan import evaluator
+    from trainplan.commands._profile_args import load_profiles
     from trainplan.hardware import find_node
     from trainplan.models import resolve
     from trainplan.models.checks import check_context
+    from trainplan.search import model_evaluator
     from trainplan.search.sizing import TOLERANCE, Goal
 
     goal = Goal(args.tokens, args.days, args.budget)
@@ -102,7 +103,7 @@ def run(args) -> int:
     check_context(model, args.seq_len, args.allow_long_context)
     nodes = [find_node(n) for n in args.instances]
     check_machine_gpu(args.machine, (n.gpu.name for n in nodes))
-    ev = evaluator(args.profile, args.machine) if args.machine else evaluator(args.profile)
+    ev = model_evaluator(load_profiles(args.profile, args.machine))
     rows = [row for n in nodes for row in compare_one(model, n, args, ev)]
     d = {"model": model.name, "seq_len": args.seq_len, "tokens": args.tokens, "days": args.days,
          "budget_usd": args.budget, "max_nodes": args.max_nodes, "tolerance": TOLERANCE,

@@ -130,15 +130,16 @@ def query(args):
     from trainplan.errors import TrainplanError
     from trainplan.models import hf_config, resolve
     from trainplan.models.checks import check_context
-    from trainplan.precision import check_supported, recipe
+    from trainplan.precision import canonical, check_supported, recipe
     from trainplan.search import Query, parse_batch
 
     model = resolve(args.model)
     prio = priority(args)
     nodes = instances(args.instance, prio, args.price)
-    if args.precision:
+    precision = canonical(args.precision) if args.precision else None
+    if precision:
         for n in nodes:
-            check_supported(recipe(args.precision), n.gpu)
+            check_supported(recipe(precision), n.gpu)
     if not 0 <= args.tolerance < 1:
         raise TrainplanError(f"--tolerance must be a fraction in [0, 1), got {args.tolerance}")
     if args.nodes and args.max_nodes:
@@ -158,19 +159,11 @@ def query(args):
         model=model, instances=nodes, nodes=args.nodes, max_nodes=args.max_nodes,
         seq_len=seq, min_seq_len=min_seq, allow_long_context=args.allow_long_context,
         batch=parse_batch(args.global_batch), tokens=args.tokens,
-        precision=recipe(args.precision).name if args.precision else None, priority=prio,
+        precision=precision, priority=prio,
         tolerance=args.tolerance, budget_usd=args.budget, days=args.days, allow_risk=args.allow_risk, top=args.top,
         hf_config=hf_config(args.model), stack=stack_name, execution=execution,
         fixed_settings=frozenset(parse_assignment(t)[0] for t in args.settings),
     )
-
-
-def evaluator(profile_path: str | None, machine: str | None = None):
-    """The cost model; tests replace this function to run the command on a fake."""
-    from trainplan.commands._profile_args import load_profiles
-    from trainplan.search import model_evaluator
-
-    return model_evaluator(load_profiles(profile_path, machine))
 
 
 def progress_bar():
@@ -190,72 +183,22 @@ def progress_bar():
 
 # ---- the command ---------------------------------------------------------------------------------
 
-def _on_stack(q, name: str, settings):
-    """`q` for stack `name`: its preset with the --set changes kept."""
-    from dataclasses import replace
-
-    from trainplan.commands._layout_args import execution_of
-    from trainplan.stacks import check_experts
-
-    execution = execution_of(name, settings)
-    check_experts(execution, q.model.moe is not None)
-    return replace(q, stack=name, execution=execution)
-
-
-def search_runnable(q, ev, update, *, stack_chosen: bool, settings=()):
-    """search(q); when no stack was chosen and trainplan's trainer runs none of the layouts that fit,
-    the search again on the stack the refusal names (its preset, the --set changes kept), with the
-    reason first among the plan's reasons. A stack the user chose is kept: the refusal is the answer.
-    Otherwise the same search on the stack the refusals name (compare_stacks)."""
-    from dataclasses import replace
-
-    from trainplan.search import NoRunnablePlan, search
-
-    try:
-        result = search(q, ev, update)
-    except NoRunnablePlan as e:
-        if stack_chosen or e.stack is None:
-            raise
-        result = search(_on_stack(q, e.stack, settings), ev, update)
-        note = (f"stack {e.stack}: trainplan's trainer runs none of the layouts that fit {q.model.name} "
-                f"({e.reason.split(';')[0]}); planned for --stack {e.stack}, which runs them")
-        return replace(result, reasons=(note, *result.reasons))
-    return compare_stacks(result, ev, settings)
-
-
-def compare_stacks(result, ev, settings=()):
-    """`result` with the same search on the stack trainplan's refusals name (supports.OTHER_STACK,
-    which runs every layout and setting), its settings chosen too: named first among the reasons when
-    it is more than 10% better on the priority's metric (search/other_stack.py), else last. One extra
-    search; none when the plan is on that stack already or it finds nothing."""
-    from dataclasses import replace
-
-    from trainplan.errors import TrainplanError
-    from trainplan.search import search
-    from trainplan.search.other_stack import other_stack_reason
-    from trainplan.supports import OTHER_STACK
-
-    q = result.query
-    if q.stack == OTHER_STACK:
-        return result
-    try:
-        other = search(_on_stack(q, OTHER_STACK, settings), ev)
-    except TrainplanError:
-        return result
-    note, material = other_stack_reason(result.chosen, other.chosen, q.priority)
-    return replace(result, reasons=(note, *result.reasons) if material else (*result.reasons, note))
-
-
 def run(args) -> int:
+    from trainplan.chosen import to_plan
     from trainplan.commands._common import print_json
+    from trainplan.commands._profile_args import load_profiles
     from trainplan.fileio import write_atomic
+    from trainplan.search import model_evaluator
+    from trainplan.search.other_stack import search_runnable
+    from trainplan.stacks import parse_assignment
 
     q = query(args)
     check_machine_gpu(args.machine, (n.gpu.name for n in q.instances))
-    ev = evaluator(args.profile, args.machine) if args.machine else evaluator(args.profile)
+    ev = model_evaluator(load_profiles(args.profile, args.machine))
     update, close = progress_bar()
     try:
-        result = search_runnable(q, ev, update, stack_chosen=args.stack is not None, settings=args.settings)
+        result = search_runnable(q, ev, update, stack_chosen=args.stack is not None,
+                                 settings=dict(parse_assignment(t) for t in args.settings))
     finally:
         close()
     plan = to_plan(result, getattr(ev, "detail", None))
@@ -280,45 +223,9 @@ def run(args) -> int:
     return 0
 
 
-def to_plan(result, detail=None):
-    """The chosen plan with the runners-up and the Pareto set, each with its full estimate, and
-    with `detail(job, layout) -> Estimate` the chosen layout's family at other node counts."""
-    from dataclasses import replace
-
-    from trainplan.models.checks import beyond_context
-    from trainplan.plan import Alternative, Plan, TrainSettings
-    from trainplan.search.scaling import scaling_series
-
-    def marked(job):
-        if beyond_context(job.model, job.workload.seq_len):  # allowed by --allow-long-context: say so
-            return replace(job, workload=replace(job.workload, long_context=True))
-        return job
-
-    def alt(x):
-        return Alternative(marked(x.job), x.layout, x.estimate)
-
-    c = result.chosen
-    job = marked(c.job)
-    reasons = tuple(result.reasons)
-    if job.workload.long_context:
-        m = job.model
-        reasons += ((f"long context: sequence {job.workload.seq_len} is past {m.name}'s max_position_embeddings "
-                     f"({m.max_position_embeddings}), asked for with --allow-long-context (RoPE extrapolation)"),)
-    # the trainer saves at the interval that maximises goodput (costs/goodput.py)
-    gp = c.estimate.goodput if c.estimate is not None else None
-    train = TrainSettings(checkpoint_every=gp.checkpoint_interval_steps) if gp is not None else TrainSettings()
-    if gp is not None:
-        reasons += ((f"checkpoint every {gp.checkpoint_interval_steps} steps ({gp.checkpoint_interval_s / 60:.0f} min):"
-                     f" goodput {gp.goodput:.1%} with a failure every {gp.mtbf_s / 3600:.1f} h and "
-                     f"{gp.save_s:.0f} s saves (Young's interval)"),)
-    return Plan(job=job, layout=c.layout, estimate=c.estimate, reasons=reasons, train=train,
-                hf_config=result.query.hf_config, runners_up=tuple(alt(x) for x in result.runners_up),
-                pareto=tuple(alt(x) for x in result.pareto),
-                scaling=tuple(Alternative(marked(j), lay, e) for j, lay, e in
-                              (scaling_series(c.job, c.layout, detail) if detail else ())))
-
-
 def verify(result) -> dict:
+    """trace.verify of the chosen plan, a missing torch extra said as --verify's one-line error (the
+    tracer is the layer above the planner, tests/core/test_layering.py: only a command calls it)."""
     from trainplan.errors import TrainplanError
 
     try:

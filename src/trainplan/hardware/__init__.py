@@ -6,6 +6,7 @@ from trainplan.hardware.catalog import (
     find_node,
     gpus,
     network_env_rules,
+    node_for_world,
     nodes,
     with_price,
 )
@@ -13,5 +14,5 @@ from trainplan.hardware.types import ARCH_DTYPES, Cluster, EnvRule, GPUSpec, Net
 
 __all__ = [
     "ARCH_DTYPES", "Cluster", "EnvRule", "GPUSpec", "Network", "NodeType",
-    "cluster", "find_gpu", "find_node", "gpus", "network_env_rules", "nodes", "with_price",
+    "cluster", "find_gpu", "find_node", "gpus", "network_env_rules", "node_for_world", "nodes", "with_price",
 ]

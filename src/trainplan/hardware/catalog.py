@@ -194,6 +194,14 @@ def with_price(node: NodeType, usd_per_hour: float) -> NodeType:
     return replace(node, price_per_hour=usd_per_hour, price_kind="user override")
 
 
+def node_for_world(node: NodeType, world: int) -> NodeType:
+    """The same instance type with `world` GPUs: the part of one node a demo or a plan fitted to
+    the processes started (runtime/world.py fit_to_world) runs on."""
+    if world == node.gpus_per_node:
+        return node
+    return replace(node, gpus_per_node=world, nvlink_domain_gpus=min(node.nvlink_domain_gpus, world))
+
+
 def cluster(instance: str, nodes_count: int) -> Cluster:
     if nodes_count <= 0:
         raise TrainplanError(f"--nodes must be a positive integer, got {nodes_count}")

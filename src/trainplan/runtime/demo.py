@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from trainplan.errors import TrainplanError
-from trainplan.hardware import Cluster, find_node
+from trainplan.hardware import Cluster, find_node, node_for_world
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout, check_layout
 from trainplan.models.spec import ModelSpec, MoESpec
 from trainplan.plan import Plan, TrainSettings
 from trainplan.runtime.data import BYTE_TOKENIZER_VOCAB
-from trainplan.runtime.world import node_for_world
 from trainplan.supports import TRAINER_STACK, trainer_fields
 
 DEMO_MODEL = ModelSpec(

@@ -2,13 +2,16 @@
 
 `plan` searches a second time on the stack the trainer's refusals name (supports.OTHER_STACK), with
 its own settings chosen (search/settings.py); when that plan is materially better on the priority's
-metric, the plan's first reason says so in numbers, and why the chosen stack does not get there.
+metric, the plan's first reason says so in numbers, and why the chosen stack does not get there
+(compare_stacks). When the trainer runs none of the layouts that fit, the search is made on that
+stack instead (search_runnable).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from trainplan.search.candidate import Candidate
 from trainplan.supports import TRAINER_STACK, refusal
@@ -95,3 +98,52 @@ def other_stack_reason(chosen: Candidate, other: Candidate, priority: str) -> tu
     same = other.nodes == chosen.nodes and other.instance == chosen.instance
     return (f"--stack {name}: {m.text(m.value(other))}{_on(other, same)}, {_times(x)} {m.better} than "
             f"{mine}'s {m.text(m.value(chosen))}{_on(chosen, same)} ({_why(chosen, other)})"), True
+
+
+def on_stack(q, name: str, settings: Mapping[str, object] = MappingProxyType({})):
+    """Query `q` for stack `name`: its preset with the user's own setting changes (`settings`, the
+    parsed --set assignments) kept."""
+    from trainplan.stacks import check_experts, stack
+
+    execution = stack(name).execution.with_(**settings)
+    check_experts(execution, q.model.moe is not None)
+    return replace(q, stack=name, execution=execution)
+
+
+def search_runnable(q, ev, update=None, *, stack_chosen: bool, settings: Mapping[str, object] = MappingProxyType({})):
+    """search(q); when no stack was chosen and trainplan's trainer runs none of the layouts that fit,
+    the search again on the stack the refusal names (its preset, the `settings` changes kept), with the
+    reason first among the plan's reasons. A stack the user chose is kept: the refusal is the answer.
+    Otherwise the same search on the stack the refusals name (compare_stacks)."""
+    from trainplan.search import NoRunnablePlan, search
+
+    try:
+        result = search(q, ev, update)
+    except NoRunnablePlan as e:
+        if stack_chosen or e.stack is None:
+            raise
+        result = search(on_stack(q, e.stack, settings), ev, update)
+        note = (f"stack {e.stack}: trainplan's trainer runs none of the layouts that fit {q.model.name} "
+                f"({e.reason.split(';')[0]}); planned for --stack {e.stack}, which runs them")
+        return replace(result, reasons=(note, *result.reasons))
+    return compare_stacks(result, ev, settings)
+
+
+def compare_stacks(result, ev, settings: Mapping[str, object] = MappingProxyType({})):
+    """`result` with the same search on the stack trainplan's refusals name (supports.OTHER_STACK,
+    which runs every layout and setting), its settings chosen too: named first among the reasons when
+    it is more than MATERIAL better on the priority's metric (other_stack_reason), else last. One extra
+    search; none when the plan is on that stack already or it finds nothing."""
+    from trainplan.errors import TrainplanError
+    from trainplan.search import search
+    from trainplan.supports import OTHER_STACK
+
+    q = result.query
+    if q.stack == OTHER_STACK:
+        return result
+    try:
+        other = search(on_stack(q, OTHER_STACK, settings), ev)
+    except TrainplanError:
+        return result
+    note, material = other_stack_reason(result.chosen, other.chosen, q.priority)
+    return replace(result, reasons=(note, *result.reasons) if material else (*result.reasons, note))

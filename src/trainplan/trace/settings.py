@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from trainplan.errors import TrainplanError
-from trainplan.precision import DEFAULT, recipe, registry
+from trainplan.precision import DEFAULT, registry
+from trainplan.precision import canonical as canonical_precision
 
 # Precision recipes the tracer can run: those the runtime has a converter for (the low-precision
 # ones run through the trainer's own converter, runtime/converters.py); the others (block-scaled
@@ -73,6 +74,6 @@ def canonical(name: str) -> str:
     """A recipe's registry name for `name` or one of its aliases; an unknown name is kept (the
     settings check refuses it with the recipes the tracer runs)."""
     try:
-        return recipe(name).name
+        return canonical_precision(name)
     except TrainplanError:
         return name

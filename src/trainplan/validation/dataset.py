@@ -57,7 +57,7 @@ from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
 from trainplan.models.stages import balanced_split, max_stage_layers
 from trainplan.parsing import read_json
 from trainplan.precision import DEFAULT as DEFAULT_PRECISION
-from trainplan.precision import recipe
+from trainplan.precision import canonical, recipe
 from trainplan.stacks import DEFAULT_STACK, execution_from_dict, stack, stack_for_framework
 from trainplan.units import GBPS_TO_BYTES_PER_S
 
@@ -262,7 +262,7 @@ def _layout(t: dict, m: ModelSpec, assumed: list[str]) -> Layout:
         assumed.append(f"pipeline split: {m.num_layers} layers + embedding + loss over pp*vp = {pp * vp} chunks "
                        "(Megatron account_for_embedding/loss_in_pipeline_split; the layers alone do not divide)")
     named = t.get("precision")
-    r = recipe(named or DEFAULT_PRECISION)
+    r = recipe(canonical(named or DEFAULT_PRECISION))
     if named != r.name:
         assumed.append(f"precision {named} -> {r.name}")
     lowp_gather = bool(t.get("fp8_all_gather")) and r.low_precision is not None

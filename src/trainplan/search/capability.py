@@ -8,6 +8,7 @@ faster but needs --stack megatron").
 
 from __future__ import annotations
 
+from trainplan.memo import memoised
 from trainplan.search.candidate import Candidate
 from trainplan.supports import TRAINER_STACK, refusal
 
@@ -16,7 +17,12 @@ def why_not(c: Candidate) -> tuple[str, str | None] | None:
     """(reason, stack that runs it) when the candidate's stack cannot run it, else None."""
     if c.layout.stack != TRAINER_STACK:
         return None
-    r = refusal(c.layout, "cuda", c.job.model)
+    return _refused(c.job.model, layout=c.layout)
+
+
+@memoised()  # a search asks for each candidate more than once (the screen's ranking, the result's)
+def _refused(model, *, layout) -> tuple[str, str | None] | None:
+    r = refusal(layout, "cuda", model)
     return None if r is None else (r.reason, r.stack)
 
 

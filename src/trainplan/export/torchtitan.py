@@ -17,7 +17,8 @@ from pathlib import Path
 
 from trainplan.errors import TrainplanError
 from trainplan.export import Imported
-from trainplan.export.pyconfig import Call, Ref, read as read_python, render
+from trainplan.export.pyconfig import Call, render
+from trainplan.export.pyconfig import read as read_python
 from trainplan.layout import Layout
 from trainplan.models.stages import pipeline_chunks
 from trainplan.parsing import read_toml
@@ -63,8 +64,8 @@ def _pipeline(model, L: Layout) -> dict | str:
                 f"{'interleaved with vp >= 2' if L.vp > 1 else '1f1b'}")
     stages = L.pp * L.vp
     want = [len(c) for c in pipeline_chunks(model.num_layers, L.pp, L.vp, L.uneven)]
-    for first in range(0, 3):
-        for last in range(0, 3):
+    for first in range(3):
+        for last in range(3):
             if _tt_stage_sizes(stages, model.num_layers, first, last) != want:
                 continue
             effective = model.num_layers + first + last
@@ -102,35 +103,36 @@ def refusal(job, L: Layout) -> str | None:
         return (f"model {job.model.name}: {_TT} builds models by flavor and none is this one; known: "
                 f"{', '.join(data()['models'])}")
     checks = (
-        (L.sharding in ("zero1", "zero2"), f"sharding {L.sharding}: {_TT} runs FSDP2 (parameters, gradients and "
-                                           "optimizer states sharded) or DDP; use sharding fsdp or none"),
-        (L.sharding == "none" and L.cp > 1, f"sharding none with cp={L.cp}: {_TT} shards parameters over "
-                                            "dp_shard*cp (FSDP2 over the cp ranks); use sharding fsdp"),
+        (L.sharding in ("zero1", "zero2"), (f"sharding {L.sharding}: {_TT} runs FSDP2 (parameters, gradients and "
+                                           "optimizer states sharded) or DDP; use sharding fsdp or none")),
+        (L.sharding == "none" and L.cp > 1, (f"sharding none with cp={L.cp}: {_TT} shards parameters over "
+                                            "dp_shard*cp (FSDP2 over the cp ranks); use sharding fsdp")),
         (L.sharding == "fsdp" and L.dp_shard * L.cp == 1 and L.dp_replicate > 1,
-         f"sharding fsdp over one rank with dp_replicate={L.dp_replicate}: {_TT} runs that as DDP; use "
-         "sharding none"),
-        (L.ac == "partial", f"ac partial: {_TT} checkpoints every block or none (FullAC / SelectiveAC apply to "
-                            "every layer, distributed/activation_checkpoint.py:148-158); use ac full or selective"),
+         (f"sharding fsdp over one rank with dp_replicate={L.dp_replicate}: {_TT} runs that as DDP; use "
+         "sharding none")),
+        (L.ac == "partial", (f"ac partial: {_TT} checkpoints every block or none (FullAC / SelectiveAC apply to "
+                            "every layer, distributed/activation_checkpoint.py:148-158); use ac full or selective")),
         (L.ac == "offload", f"ac offload: {_TT} has no activation offload; use ac full"),
-        (L.fp8_allgather, f"fp8_allgather: {_TT}'s float8 converter has no FSDP float8 all-gather "
-                          "(components/quantization/float8.py:57-72); drop fp8_allgather"),
-        (L.optimizer_offload, f"optimizer_offload: {_TT} offloads parameters, gradients and optimizer states "
-                              "together (training.enable_cpu_offload), not the optimizer alone; drop it"),
+        (L.fp8_allgather, (f"fp8_allgather: {_TT}'s float8 converter has no FSDP float8 all-gather "
+                          "(components/quantization/float8.py:57-72); drop fp8_allgather")),
+        (L.optimizer_offload, (f"optimizer_offload: {_TT} offloads parameters, gradients and optimizer states "
+                              "together (training.enable_cpu_offload), not the optimizer alone; drop it")),
         (not L.flash_attention, f"flash_attention false: {_TT} runs fused attention (flex / sdpa) only"),
-        (L.grad_reduce_fp32 is False, f"grad_reduce_fp32 false: {_TT} reduces gradients in float32 only "
-                                      "(training.mixed_precision_reduce, config/configs.py:93)"),
+        (L.grad_reduce_fp32 is False, (f"grad_reduce_fp32 false: {_TT} reduces gradients in float32 only "
+                                      "(training.mixed_precision_reduce, config/configs.py:93)")),
         (L.bf16_loss is True, f"bf16_loss: {_TT}'s cross-entropy upcasts the logits to fp32; drop bf16_loss"),
         (L.tp > 1 and not L.conventions.vocab_parallel_loss,
          f"vocab_parallel_loss false: {_TT} runs the loss on vocabulary-sharded logits with tp; drop it"),
-        (L.fsdp_sync_last_microbatch is True, f"fsdp_sync_last_microbatch: {_TT} reduce-scatters every "
-                                              "micro-batch; drop it"),
+        (L.fsdp_sync_last_microbatch is True, (f"fsdp_sync_last_microbatch: {_TT} reduce-scatters every "
+                                              "micro-batch; drop it")),
         (L.expert_groups.etp != (1 if L.ep > 1 else L.tp) and job.model.moe is not None,
-         f"etp={L.expert_groups.etp}: {_TT} splits experts over tp without ep and keeps them whole with ep "
-         "(models/common/moe_sharding.py); leave etp out"),
+         (f"etp={L.expert_groups.etp}: {_TT} splits experts over tp without ep and keeps them whole with ep "
+         "(models/common/moe_sharding.py); leave etp out")),
     )
-    why = next((msg for bad, msg in checks if bad), None)
-    return why or _execution_refusal(L) or (p if isinstance(p := _pipeline(job.model, L), str) and L.pp > 1
-                                             else None)
+    why = next((msg for bad, msg in checks if bad), None) or _execution_refusal(L)
+    if why is None and L.pp > 1 and isinstance(split := _pipeline(job.model, L), str):
+        return split
+    return why
 
 
 def _execution_refusal(L: Layout) -> str | None:
@@ -236,5 +238,3 @@ def read(text: str, where: str) -> Imported:
     imports, body = read_python(text, where)
     return imported(imports, body, where)
 
-
-__all__ = ["FRAMEWORK", "RELEASE", "STACK", "export", "read", "refusal", "Call", "Ref"]

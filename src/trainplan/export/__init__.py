@@ -31,6 +31,9 @@ EXPORTERS = {
     "megatron": "trainplan.export.megatron",
 }
 
+# `--from FILE`: which framework's configuration a file holds, told by its suffix.
+FROM_SUFFIXES = {".py": "torchtitan"}
+
 
 @dataclass(frozen=True)
 class Imported:
@@ -50,3 +53,20 @@ def exporter(name: str):
     if name not in EXPORTERS:
         raise TrainplanError(f"unknown export target {name!r}; known: {', '.join(EXPORTERS)}")
     return importlib.import_module(EXPORTERS[name])
+
+
+def read_file(path: str):
+    """(exporter module, Imported) of the framework configuration at `path` (FROM_SUFFIXES)."""
+    from pathlib import Path
+
+    p = Path(path)
+    name = FROM_SUFFIXES.get(p.suffix)
+    if name is None:
+        known = ", ".join(f"{s} ({n})" for s, n in FROM_SUFFIXES.items())
+        raise TrainplanError(f"--from {path}: cannot tell which framework's configuration this is; known: {known}")
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise TrainplanError(f"--from {path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
+    mod = exporter(name)
+    return mod, mod.read(text, str(path))

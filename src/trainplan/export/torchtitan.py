@@ -103,13 +103,9 @@ def refusal(job, L: Layout) -> str | None:
         return (f"model {job.model.name}: {_TT} builds models by flavor and none is this one; known: "
                 f"{', '.join(data()['models'])}")
     checks = (
-        (L.sharding in ("zero1", "zero2"), (f"sharding {L.sharding}: {_TT} runs FSDP2 (parameters, gradients and "
-                                           "optimizer states sharded) or DDP; use sharding fsdp or none")),
-        (L.sharding == "none" and L.cp > 1, (f"sharding none with cp={L.cp}: {_TT} shards parameters over "
-                                            "dp_shard*cp (FSDP2 over the cp ranks); use sharding fsdp")),
-        (L.sharding == "fsdp" and L.dp_shard * L.cp == 1 and L.dp_replicate > 1,
-         (f"sharding fsdp over one rank with dp_replicate={L.dp_replicate}: {_TT} runs that as DDP; use "
-         "sharding none")),
+        (L.sharding != "fsdp", (f"sharding {L.sharding}: {_TT} always wraps the model in FSDP2 (parameters, "
+                                "gradients and optimizer states sharded over dp_shard*cp, replicated over "
+                                "dp_replicate: models/llama3/parallelize.py:69-90); use sharding fsdp")),
         (L.ac == "partial", (f"ac partial: {_TT} checkpoints every block or none (FullAC / SelectiveAC apply to "
                             "every layer, distributed/activation_checkpoint.py:148-158); use ac full or selective")),
         (L.ac == "offload", f"ac offload: {_TT} has no activation offload; use ac full"),
@@ -171,7 +167,7 @@ def _config(plan) -> Call:
     parallel = {"data_parallel_replicate_degree": L.dp_replicate, "data_parallel_shard_degree": L.dp_shard,
                 "fsdp_reshard_after_forward": "default", "tensor_parallel_degree": L.tp,
                 "enable_sequence_parallel": L.sequence_parallel, "context_parallel_degree": L.cp,
-                "expert_parallel_degree": L.ep}
+                "expert_parallel_degree": L.ep, "pipeline_parallel_degree": L.pp}
     if L.pp > 1:
         parallel.update(_pipeline(job.model, L))
     local = L.micro_batch * (L.grad_accum if L.pp > 1 else 1)  # pp: every micro-batch in one schedule

@@ -65,9 +65,6 @@ def imported(imports: dict, body: Call, where: str) -> Imported:
     tr, unstated = _with_defaults(sec["training"], "TrainingConfig", where)
     par, more = _with_defaults(sec["parallelism"], "ParallelismConfig", where)
     comp, _ = _with_defaults(sec["compile"], "CompileConfig", where)
-    unstated += more
-    if unstated:
-        notes.append(f"torchtitan {data()['release']['version']} defaults for {', '.join(unstated)}")
     if precision is None:
         precision = {"float32": "bf16", "bfloat16": "bf16_pure"}[tr["dtype"]]
         if tr["mixed_precision_param"] != "bfloat16" and tr["dtype"] == "float32":
@@ -90,6 +87,10 @@ def imported(imports: dict, body: Call, where: str) -> Imported:
     tp, pp = degrees["tensor_parallel_degree"], degrees["pipeline_parallel_degree"]
     cp, ep = degrees["context_parallel_degree"], degrees["expert_parallel_degree"]
     schedule, vp, uneven = _pipeline(par, model, pp, where)
+    unstated += [k for k in more if pp > 1 or not k.startswith("ParallelismConfig.pipeline_parallel_")
+                 or k.endswith("_degree")]
+    if unstated:  # what the file leaves to torchtitan's defaults, among the keys that matter here
+        notes.append(f"torchtitan {data()['release']['version']} defaults for {', '.join(unstated)}")
     local, dp = tr["local_batch_size"], rep * shard
     mb = par["pipeline_parallel_microbatch_size"] if pp > 1 else local
     gb = tr["global_batch_size"] if tr["global_batch_size"] != -1 else local * dp
@@ -117,7 +118,7 @@ def imported(imports: dict, body: Call, where: str) -> Imported:
                                              tp_comm_overlap=comp["enable_async_tensor_parallel"])
     layout = Layout(precision=precision, ac=_AC[ac.func if isinstance(ac, Call) else None], micro_batch=mb,
                     grad_accum=gb // (mb * dp), dp_replicate=rep, dp_shard=shard,
-                    sharding="fsdp" if shard * cp > 1 or rep == 1 else "none", tp=tp,
+                    sharding="fsdp", tp=tp,  # 0.3.0 always applies FSDP2 (refusal's sharding rule)
                     sequence_parallel=par["enable_sequence_parallel"], pp=pp, pp_schedule=schedule, vp=vp,
                     pp_embedding_in_split=uneven.embedding, pp_loss_in_split=uneven.loss, cp=cp, ep=ep,
                     chunked_loss=chunked, torch_compile="model" in compiled, compiled_loss="loss" in compiled,

@@ -38,7 +38,7 @@ def titan():
         sys.modules.setdefault(KERNELS, stand_in)
     pytest.importorskip("torchtitan", reason="needs the torchtitan extra: pip install -e '.[torchtitan]'")
     import torchtitan.components.quantization.float8 as f8
-    import torchtitan.components.quantization.mx as mx
+    from torchtitan.components.quantization import mx
     from torchtitan.config import ConfigManager
 
     f8.has_cuda_capability = mx.has_cuda_capability = lambda major, minor: True

@@ -25,14 +25,16 @@ from dataclasses import dataclass, field
 
 from trainplan.errors import TrainplanError
 
-# `--to` name -> module; a new framework is one module plus its data file, and one line here.
-EXPORTERS = {
-    "torchtitan": "trainplan.export.torchtitan",
-    "megatron": "trainplan.export.megatron",
-}
+# `--to` name -> module: the module's last name is the framework's (a stack name lives in
+# stacks.toml only); a new framework is one module plus its data file, and one line here.
+_MODULES = (
+    "trainplan.export.torchtitan",
+    "trainplan.export.megatron",
+)
+EXPORTERS = {m.rsplit(".", 1)[1]: m for m in _MODULES}
 
-# `--from FILE`: which framework's configuration a file holds, told by its suffix.
-FROM_SUFFIXES = {".py": "torchtitan"}
+# `--from FILE`: which exporter reads a file, told by its suffix.
+FROM_SUFFIXES = {".py": "trainplan.export.torchtitan"}
 
 
 @dataclass(frozen=True)
@@ -60,13 +62,13 @@ def read_file(path: str):
     from pathlib import Path
 
     p = Path(path)
-    name = FROM_SUFFIXES.get(p.suffix)
-    if name is None:
-        known = ", ".join(f"{s} ({n})" for s, n in FROM_SUFFIXES.items())
+    module = FROM_SUFFIXES.get(p.suffix)
+    if module is None:
+        known = ", ".join(f"{s} ({m.rsplit('.', 1)[1]})" for s, m in FROM_SUFFIXES.items())
         raise TrainplanError(f"--from {path}: cannot tell which framework's configuration this is; known: {known}")
     try:
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise TrainplanError(f"--from {path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
-    mod = exporter(name)
+    mod = importlib.import_module(module)
     return mod, mod.read(text, str(path))

@@ -25,16 +25,14 @@ from trainplan.parsing import read_toml
 from trainplan.stacks import applicable
 from trainplan.stacks import stack as stack_named
 
-FRAMEWORK = "torchtitan"
-STACK = "torchtitan"
-FROM_SUFFIX = ".py"
-
 
 @functools.cache
 def data() -> dict:
     return read_toml(Path(__file__).with_name("torchtitan.toml"))
 
 
+FRAMEWORK = data()["release"]["framework"]  # as --to spells it
+STACK = data()["release"]["stack"]  # the stacks.toml entry whose costs it exports
 RELEASE = data()["release"]["version"]
 _TT = f"torchtitan {RELEASE}"
 

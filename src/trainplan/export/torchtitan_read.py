@@ -66,7 +66,8 @@ def imported(imports: dict, body: Call, where: str) -> Imported:
     par, more = _with_defaults(sec["parallelism"], "ParallelismConfig", where)
     comp, _ = _with_defaults(sec["compile"], "CompileConfig", where)
     if precision is None:
-        precision = {"float32": "bf16", "bfloat16": "bf16_pure"}[tr["dtype"]]
+        precision = next(n for n, r in data()["precision"].items()
+                         if r.get("dtype") == tr["dtype"] and "converter" not in r)
         if tr["mixed_precision_param"] != "bfloat16" and tr["dtype"] == "float32":
             raise TrainplanError(f"{where}: training.mixed_precision_param {tr['mixed_precision_param']!r} trains "
                                  "in fp32, which trainplan does not cost; use bfloat16")

@@ -52,3 +52,11 @@ def test_estimate_from_refuses_flags_it_replaces_and_files_it_cannot_place(cli, 
     assert code == 2 and "cannot tell which framework's configuration this is; known: .py (torchtitan)" in err
     code, _, err = cli("estimate", "--from", str(tmp_path / "job.py"))
     assert code == 2 and "the config function must return a config call" in err
+
+
+def test_json_carries_the_files_and_where_they_went(cli, tmp_path):
+    code, out, err = cli("export", "--plan", _plan(tmp_path), "--to", "torchtitan", "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    assert (got["framework"], got["release"], got["out"]) == ("torchtitan", "0.3.0", None)
+    assert list(got["files"]) == ["trainplan_job.py"]

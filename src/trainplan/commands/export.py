@@ -20,6 +20,8 @@ def add_arguments(p) -> None:
     p.add_argument("--to", required=True, choices=sorted(EXPORTERS), help="the framework to export to")
     p.add_argument("--out", type=output_dir, default=None, metavar="DIR",
                    help="directory to write the files into (default: print them)")
+    p.add_argument("--json", action="store_true",
+                   help="print {framework, release, files: {name: text}, out} instead of the files")
 
 
 def run(args) -> int:
@@ -28,11 +30,17 @@ def run(args) -> int:
 
     mod = exporter(args.to)
     files = mod.export(load_plan(args.plan))
+    if args.out is not None:
+        write_all(files, args.out)
+    if args.json:
+        from trainplan.commands._common import print_json
+
+        print_json({"framework": mod.FRAMEWORK, "release": mod.RELEASE, "files": files, "out": args.out})
+        return 0
     if args.out is None:
         for name, text in files.items():
             print(f"# {name}\n{text}", end="" if text.endswith("\n") else "\n")
         return 0
-    write_all(files, args.out)
     print(f"wrote {', '.join(files)} to {args.out} ({mod.FRAMEWORK} {mod.RELEASE})")
     return 0
 

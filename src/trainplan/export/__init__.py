@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 
 from trainplan.errors import TrainplanError
 
+# `--from FILE`: which exporter reads a file, told by its suffix.
+FROM_SUFFIXES = {".py": "trainplan.export.torchtitan"}
+
 
 @dataclass(frozen=True)
 class Imported:
@@ -53,3 +56,20 @@ def exporter(name: str):
     if name not in known:
         raise TrainplanError(f"unknown export target {name!r}; known: {', '.join(known)}")
     return importlib.import_module(known[name])
+
+
+def read_file(path: str):
+    """(exporter module, Imported) of the framework configuration at `path` (FROM_SUFFIXES)."""
+    from pathlib import Path
+
+    p = Path(path)
+    module = FROM_SUFFIXES.get(p.suffix)
+    if module is None:
+        known = ", ".join(f"{s} ({m.rsplit('.', 1)[1]})" for s, m in FROM_SUFFIXES.items())
+        raise TrainplanError(f"--from {path}: cannot tell which framework's configuration this is; known: {known}")
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise TrainplanError(f"--from {path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
+    mod = importlib.import_module(module)
+    return mod, mod.read(text, str(path))

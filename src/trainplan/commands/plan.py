@@ -11,8 +11,8 @@ import textwrap
 
 from trainplan.commands._layout_args import add_stack_arguments, stack_and_execution
 from trainplan.commands._profile_args import add_profile_arguments, check_machine_gpu, profile_line
+from trainplan.job import DEFAULT_SEQ_LEN
 from trainplan.report.cli import add_html_argument, write_html
-from trainplan.search.query import DEFAULT_SEQ_LEN
 
 NAME = "plan"
 HELP = "search the parallel layouts of a model on a cluster and choose one by priority"
@@ -23,7 +23,10 @@ WIDTH = 80
 
 
 def add_arguments(p) -> None:
-    from trainplan.commands._common import fraction, positive_int, positive_number, tokens
+    from trainplan.commands._common import fraction, positive_int, positive_number
+    from trainplan.commands._fields import add_fields
+    from trainplan.job import Workload
+    from trainplan.layout import Layout
     from trainplan.parsing import comma_list, output_file
     from trainplan.search.objectives import OBJECTIVES
 
@@ -35,20 +38,15 @@ def add_arguments(p) -> None:
     p.add_argument("--max-nodes", type=positive_int, default=None,
                    help="search 1..N nodes (default: up to 64; throughput starts at the fewest that fit and "
                         "takes more while they add over 10%% tokens/s per GPU)")
-    p.add_argument("--seq-len", default=None,
-                   help=f"tokens per sequence, or 'max' for the longest that fits (default {DEFAULT_SEQ_LEN}; "
-                        "with --priority context: the shortest acceptable, the search finds the longest)")
-    p.add_argument("--allow-long-context", action="store_true",
-                   help="plan a RoPE model past its max_position_embeddings (the plan is marked long_context)")
-    p.add_argument("--global-batch", default=None,
-                   help="sequences per step: N or a range LO:HI (default: about 4Mi tokens)")
-    p.add_argument("--precision", default=None, help="fix the precision recipe (default: searched)")
+    add_fields(p, Workload, ("seq_len", "long_context", "global_batch"),
+               variants={"seq_len": "max", "global_batch": "range"})
+    add_fields(p, Layout, ("precision",), variants={"precision": "searched"})
     p.add_argument("--priority", default=None, choices=sorted(OBJECTIVES),
                    help="what to optimise (default throughput; with --days or --budget the node count is "
                         "chosen by them: cheapest within the deadline, fastest within the budget)")
     p.add_argument("--tolerance", type=fraction, default=0.05,
                    help="communication: plans within this fraction of the best tokens/s per GPU")
-    p.add_argument("--tokens", type=tokens, default=0, help="tokens to train, e.g. 15T, 300B")
+    add_fields(p, Workload, ("tokens",))
     p.add_argument("--days", type=positive_number, default=None,
                    help="deadline for training --tokens: the cheapest plan that meets it")
     p.add_argument("--budget", type=positive_number, default=None,

@@ -11,7 +11,6 @@ import textwrap
 
 from trainplan.commands._layout_args import add_stack_arguments, stack_and_execution
 from trainplan.commands._profile_args import add_profile_arguments, check_machine_gpu, profile_line
-from trainplan.job import DEFAULT_SEQ_LEN
 from trainplan.report.cli import add_html_argument, write_html
 
 NAME = "plan"
@@ -117,6 +116,7 @@ def workload_seq(model, text: str | None) -> tuple[int | None, int]:
     """(sequence, shortest acceptable sequence) of the workload. Without --seq-len: DEFAULT_SEQ_LEN,
     or the model's context when that is shorter (GPT-3: 2048). With 'max' the sequence is searched,
     never below that default: a longest sequence shorter than the workload's is no answer."""
+    from trainplan.job import DEFAULT_SEQ_LEN
     from trainplan.models.checks import context_limit
 
     default = min(DEFAULT_SEQ_LEN, context_limit(model) or DEFAULT_SEQ_LEN)

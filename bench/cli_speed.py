@@ -1,0 +1,82 @@
+"""CLI start-up cost (issue 25): the CPU time (user + sys) of `trainplan --help`, `trainplan models`
+and two commands' own --help, each in a fresh process as a person runs it. Target: --help and
+models at most 0.1 s each on a 2-core machine.
+
+    .venv/bin/python bench/cli_speed.py [--out bench/results/cli_speed.json] [--repeat 9] [--src DIR]
+
+Each command runs once to compile its modules (into a private PYTHONPYCACHEPREFIX: an installed
+package has its bytecode), then `--repeat` times; the median and the minimum are kept. The same is
+measured with bytecode off (PYTHONDONTWRITEBYTECODE=1: every module compiled on every run, as in a
+checkout whose environment sets it), for reference, not against the target. --src times another
+checkout's src/ (the "before" of a change). Not a test: timings depend on the machine and on what
+else runs (the load average is recorded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import _stamp
+
+COMMANDS = {"--help": ["--help"], "models": ["models"], "estimate --help": ["estimate", "--help"],
+            "plan --help": ["plan", "--help"]}
+TARGETS_S = {"--help": 0.1, "models": 0.1}  # issue 25: `trainplan --help` and `trainplan models`
+
+
+def cpu_s(argv: list[str], env: dict) -> float:
+    """User + sys CPU seconds of one `python -m trainplan ARGV` run (its process and its children)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-m", "trainplan", *argv], env=env, check=True, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def measure(argv: list[str], env: dict, repeat: int) -> dict:
+    cpu_s(argv, env)  # warm-up: the bytecode written, the files in the page cache
+    runs = sorted(cpu_s(argv, env) for _ in range(repeat))
+    return {"median_cpu_s": statistics.median(runs), "min_cpu_s": runs[0], "runs_cpu_s": runs}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="bench/results/cli_speed.json")
+    ap.add_argument("--repeat", type=int, default=9)
+    ap.add_argument("--src", default=str(_stamp.ROOT / "src"), help="the src/ directory to time")
+    args = ap.parse_args(argv)
+    base = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    base["PYTHONPATH"] = str(Path(args.src).resolve())
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="cli-speed-pyc-") as cache:
+        modes = {"bytecode": {**base, "PYTHONPYCACHEPREFIX": cache},
+                 "no_bytecode": {**base, "PYTHONDONTWRITEBYTECODE": "1"}}
+        for name, cmd in COMMANDS.items():
+            row = {"command": f"trainplan {name}", "target_s": TARGETS_S.get(name)}
+            for mode, env in modes.items():
+                row[mode] = measure(cmd, env, args.repeat)
+            target = TARGETS_S.get(name)
+            row["meets_target"] = None if target is None else row["bytecode"]["median_cpu_s"] <= target
+            rows.append(row)
+            print(f"trainplan {name:<16}{row['bytecode']['median_cpu_s']:>6.3f} s cpu (bytecode) "
+                  f"{row['no_bytecode']['median_cpu_s']:>6.3f} s (none)", file=sys.stderr)
+    result = {
+        "benchmark": "cli_speed",
+        "src": os.path.relpath(Path(args.src).resolve(), _stamp.ROOT),
+        "repeat": args.repeat,
+        "machine": {"cpus": os.cpu_count(), "load_average_1m": os.getloadavg()[0],
+                    "python": platform.python_version(), "platform": platform.platform()},
+        "runs": rows,
+    }
+    _stamp.write(args.out, result, __file__, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -15,6 +15,10 @@ if TYPE_CHECKING:  # annotations only: `trainplan.job` stays cheap to import (th
 
 OPTIMIZERS = ("adamw",)
 MAX_TOKENS = 10**18  # the largest token budget a workload takes (--tokens, plan.json workload.tokens)
+# The job a command prices when none is named: the model and the instance type of `plan` with no
+# arguments (README), and of estimate, fit and compare.
+DEFAULT_MODEL = "llama-3.1-70b"
+DEFAULT_INSTANCE = "ml.p6-b200.48xlarge"
 # The workload's sequence when none is given: Llama 3.1 pre-training's (arXiv:2407.21783, 3.4.1).
 # `plan --seq-len max` and the context priority never answer with less (search Query.min_seq_len).
 DEFAULT_SEQ_LEN = 8192
@@ -49,6 +53,12 @@ class Workload:
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    model: ModelSpec
-    cluster: Cluster
+    model: ModelSpec = spelled(flag="--model", flag_default=DEFAULT_MODEL, help="catalog name or HF config.json path",
+                               variants={"required": Variant(required=True)})
+    # the flag names the cluster's instance type; --nodes (a command's own) its count
+    cluster: Cluster = spelled(flag="--instance", flag_default=DEFAULT_INSTANCE, help="instance type", variants={
+        "list": Variant(kind="names", default=None, help=f"instance type, or a comma list (default {DEFAULT_INSTANCE}; "
+                                                         "cost and time: every priced SageMaker instance)"),
+        # probe: the instance the measured machine is, if any (a machine profile need not name one)
+        "probe": Variant(default=None, help="the instance type, named in the network tables across nodes")})
     workload: Workload

@@ -17,8 +17,9 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 # What a flag's text parses as (commands/_fields.py maps each to its argparse type): a positive
-# integer, any integer, a token count (15T, 300B), text, or a switch that sets the field to `const`.
-KINDS = ("positive", "int", "tokens", "text", "switch")
+# integer, any integer, a token count (15T, 300B), text, a comma list of names, or a switch that
+# sets the field to `const`.
+KINDS = ("positive", "int", "tokens", "text", "names", "switch")
 KEY = "spelling"  # the metadata key
 
 

@@ -1,5 +1,5 @@
 """Job and layout flags are declared once (commands/_fields.py from spelling.py): no subcommand writes a
-flag of a Layout or Workload field by hand, every declared flag is used, and each flag sets its field
+flag of a Job, Layout or Workload field by hand, every declared flag is used, and each flag sets its field
 to the value its text means. The expected flags come from the dataclass fields, not from a list here."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import pytest
 
 from trainplan.cli import _command_modules, build_parser
 from trainplan.commands._fields import field_values
-from trainplan.job import Workload
+from trainplan.job import Job, Workload
 from trainplan.layout import Layout
 from trainplan.runtime.args import DEMO_FLAGS
 from trainplan.spelling import spellings
 
-DECLARED = {s.option: f"{cls.__name__}.{name}" for cls in (Layout, Workload)
+DECLARED = {s.option: f"{cls.__name__}.{name}" for cls in (Job, Layout, Workload)
             for name, s in spellings(cls).items() if s.option}
 
 
@@ -66,12 +66,12 @@ def _sample(s):
     return [s.option, "some-name"], "some-name"
 
 
-@pytest.mark.parametrize("cls, name", [(cls, name) for cls in (Layout, Workload)
+@pytest.mark.parametrize("cls, name", [(cls, name) for cls in (Job, Layout, Workload)
                                        for name, s in spellings(cls).items() if s.option])
 def test_each_flag_sets_its_field(cls, name):
     s = spellings(cls)[name]
     argv, value = _sample(s)
-    parser = build_parser(["estimate"])  # estimate takes every Layout flag and the Workload's it prices
+    parser = build_parser(["estimate"])  # estimate takes every flag of a job and a layout
     args = parser.parse_args(["estimate", *argv])
     assert field_values(args, cls, [name]) == {name: value}
     unset = field_values(parser.parse_args(["estimate"]), cls, [name])[name]

@@ -11,8 +11,9 @@ from trainplan.spelling import UNSET, Spelling, spellings
 
 def _types() -> dict:
     from trainplan.commands._common import positive_int, tokens
+    from trainplan.parsing import comma_list
 
-    return {"positive": positive_int, "int": int, "tokens": tokens, "text": None}
+    return {"positive": positive_int, "int": int, "tokens": tokens, "text": None, "names": comma_list}
 
 
 def dest(s: Spelling) -> str:

@@ -41,11 +41,10 @@ def _layout_fields() -> tuple[str, ...]:
 def add_layout_arguments(p) -> None:
     from trainplan.commands._common import positive_int
     from trainplan.commands._fields import add_fields
-    from trainplan.job import Workload
+    from trainplan.job import Job, Workload
     from trainplan.layout import Layout
 
-    p.add_argument("--model", default="llama-3.1-70b", help="catalog name or HF config.json path")
-    p.add_argument("--instance", default="ml.p6-b200.48xlarge")
+    add_fields(p, Job, ("model", "cluster"))
     p.add_argument("--nodes", type=positive_int, default=None,
                    help="default: the layout's GPUs with --layout, else 1")
     add_fields(p, Workload, ("seq_len", "long_context", "global_batch"))

@@ -24,11 +24,11 @@ DEFAULT_INSTANCES = "ml.p6-b200.48xlarge,ml.p5en.48xlarge,ml.p5.48xlarge,ml.p4de
 def add_arguments(p) -> None:
     from trainplan.commands._common import positive_int, positive_number
     from trainplan.commands._fields import add_fields
-    from trainplan.job import Workload
+    from trainplan.job import Job, Workload
     from trainplan.parsing import comma_list
     from trainplan.search.query import DEFAULT_MAX_NODES
 
-    p.add_argument("--model", default="llama-3.1-70b", help="catalog name or HF config.json path")
+    add_fields(p, Job, ("model",))
     p.add_argument("--instances", type=comma_list, default=DEFAULT_INSTANCES, help="comma list of instance types")
     add_fields(p, Workload, ("tokens",))
     p.add_argument("--days", type=positive_number, default=None,

@@ -16,23 +16,18 @@ from trainplan.report.cli import add_html_argument, write_html
 NAME = "plan"
 HELP = "search the parallel layouts of a model on a cluster and choose one by priority"
 
-DEFAULT_MODEL = "llama-3.1-70b"
-DEFAULT_INSTANCE = "ml.p6-b200.48xlarge"
 WIDTH = 80
 
 
 def add_arguments(p) -> None:
     from trainplan.commands._common import fraction, positive_int, positive_number
     from trainplan.commands._fields import add_fields
-    from trainplan.job import Workload
+    from trainplan.job import Job, Workload
     from trainplan.layout import Layout
-    from trainplan.parsing import comma_list, output_file
+    from trainplan.parsing import output_file
     from trainplan.search.objectives import OBJECTIVES
 
-    p.add_argument("--model", default=DEFAULT_MODEL, help="catalog name or HF config.json path")
-    p.add_argument("--instance", type=comma_list, default=None,
-                   help=f"instance type, or a comma list (default {DEFAULT_INSTANCE}; "
-                        "cost and time: every priced SageMaker instance)")
+    add_fields(p, Job, ("model", "cluster"), variants={"cluster": "list"})
     p.add_argument("--nodes", type=positive_int, default=None, help="a fixed number of nodes")
     p.add_argument("--max-nodes", type=positive_int, default=None,
                    help="search 1..N nodes (default: up to 64; throughput starts at the fewest that fit and "
@@ -68,6 +63,7 @@ def add_arguments(p) -> None:
 
 def instances(names: tuple[str, ...] | None, priority: str, price: float | None) -> tuple:
     from trainplan.hardware import find_node, nodes, with_price
+    from trainplan.job import DEFAULT_INSTANCE
     from trainplan.search.objectives import objective
 
     if names:

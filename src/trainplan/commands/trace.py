@@ -16,10 +16,10 @@ HELP = "trace one training step of the real model on fake tensors: exact memory 
 def add_arguments(p) -> None:
     from trainplan.commands._common import positive_int
     from trainplan.commands._fields import add_fields
-    from trainplan.job import Workload
+    from trainplan.job import Job, Workload
     from trainplan.layout import Layout
 
-    p.add_argument("--model", required=True, help="catalog name or HF config.json path")
+    add_fields(p, Job, ("model",), variants={"model": "required"})
     add_fields(p, Workload, ("seq_len",))
     add_fields(p, Layout, ("micro_batch", "precision", "ac", "ac_layers"),
                variants={"precision": "trace", "ac_layers": "trace"})

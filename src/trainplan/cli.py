@@ -1,45 +1,67 @@
 """`trainplan` command line: one module per subcommand in trainplan/commands/.
 
 Each command module defines NAME, HELP, add_arguments(parser) and run(args) -> exit code. Commands
-import heavy dependencies (torch, the SageMaker SDK, plotly) inside run(), so `trainplan --help`
-and the planner commands start in milliseconds.
+import heavy dependencies (torch, the SageMaker SDK, plotly) inside run(), and what else they need
+inside the function that needs it, and a run builds the flags of its own command alone, so
+`trainplan --help` and `trainplan models` start in a tenth of a second (bench/cli_speed.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
+import os
 import sys
 
 from trainplan import __version__
 from trainplan.errors import EXIT_USAGE, OneLineParser, TrainplanError
 
 
-def _command_modules():
+def _command_modules(named: str | None = None):
+    """The command modules, by name; with `named`, only that command's (commands/NAME.py, '-' spelled
+    '_') where there is one, so a run imports no other command."""
     import trainplan.commands as pkg
 
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-        if not info.name.startswith("_"):
-            yield importlib.import_module(f"trainplan.commands.{info.name}")
+    stems = sorted(n[:-3] for n in os.listdir(pkg.__path__[0]) if n.endswith(".py") and not n.startswith("_"))
+    if named is not None and named.replace("-", "_") in stems:
+        stems = [named.replace("-", "_")]
+    for stem in stems:
+        yield importlib.import_module(f"trainplan.commands.{stem}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _chosen(argv: list[str]) -> str | None:
+    """The command `argv` names: its first word (the top-level flags take no value), or None when
+    --help comes first (`trainplan --help`)."""
+    for a in argv:
+        if a in ("-h", "--help"):
+            return None
+        if not a.startswith("-"):
+            return a
+    return None
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command and its flags; given `argv`, only the command it names with its
+    flags (every command's name and help alone for `trainplan --help`): a command's flags read
+    registries and catalogs for their help and choices, which a run of another command need not pay for."""
+    chosen = None if argv is None else _chosen(argv)
     parser = OneLineParser(
         prog="trainplan",
         description="Plan, launch and check large-model training runs.",
     )
     parser.add_argument("--version", action="version", version=f"trainplan {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in _command_modules():
+    for mod in _command_modules(chosen):
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
-        mod.add_arguments(p)
+        if argv is None or mod.NAME == chosen:
+            mod.add_arguments(p)
         p.set_defaults(_run=mod.run, _parser=p)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the command's parser, so that the message names the command
         getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")

@@ -34,7 +34,9 @@ from trainplan.models.stages import Uneven, check_split, max_stage_layers
 from trainplan.precision import DEFAULT as DEFAULT_PRECISION
 from trainplan.precision import Recipe
 from trainplan.precision import canonical as canonical_precision
+from trainplan.precision import names as recipe_names
 from trainplan.precision import recipe as recipe_named
+from trainplan.spelling import Variant, spelled, spellings
 from trainplan.stacks import (
     DEFAULT_STACK,
     Conventions,
@@ -43,6 +45,7 @@ from trainplan.stacks import (
     check_settings,
     cp_heads_split,
     execution_from_dict,
+    stacks,
 )
 from trainplan.stacks import conventions as stack_conventions
 from trainplan.stacks import stack as stack_preset
@@ -76,42 +79,72 @@ class _Resolved:
 class Layout(_Resolved):
     """One candidate plan layout. Defaults are one GPU, bf16, no checkpointing."""
 
-    precision: str = DEFAULT_PRECISION  # a recipe of precision.registry(), by its name (precision.canonical)
-    ac: str = "none"  # one of AC_MODES
-    ac_layers: int = 0  # with ac="partial": layers per pipeline stage that are fully recomputed
-    micro_batch: int = 1  # sequences per GPU per forward/backward
-    grad_accum: int = 1  # micro-batches per optimizer step per data-parallel rank (pp: per stage)
-    dp_replicate: int = 1
-    dp_shard: int = 1
-    sharding: str = "fsdp"  # one of SHARDING, over the dp_shard group
-    tp: int = 1
-    sequence_parallel: bool = True  # with tp > 1: norms/dropout activations sharded over tp
-    pp: int = 1
-    pp_schedule: str = "1f1b"
-    vp: int = 1  # virtual pipeline stages per pp rank (interleaved schedule)
+    # Each field a person sets carries its spellings (spelling.py): its flag (--NAME unless named),
+    # its key in the layout text (the name unless named), the kind of value the flag parses, and the
+    # flag's default where it is not the field's. The JSON key is the name.
+    precision: str = spelled(DEFAULT_PRECISION, help=lambda: ", ".join(recipe_names()), variants={  # a recipe's name (aliases are canonicalised where they enter)
+        "searched": Variant(default=None, help="fix the precision recipe (default: searched)"),
+        "trace": Variant(help="a recipe the tracer runs (one with a runtime converter), or an alias, "
+                              "e.g. fp8 = fp8_tensorwise")})
+    # A layout given by hand (estimate, fit, trace) is costed with full checkpointing unless told
+    # otherwise: the choice that fits; Layout() itself keeps everything (none).
+    ac: str = spelled("none", choices=AC_MODES, flag_default="full", help="activation checkpointing")
+    # with ac="partial": layers per pipeline stage that are fully recomputed; trace counts the
+    # traced model's layers and defaults to 1, so that `trace --ac partial` recomputes one
+    ac_layers: int = spelled(0, kind="int", help="with --ac partial: layers per stage recomputed", variants={
+        "trace": Variant(default=1, help="with --ac partial: layers fully recomputed")})
+    micro_batch: int = spelled(1, kind="positive", text="mb", help="sequences per GPU per forward/backward")
+    # micro-batches per optimizer step per data-parallel rank (pp: per stage); the flags give the global batch
+    grad_accum: int = spelled(1, flag=None, text="ga")
+    dp_replicate: int = spelled(1, kind="positive", help="data-parallel replicas (HSDP: each holds a full copy)")
+    dp_shard: int = spelled(1, kind="positive", flag_default=None,
+                            help="default: the GPUs left after tp*pp*cp*dp_replicate")
+    sharding: str = spelled("fsdp", choices=SHARDING, help="what the dp_shard group shards")
+    tp: int = spelled(1, kind="positive", help="tensor-parallel degree")
+    # with tp > 1: norms/dropout activations sharded over tp
+    sequence_parallel: bool = spelled(True, kind="switch", const=False, flag="--no-sequence-parallel",
+                                      help="with tp > 1: norms and dropout activations whole on every tp rank")
+    pp: int = spelled(1, kind="positive", help="pipeline-parallel degree")
+    pp_schedule: str = spelled("1f1b", choices=PP_SCHEDULES, flag_default=None,
+                               help="default: interleaved when --vp > 1, else 1f1b")
+    vp: int = spelled(1, kind="positive", help="virtual pipeline stages per pp rank (interleaved schedule)")
     # Uneven pipeline split (models/stages.py; Megatron's options of the same meaning): layers on the
     # first / last pipeline rank (0: the even split), or the embedding / loss counted as a layer each.
-    pp_first_stage_layers: int = 0  # --decoder-first-pipeline-num-layers
-    pp_last_stage_layers: int = 0  # --decoder-last-pipeline-num-layers
-    pp_embedding_in_split: bool = False  # --account-for-embedding-in-pipeline-split
-    pp_loss_in_split: bool = False  # --account-for-loss-in-pipeline-split
-    cp: int = 1
-    ep: int = 1
-    etp: int | None = None  # expert tensor parallel size: a divisor of tp; None = the stack's (expert_groups)
-    fp8_allgather: bool = False  # FSDP all-gathers fp8 weights (fp8 recipes only)
-    chunked_loss: bool = False  # cross-entropy over vocabulary chunks, no full fp32 logits
-    optimizer_offload: bool = False  # optimizer states and master weights in host memory
-    flash_attention: bool = True  # fused attention: no s x s score matrix stored
-    torch_compile: bool = False
+    pp_first_stage_layers: int = spelled(0, kind="int", help="layers on the first pipeline stage "
+                                         "(Megatron --decoder-first-pipeline-num-layers)")
+    pp_last_stage_layers: int = spelled(0, kind="int", help="layers on the last pipeline stage "
+                                        "(Megatron --decoder-last-pipeline-num-layers)")
+    pp_embedding_in_split: bool = spelled(False, kind="switch", help="the embedding counts as a layer in the "
+                                          "pipeline split (Megatron --account-for-embedding-in-pipeline-split)")
+    pp_loss_in_split: bool = spelled(False, kind="switch",
+                                     help="the output layer and loss count as a layer in the pipeline split")
+    cp: int = spelled(1, kind="positive", help="context-parallel degree")
+    ep: int = spelled(1, kind="positive", help="expert-parallel degree")
+    etp: int | None = spelled(None, kind="positive", help="expert tensor parallel size, a divisor of tp "
+                              "(default: the stack's; layout.expert_groups)")
+    fp8_allgather: bool = spelled(False, kind="switch", help="FSDP all-gathers fp8 weights (fp8 recipes only)")
+    chunked_loss: bool = spelled(False, kind="switch", help="cross-entropy over vocabulary chunks, no full fp32 "
+                                 "logits")
+    optimizer_offload: bool = spelled(False, kind="switch", help="optimizer states and master weights in host "
+                                      "memory")
+    flash_attention: bool = spelled(True, kind="switch", const=False, flag="--no-flash-attention",
+                                    help="materialised s x s attention scores (no fused attention)")
+    torch_compile: bool = spelled(False, kind="switch", help="the model compiled with torch.compile")
     # Memory-only knobs (costs/states.py, costs/overheads.py); defaults are the conservative choice.
     # None: the stack's memory convention (stacks.toml [NAME.conventions], read by stacks.conventions).
-    grad_reduce_fp32: bool | None = None  # gradients accumulated/reduced in fp32 (False: bf16, NeMo perf recipes)
-    compiled_loss: bool = False  # cross-entropy compiled with the upcast fused (torchtitan 2025+ with compile)
+    grad_reduce_fp32: bool | None = spelled(None, kind="switch", const=False, flag="--grad-reduce-bf16",
+                                            help="gradients reduced and kept in bf16 (NeMo performance recipes), "
+                                                 "not fp32")
+    compiled_loss: bool = spelled(False, kind="switch", help="the loss is compiled with the model (torch.compile): "
+                                  "its upcast fused (torchtitan 2025+)")
     vocab_parallel_loss: bool | None = None  # with tp > 1: loss on vocabulary-sharded logits (False: gathered)
     bf16_loss: bool | None = None  # eager cross-entropy straight on bf16 logits, which the loop keeps through backward
     fsdp_sync_last_microbatch: bool | None = None  # FSDP reduce-scatters on the last micro-batch only
-    # Which software runs the layout and how (stacks.py); execution None = the stack's preset.
-    stack: str = DEFAULT_STACK
+    # Which software runs the layout and how (stacks.py); execution None = the stack's preset, its
+    # settings changed by --set KEY=VALUE (commands/_layout_args.py).
+    stack: str = spelled(DEFAULT_STACK, flag_default=None, help=lambda: (
+        f"software that runs the layout: {', '.join(stacks())} (default {DEFAULT_STACK}); its preset gives the "
+        "execution settings"))
     execution: Execution | None = None
 
     def __post_init__(self):
@@ -216,13 +249,14 @@ class Layout(_Resolved):
         default stack, and `setting=value` for each execution setting that differs from the stack's
         preset. A field added to Layout or Execution round-trips without a change here.
         """
-        parts = [self.precision, f"ac={self.ac}" + (f"({self.ac_layers})" if self.ac == "partial" else ""),
-                 f"mb={self.micro_batch}", f"ga={self.grad_accum}",
+        key = _KEY
+        parts = [self.precision, f"{key['ac']}={self.ac}" + (f"({self.ac_layers})" if self.ac == "partial" else ""),
+                 f"{key['micro_batch']}={self.micro_batch}", f"{key['grad_accum']}={self.grad_accum}",
                  f"dp={self.dp_replicate}x{self.dp_shard}({self.sharding})"]
         for k in ("tp", "pp", "cp", "ep"):
             v = getattr(self, k)
             if v > 1:
-                parts.append(f"{k}={v}")
+                parts.append(f"{key[k]}={v}")
         if self.pp > 1:
             parts.append(self.pp_schedule + (f"/v{self.vp}" if self.vp > 1 else ""))
         shown = set(_HEAD) | ({"pp_schedule", "vp"} if self.pp > 1 else set())
@@ -231,7 +265,7 @@ class Layout(_Resolved):
         for f in fields(self):
             v = getattr(self, f.name)
             if f.name not in shown and f.name != "execution" and v != f.default:
-                parts.append(f"{f.name}={_text(v)}")
+                parts.append(f"{key[f.name]}={_text(v)}")
         preset = applicable(self, stack_preset(self.stack).execution)
         for k, v in self.execution.to_dict().items():
             if v != getattr(preset, k):
@@ -295,7 +329,10 @@ def expert_groups(L: Layout) -> ExpertGroups:
 # Fields the head of Layout.short() spells in its own notation.
 _HEAD = ("precision", "ac", "micro_batch", "grad_accum", "dp_replicate", "dp_shard", "sharding", "tp", "pp",
          "cp", "ep")
-_ABBREV = {"mb": "micro_batch", "ga": "grad_accum"}
+# Each field's key in the text (spelling.py: `mb` for micro_batch), and the field each key names;
+# the text also takes a field's own name (micro_batch=2).
+_KEY = {name: s.key for name, s in spellings(Layout).items() if name != "execution"}
+_ABBREV = {k: name for name, k in _KEY.items() if k != name}
 # Integer fields whose null means "the stack's default".
 _INT_OR_NULL = ("etp",)
 
@@ -341,7 +378,7 @@ def parse_layout(text: str, where: str = "--layout") -> Layout:
             name = _ABBREV.get(key, key)
             data[name] = _value(raw, getattr(Layout(), name), tok, where, name)
         else:
-            raise TrainplanError(f"{where}: unknown key {key!r} in {tok!r}; known: mb, ga, dp, "
+            raise TrainplanError(f"{where}: unknown key {key!r} in {tok!r}; known: {', '.join(_ABBREV)}, dp, "
                                  f"{', '.join(n for n in names if n != 'execution')}, {', '.join(SETTINGS)}")
     if settings:
         data["execution"] = settings  # over the stack's preset (layout_from_dict)

@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 # Lowest first. A group may import its own modules and any group of a lower layer; groups of one
 # layer are siblings and do not import each other.
 LAYERS: list[set[str]] = [
-    {"__init__", "errors", "units", "memo"},  # `trainplan` itself holds only __version__
+    {"__init__", "errors", "units", "memo", "spelling"},  # `trainplan` itself holds only __version__; spelling: flags/text/JSON keys of input fields
     {"parsing", "fileio", "torch_logs"},  # torch_logs: filters installed before torch is imported
     {"machine"},  # measured kernel and collective rates (trainplan-machine/1), read by costs via profile
     {"hardware", "profile"},  # profile: the step-time coefficients, read by costs, fitted by calibration

@@ -13,8 +13,6 @@ import math
 import sys
 from pathlib import Path
 
-from trainplan.job import MAX_TOKENS
-
 # Upper bounds on what a person can ask for. They are sanity limits, far beyond any real run (the
 # largest published pre-training runs are ~40T tokens on ~100k GPUs), that keep every derived
 # number finite and every search bounded.
@@ -70,6 +68,8 @@ def tokens(text: str) -> int:
     v = _finite(text, what, t[:-1] if scale != 1 else t) * scale
     if v <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive token count, got {text!r}")
+    from trainplan.job import MAX_TOKENS  # here, not at the top: `trainplan models` needs no job
+
     if v > MAX_TOKENS:
         raise argparse.ArgumentTypeError(f"{text!r} tokens is beyond the limit of {MAX_TOKENS:.0e}")
     return int(v)

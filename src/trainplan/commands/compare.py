@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from trainplan.commands._profile_args import add_profile_arguments, check_machine_gpu
 from trainplan.report.cli import add_html_argument, write_html
-from trainplan.search.query import DEFAULT_MAX_NODES, DEFAULT_SEQ_LEN
 
 NAME = "compare"
 HELP = "compare instance types for one model: nodes by cost, deadline or budget, tokens/s, cost"
@@ -23,21 +22,20 @@ DEFAULT_INSTANCES = "ml.p6-b200.48xlarge,ml.p5en.48xlarge,ml.p5.48xlarge,ml.p4de
 
 
 def add_arguments(p) -> None:
-    from trainplan.commands._common import positive_int, positive_number, tokens
+    from trainplan.commands._common import positive_int, positive_number
+    from trainplan.commands._fields import add_fields
+    from trainplan.job import Job, Workload
     from trainplan.parsing import comma_list
+    from trainplan.search.query import DEFAULT_MAX_NODES
 
-    p.add_argument("--model", default="llama-3.1-70b", help="catalog name or HF config.json path")
+    add_fields(p, Job, ("model",))
     p.add_argument("--instances", type=comma_list, default=DEFAULT_INSTANCES, help="comma list of instance types")
-    p.add_argument("--tokens", type=tokens, default=0, help="tokens to train, e.g. 15T, 300B (needed by --days "
-                   "and --budget)")
+    add_fields(p, Workload, ("tokens",))
     p.add_argument("--days", type=positive_number, default=None,
                    help="deadline for --tokens: per instance, the cheapest plan that meets it")
     p.add_argument("--budget", type=positive_number, default=None,
                    help="USD cap for --tokens: per instance, the fastest plan within it")
-    p.add_argument("--seq-len", type=positive_int, default=DEFAULT_SEQ_LEN)
-    p.add_argument("--allow-long-context", action="store_true",
-                   help="a RoPE model past its max_position_embeddings")
-    p.add_argument("--global-batch", default=None, help="sequences per step: N or LO:HI")
+    add_fields(p, Workload, ("seq_len", "long_context", "global_batch"), variants={"global_batch": "range"})
     p.add_argument("--max-nodes", type=positive_int, default=DEFAULT_MAX_NODES,
                    help="search up to this many nodes per instance type")
     add_profile_arguments(p)

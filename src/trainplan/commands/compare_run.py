@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainplan.commands._common import print_json
 from trainplan.errors import TrainplanError
 
 NAME = "compare-run"
@@ -80,6 +79,8 @@ def fold_for(prof, run: Path):
 
 
 def run(args) -> int:
+    from trainplan.commands._common import print_json
+
     if not Path(args.run).is_dir():
         raise TrainplanError(f"run directory {args.run!r} does not exist; give the --out of `trainplan train`")
     result = compare(args.run)

@@ -11,13 +11,15 @@ HELP = "Estimate step time, communication, throughput, MFU, cost and memory for 
 
 
 def add_arguments(p) -> None:
-    from trainplan.commands._common import positive_number, tokens
+    from trainplan.commands._common import positive_number
+    from trainplan.commands._fields import add_fields
+    from trainplan.job import Workload
 
     add_layout_arguments(p)
     p.add_argument("--from", dest="from_file", default=None, metavar="FILE",
                    help="the job and layout of a framework's own config (a torchtitan 0.3.0 config .py); "
                         "replaces --model, --seq-len, --global-batch and the layout flags")
-    p.add_argument("--tokens", type=tokens, default=0, help="token budget, e.g. 15T, 300B")
+    add_fields(p, Workload, ("tokens",))
     p.add_argument("--price", type=positive_number, default=None, help="USD per node-hour (overrides the catalog)")
     add_profile_arguments(p)
     p.add_argument("--storage", default=None, help="checkpoint storage (hardware/reliability.toml; default fsx-lustre-1000)")

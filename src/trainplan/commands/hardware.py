@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from typing import TYPE_CHECKING
 
-from trainplan.commands._common import print_json
 from trainplan.errors import TrainplanError
-from trainplan.hardware import GPUSpec, NodeType, find_gpu, find_node, gpus, nodes
-from trainplan.precision import registry
 from trainplan.units import GB, TFLOPS, GiB
+
+# What run() needs is imported there: `trainplan --help` reads this module for NAME and HELP alone (cli.py).
+if TYPE_CHECKING:
+    from trainplan.hardware import GPUSpec, NodeType
 
 NAME = "hardware"
 HELP = "list the GPU and instance catalogs, or show one entry with its sources"
@@ -20,6 +21,8 @@ def add_arguments(p) -> None:
 
 
 def gpu_dict(g: GPUSpec) -> dict:
+    from trainplan.precision import registry
+
     return {
         "kind": "gpu",
         "name": g.name,
@@ -39,6 +42,8 @@ def gpu_dict(g: GPUSpec) -> dict:
 
 
 def node_dict(n: NodeType) -> dict:
+    from dataclasses import asdict
+
     d = asdict(n)
     return {
         "kind": "instance",
@@ -66,6 +71,8 @@ def node_dict(n: NodeType) -> dict:
 
 
 def _find(name: str):
+    from trainplan.hardware import find_gpu, find_node, gpus, nodes
+
     try:
         return gpu_dict(find_gpu(name))
     except TrainplanError:
@@ -80,6 +87,9 @@ def _find(name: str):
 
 
 def run(args) -> int:
+    from trainplan.commands._common import print_json
+    from trainplan.hardware import gpus, nodes
+
     if args.name:
         entry = _find(args.name)
         if args.json:

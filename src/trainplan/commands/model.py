@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from trainplan.commands._common import print_json
+from typing import TYPE_CHECKING
+
 from trainplan.commands.models import ACTIVE_NOTE
-from trainplan.models import ModelSpec, ParamCounts, count_params, resolve
-from trainplan.models.spec import spec_to_dict
+
+# What run() needs is imported there: `trainplan --help` reads this module for NAME and HELP alone (cli.py).
+if TYPE_CHECKING:
+    from trainplan.models import ModelSpec, ParamCounts
 
 NAME = "model"
 HELP = "show one model (catalog name, config.json or its directory) with parameter counts"
@@ -68,6 +71,10 @@ def describe(m: ModelSpec, c: ParamCounts) -> str:
 
 
 def run(args) -> int:
+    from trainplan.commands._common import print_json
+    from trainplan.models import count_params, resolve
+    from trainplan.models.spec import spec_to_dict
+
     m = resolve(args.model)
     c = count_params(m)
     if args.json:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from trainplan.commands._common import print_json
-from trainplan.models import ModelSpec, catalog, count_params
+from typing import TYPE_CHECKING
+
+# What run() needs is imported there: `trainplan --help` reads this module for NAME and HELP alone (cli.py).
+if TYPE_CHECKING:
+    from trainplan.models import ModelSpec
 
 NAME = "models"
 HELP = "list the built-in model catalog (layers, hidden, total and active parameters, context)"
@@ -17,6 +20,8 @@ def add_arguments(p) -> None:
 
 
 def summary(name: str, m: ModelSpec) -> dict:
+    from trainplan.models import count_params
+
     c = count_params(m)
     return {
         "name": name,
@@ -46,6 +51,9 @@ def table(rows: list[dict]) -> str:
 
 
 def run(args) -> int:
+    from trainplan.commands._common import print_json
+    from trainplan.models import catalog
+
     rows = [summary(name, m) for name, m in catalog().items()]
     if args.json:
         print_json(rows)

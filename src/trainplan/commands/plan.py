@@ -12,43 +12,35 @@ import textwrap
 from trainplan.commands._layout_args import add_stack_arguments, stack_and_execution
 from trainplan.commands._profile_args import add_profile_arguments, check_machine_gpu, profile_line
 from trainplan.report.cli import add_html_argument, write_html
-from trainplan.search.query import DEFAULT_SEQ_LEN
 
 NAME = "plan"
 HELP = "search the parallel layouts of a model on a cluster and choose one by priority"
 
-DEFAULT_MODEL = "llama-3.1-70b"
-DEFAULT_INSTANCE = "ml.p6-b200.48xlarge"
 WIDTH = 80
 
 
 def add_arguments(p) -> None:
-    from trainplan.commands._common import fraction, positive_int, positive_number, tokens
-    from trainplan.parsing import comma_list, output_file
+    from trainplan.commands._common import fraction, positive_int, positive_number
+    from trainplan.commands._fields import add_fields
+    from trainplan.job import Job, Workload
+    from trainplan.layout import Layout
+    from trainplan.parsing import output_file
     from trainplan.search.objectives import OBJECTIVES
 
-    p.add_argument("--model", default=DEFAULT_MODEL, help="catalog name or HF config.json path")
-    p.add_argument("--instance", type=comma_list, default=None,
-                   help=f"instance type, or a comma list (default {DEFAULT_INSTANCE}; "
-                        "cost and time: every priced SageMaker instance)")
+    add_fields(p, Job, ("model", "cluster"), variants={"cluster": "list"})
     p.add_argument("--nodes", type=positive_int, default=None, help="a fixed number of nodes")
     p.add_argument("--max-nodes", type=positive_int, default=None,
                    help="search 1..N nodes (default: up to 64; throughput starts at the fewest that fit and "
                         "takes more while they add over 10%% tokens/s per GPU)")
-    p.add_argument("--seq-len", default=None,
-                   help=f"tokens per sequence, or 'max' for the longest that fits (default {DEFAULT_SEQ_LEN}; "
-                        "with --priority context: the shortest acceptable, the search finds the longest)")
-    p.add_argument("--allow-long-context", action="store_true",
-                   help="plan a RoPE model past its max_position_embeddings (the plan is marked long_context)")
-    p.add_argument("--global-batch", default=None,
-                   help="sequences per step: N or a range LO:HI (default: about 4Mi tokens)")
-    p.add_argument("--precision", default=None, help="fix the precision recipe (default: searched)")
+    add_fields(p, Workload, ("seq_len", "long_context", "global_batch"),
+               variants={"seq_len": "max", "global_batch": "range"})
+    add_fields(p, Layout, ("precision",), variants={"precision": "searched"})
     p.add_argument("--priority", default=None, choices=sorted(OBJECTIVES),
                    help="what to optimise (default throughput; with --days or --budget the node count is "
                         "chosen by them: cheapest within the deadline, fastest within the budget)")
     p.add_argument("--tolerance", type=fraction, default=0.05,
                    help="communication: plans within this fraction of the best tokens/s per GPU")
-    p.add_argument("--tokens", type=tokens, default=0, help="tokens to train, e.g. 15T, 300B")
+    add_fields(p, Workload, ("tokens",))
     p.add_argument("--days", type=positive_number, default=None,
                    help="deadline for training --tokens: the cheapest plan that meets it")
     p.add_argument("--budget", type=positive_number, default=None,
@@ -71,6 +63,7 @@ def add_arguments(p) -> None:
 
 def instances(names: tuple[str, ...] | None, priority: str, price: float | None) -> tuple:
     from trainplan.hardware import find_node, nodes, with_price
+    from trainplan.job import DEFAULT_INSTANCE
     from trainplan.search.objectives import objective
 
     if names:
@@ -119,6 +112,7 @@ def workload_seq(model, text: str | None) -> tuple[int | None, int]:
     """(sequence, shortest acceptable sequence) of the workload. Without --seq-len: DEFAULT_SEQ_LEN,
     or the model's context when that is shorter (GPT-3: 2048). With 'max' the sequence is searched,
     never below that default: a longest sequence shorter than the workload's is no answer."""
+    from trainplan.job import DEFAULT_SEQ_LEN
     from trainplan.models.checks import context_limit
 
     default = min(DEFAULT_SEQ_LEN, context_limit(model) or DEFAULT_SEQ_LEN)

@@ -12,6 +12,8 @@ HELP = "Measure GEMM, attention, element-wise and collective rates here; write a
 
 
 def add_arguments(p) -> None:
+    from trainplan.commands._fields import add_fields
+    from trainplan.job import Job
     from trainplan.parsing import output_file
 
     p.add_argument("--out", type=output_file, default="machine.json", help="where to write the profile")
@@ -20,7 +22,7 @@ def add_arguments(p) -> None:
                    help="cpu: a tiny grid of the same code, seconds (for CI and a dry run)")
     p.add_argument("--gpu", default=None,
                    help="the hardware catalog GPU this profile is for (default: detected; a CPU probe has none)")
-    p.add_argument("--instance", default=None, help="the instance type, named in the network tables across nodes")
+    add_fields(p, Job, ("cluster",), variants={"cluster": "probe"})
     p.add_argument("--json", action="store_true", help="also print the profile written to --out as JSON")
 
 

@@ -15,22 +15,19 @@ HELP = "trace one training step of the real model on fake tensors: exact memory 
 
 def add_arguments(p) -> None:
     from trainplan.commands._common import positive_int
-    from trainplan.precision import DEFAULT
-    from trainplan.trace.settings import AC_POLICIES, PRECISIONS
+    from trainplan.commands._fields import add_fields
+    from trainplan.job import Job, Workload
+    from trainplan.layout import Layout
 
-    p.add_argument("--model", required=True, help="catalog name or HF config.json path")
-    p.add_argument("--seq-len", type=positive_int, default=8192, help="tokens per sequence")
-    p.add_argument("--micro-batch", type=positive_int, default=1, help="sequences per forward/backward")
-    p.add_argument("--precision", default=DEFAULT,
-                   help=f"one of: {', '.join(PRECISIONS)} (or an alias, e.g. fp8 = fp8_tensorwise)")
-    p.add_argument("--ac", default="none", help=f"activation checkpointing: {', '.join(AC_POLICIES)}")
-    p.add_argument("--ac-layers", type=int, default=1, help="with --ac partial: layers fully recomputed")
+    add_fields(p, Job, ("model",), variants={"model": "required"})
+    add_fields(p, Workload, ("seq_len",))
+    add_fields(p, Layout, ("micro_batch", "precision", "ac", "ac_layers"),
+               variants={"precision": "trace", "ac_layers": "trace"})
     p.add_argument("--layers", type=positive_int, default=2,
                    help="decoder layers to build and trace; the rest is extrapolated (default 2)")
     p.add_argument("--fsdp", type=positive_int, default=1,
                    help="FSDP2 world size: fully_shard over a fake process group, FSDPMemTracker (rank 0)")
-    p.add_argument("--allow-long-context", action="store_true",
-                   help="a RoPE model past its max_position_embeddings")
+    add_fields(p, Workload, ("long_context",))
     p.add_argument("--json", action="store_true", help="print JSON")
 
 

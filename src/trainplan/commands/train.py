@@ -9,23 +9,18 @@ import sys
 import time
 from pathlib import Path
 
-from trainplan.commands._common import positive_int, print_json
 from trainplan.errors import TrainplanError
-from trainplan.launch import supervise
-from trainplan.parsing import check_output
-from trainplan.runtime.args import (
-    DEMO_ONLY,
-    PASSED,
-    SUPERVISED,
-    add_run_arguments,
-    demo_flags_given,
-)
-from trainplan.runtime.metrics import steps_ran
+
+# The launcher, the runtime's flags and the metrics are imported where they are used: `trainplan
+# --help` and the other commands read this module for NAME and HELP alone (cli.py).
 
 NAME = "train"
 HELP = "Train a plan.json on this machine (torchrun, FSDP2); without --plan, a tiny demo on CPU/GPU."
 
 def add_arguments(p) -> None:
+    from trainplan.commands._common import positive_int
+    from trainplan.runtime.args import add_run_arguments
+
     add_run_arguments(p, steps_type=positive_int)
     p.add_argument("--nproc", type=positive_int,
                    help="processes (GPUs) on this machine (default: the plan's GPUs, or 1 for the demo)")
@@ -41,6 +36,8 @@ def torchrun_argv(nproc: int, runtime_args: list[str]) -> list[str]:
 
 
 def _runtime_args(args, out: Path) -> list[str]:
+    from trainplan.runtime.args import PASSED
+
     argv = ["--plan", args.plan] if args.plan else ["--demo"]
     argv += ["--out", str(out)]
     for flag, takes_value, _ in PASSED:
@@ -53,6 +50,8 @@ def _runtime_args(args, out: Path) -> list[str]:
 
 
 def _nproc(args) -> int:
+    from trainplan.runtime.args import DEMO_ONLY, demo_flags_given
+
     if not args.plan:
         return args.nproc or 1
     if demo_flags_given(args):
@@ -141,6 +140,12 @@ def _note(signum) -> None:
 
 
 def run(args) -> int:
+    from trainplan.commands._common import print_json
+    from trainplan.launch import supervise
+    from trainplan.parsing import check_output
+    from trainplan.runtime.args import SUPERVISED
+    from trainplan.runtime.metrics import steps_ran
+
     out = args.out if args.out is not None else f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}"
     check_output(out, "--out", directory=True)  # before any process starts, not at its first write ('' too)
     out = Path(out)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from trainplan.costs.fit import MAX_SEQ_LEN
 from trainplan.errors import TrainplanError
 from trainplan.hardware.types import NodeType
+from trainplan.job import DEFAULT_SEQ_LEN  # the workload's sequence when none is given
 from trainplan.models.checks import context_limit
 from trainplan.models.spec import ModelSpec
 from trainplan.stacks import DEFAULT_STACK
@@ -19,9 +20,6 @@ from trainplan.stacks import DEFAULT_STACK
 # search then needs tp, pp or cp to keep dp small, as large runs do, instead of growing the batch.
 DEFAULT_STEP_TOKENS = 2**22
 MAX_MICRO_BATCH = 64
-# The workload's sequence when none is given: Llama 3.1 pre-training's (arXiv:2407.21783, 3.4.1).
-# --seq-len max and the context priority never answer with less (Query.min_seq_len).
-DEFAULT_SEQ_LEN = 8192
 
 
 @dataclass(frozen=True, slots=True)

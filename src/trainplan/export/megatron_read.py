@@ -104,11 +104,12 @@ def _flags(tokens: list[str], wanted: set[str]) -> dict:
 
 def _parse_flags(tokens: list[str], where: str) -> dict:
     by_flag = {a["flag"]: (dest, a) for dest, a in names()["args"].items()}
+    for tok in tokens:
+        if "$" in tok:
+            raise TrainplanError(f"{where}: {tok!r} is a shell variable; expand it (write the value) before reading")
     values, i = {}, 0
     while i < len(tokens):
         tok = tokens[i]
-        if "$" in tok:
-            raise TrainplanError(f"{where}: {tok!r} is a shell variable; expand it (write the value) before reading")
         if tok not in by_flag:
             what = "value without a flag" if not tok.startswith("--") else "unknown or unsupported Megatron-LM argument"
             raise TrainplanError(f"{where}: {what} {tok!r} (megatron.toml lists the {len(by_flag)} arguments "
@@ -188,10 +189,8 @@ def _imported(values: dict, world: int | None, cluster: dict, notes: tuple, wher
         "ep": get("expert_model_parallel_size"), "fp8_allgather": bool(get(spec.get("param_gather", "fp8_param_gather"))),
         "optimizer_offload": get("optimizer_cpu_offload"), "grad_reduce_fp32": False if get("grad_reduce_in_bf16") else None,
         "stack": STACK, "execution": _execution(get, stack(STACK).execution, cp, where)}
-    etp = get("expert_tensor_parallel_size")
-    layout = Layout(**fields)
-    if etp is not None and etp != layout.expert_groups.etp:  # None: Megatron's default, = tp (stacks.toml)
-        layout = layout.with_(etp=etp)
+    # etp as stated (Megatron's default when absent is tp: stacks.toml megatron.conventions expert_tp)
+    layout = Layout(**fields, etp=get("expert_tensor_parallel_size"))
     return Imported(model=model, layout=layout, seq_len=get("seq_length"), global_batch=gb,
                     nodes=int(cluster["nodes"]) if "nodes" in cluster else None, instance=cluster.get("instance"),
                     notes=notes)

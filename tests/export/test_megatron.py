@@ -55,15 +55,27 @@ def test_every_known_answer_plan_round_trips_to_its_estimate(plans):
             _, e = _imported_estimate(imp, p.job.workload.tokens)
             assert e.tokens_per_s == p.estimate.tokens_per_s and e.memory.total == p.estimate.memory.total
             checked += 1
-    assert checked >= 30
-    # the search offers two layouts on this stack that Megatron-LM 0.16.1 cannot run as costed (and
-    # says so): activation offload to host, and a partial recompute Megatron counts per virtual stage
-    assert all(r.startswith(("megatron export: ac: offload", "megatron export: ac_layers: ")) for r in refused), refused
+    assert checked >= 25
+    # the search offers layouts on this stack that Megatron-LM 0.16.1 cannot run as costed (and the
+    # exporter says so): activation offload to host, a partial recompute Megatron counts per virtual
+    # stage, and an even pipeline split whose layers do not divide (DeepSeek-V3's 61 over pp=16 or 32,
+    # which Megatron's validate_args refuses: test_megatron_mcore.py)
+    assert all(r.startswith(("megatron export: ac: offload", "megatron export: ac_layers: ",
+                             "megatron export: pipeline split: 61 layers")) for r in refused), refused
+
+
+def _first_exported(plan):
+    for p in every_plan(plan):
+        try:
+            return p, mg.export(p)
+        except TrainplanError:
+            pass
+    raise AssertionError("no plan exports")
 
 
 def test_the_args_file_states_what_was_costed(plans):
-    p = plans["deepseek-v3-p6"]
-    text = mg.export(p)[mg.ARGS_FILE]
+    p, files = _first_exported(plans["deepseek-v3-p6"])
+    text = files[mg.ARGS_FILE]
     L, m = p.layout, p.job.model
     lines = text.splitlines()
     assert lines[0].startswith(f"# trainplan: instance={p.job.cluster.node.name} nodes={p.job.cluster.nodes}")

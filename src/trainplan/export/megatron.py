@@ -159,8 +159,6 @@ def rope_base(plan) -> float | None:
 # ---- the layout and its settings ---------------------------------------------------------------
 
 def layout_args(plan) -> dict:
-    from trainplan.models.stages import max_stage_layers
-
     L, m, w = plan.layout, plan.job.model, plan.job.workload
     if L.stack != STACK:
         raise _refuse("stack", f"the plan was costed for --stack {L.stack} ({'FSDP2 / torch-style conventions' if L.conventions.torch_style else 'its own conventions'}); "
@@ -230,7 +228,12 @@ def layout_args(plan) -> dict:
     if m.moe is not None:
         a["expert_model_parallel_size"] = L.ep
         a["expert_tensor_parallel_size"] = L.expert_groups.etp
-    max_stage_layers(m.num_layers, L.pp, L.vp, L.uneven)  # checked by the plan; the split exported as is
+    counted = m.num_layers + L.pp_embedding_in_split + L.pp_loss_in_split
+    if L.pp > 1 and L.vp == 1 and not L.uneven.counts_stages and counted % L.pp:
+        # validate_args (arguments.py:570) asserts it; trainplan's even split gives the first stages one
+        # layer more instead (models/stages.py), which Megatron-LM does not run
+        raise _refuse("pipeline split", f"{counted} layers do not divide over pp={L.pp} and Megatron-LM asserts they do "
+                      "(arguments.py:570); re-plan with pp_first_stage_layers / pp_last_stage_layers or another pp")
     return a | execution_args(L, m.moe is not None, plan.job.cluster.node.gpus_per_node)
 
 

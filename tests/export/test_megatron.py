@@ -167,3 +167,24 @@ def test_every_argument_in_the_data_file_has_a_flag_kind_and_cited_source():
     for dest, a in mg.names()["args"].items():
         assert a["flag"].startswith("--") and a["kind"] in ("value", "list", "true", "false"), dest
         assert re.search(r"(arguments|_config)\.py:\d+", a["source"]), dest
+
+
+def _printed_block(values: dict, world: int) -> str:
+    """The block Megatron prints at start-up (megatron/training/arguments.py _print_args at
+    core_v0.16.1: 'arguments' between dashed rules, `  dest ..... value` sorted by dest), written
+    here for the given values."""
+    rows = sorted({**values, "world_size": world, "rank": 0, "some_unpriced_argument": "x"}.items())
+    body = "".join(f"  {k} {'.' * (48 - len(k))} {v}\n" for k, v in rows)
+    return ("------------------------ arguments ------------------------\n" + body +
+            "-------------------- end of arguments ---------------------\n")
+
+
+def test_a_printed_arguments_block_reads_back_to_the_same_layout(plans):
+    from trainplan.export.megatron_read import _parse_flags
+
+    p = plans["mixtral-p5"]
+    text = mg.export(p)[mg.ARGS_FILE]
+    values = _parse_flags([t for ln in text.splitlines() if not ln.startswith("#") for t in ln.split()], "x")
+    imp = mg.read("[rank0] startup\n" + _printed_block(values, p.job.cluster.num_gpus), "run.log")
+    assert imp.layout == mg.read(text, "x").layout and imp.model == p.job.model.name
+    assert imp.nodes is None and any("not read" in n for n in imp.notes)

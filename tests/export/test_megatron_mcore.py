@@ -155,3 +155,15 @@ def test_every_export_passes_megatrons_validate_args(exported):
     for (major, world), paths in groups.items():
         failed |= {k: v for k, v in _run("args", str(major), str(world), *paths).items() if v != "OK"}
     assert failed == {}
+
+
+@pytest.mark.slow
+@needs_checkout
+def test_the_block_megatron_prints_reads_back(exported):
+    p, _, path = next(e for e in exported if e[0].job.model.moe is not None)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([_CHECKOUT, *sys.path]))
+    out = subprocess.run([sys.executable, str(CHECK), "args", "9" if p.job.cluster.gpu.arch == "hopper" else "10",
+                          str(p.job.cluster.num_gpus), str(path)], env=env, capture_output=True, text=True,
+                         timeout=900, check=False).stdout
+    imp = mg.read(out, "megatron stdout")  # validate_args printed it, from the exported arguments
+    assert imp.layout == mg.read(path.read_text(), str(path)).layout

@@ -25,7 +25,7 @@ from trainplan.export import Imported
 from trainplan.export.megatron import HEADER, STACK, default, model_args, names, padded_vocab
 
 _BLOCK_START = re.compile(r"^-+ arguments -+\s*$", re.MULTILINE)
-_BLOCK_LINE = re.compile(r"^\s*(\w+) \.+ (.*)$")
+_BLOCK_LINE = re.compile(r"^\s*(\w+) \.* (.*)$")  # _print_args: 48 - len(dest) dots, none past 48
 _MODEL_DESTS_EXTRA = ("rotary_base", "max_position_embeddings", "tokenizer_type", "vocab_size",
                       "make_vocab_size_divisible_by")
 
@@ -210,10 +210,15 @@ def _model(values: dict, get, tp: int, where: str) -> str:
         except TrainplanError:
             continue  # a model Megatron cannot express is no answer
         shown = set(want) | {d for d in values if d in _model_dests()}
-        if m.vocab_size == vocab and all(get(d) == want.get(d, default(d)) for d in shown):
+        if m.vocab_size == vocab and all(_one(get(d)) == _one(want.get(d, default(d))) for d in shown):
             return name
     raise TrainplanError(f"{where}: no catalog model has these dimensions (--num-layers {get('num_layers')}, --hidden-size "
                          f"{get('hidden_size')}, {vocab} vocabulary rows); see `trainplan models`")
+
+
+def _one(v):
+    """A one-element list as its element: validate_args prints --moe-aux-loss-coeff 0.001 as 0.001."""
+    return v[0] if isinstance(v, list) and len(v) == 1 else v
 
 
 def _model_dests() -> set[str]:
@@ -288,6 +293,7 @@ def _execution(get, preset, cp: int, where: str):
         raise TrainplanError(f"{where}: --cuda-graph-impl {get('cuda_graph_impl')}: trainplan prices "
                              f"{', '.join(graphs)}")
     cp_comm = get("cp_comm_type")
+    cp_comm = [cp_comm] if isinstance(cp_comm, str) else cp_comm  # validate_args unwraps one kind
     if len(cp_comm) != 1:
         raise TrainplanError(f"{where}: --cp-comm-type {' '.join(cp_comm)}: trainplan reads one kind for every layer")
     changes = {

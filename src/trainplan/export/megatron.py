@@ -20,8 +20,6 @@ from trainplan.errors import TrainplanError
 from trainplan.models.layers import MOE, layer_kinds
 from trainplan.parsing import read_toml
 
-FRAMEWORK = "megatron"
-STACK = "megatron"
 ARGS_FILE = "megatron_args.txt"
 SCRIPT_FILE = "pretrain_gpt.sh"
 HEADER = "# trainplan:"  # the args file's first line: the cluster the arguments were costed on
@@ -33,6 +31,8 @@ def names() -> dict:
     return read_toml(Path(__file__).with_name("megatron.toml"))
 
 
+FRAMEWORK = names()["framework"]  # as --to spells it
+STACK = names()["stack"]  # the stacks.toml entry whose costs it exports
 RELEASE = names()["release"]
 
 
@@ -178,8 +178,9 @@ def layout_args(plan) -> dict:
         raise _refuse("bf16_loss", "Megatron-LM computes the loss in fp32 (or fused)")
     if c.grad_sync != "every_microbatch":
         raise _refuse("fsdp_sync_last_microbatch", "Megatron-LM reduces gradients every micro-batch")
-    if L.precision not in t["precision"]:
-        raise _refuse("precision", f"{L.precision} has no Megatron-LM recipe at {RELEASE} (exported: {', '.join(t['precision'])})")
+    recipes = t["precision"]
+    if L.precision not in recipes:
+        raise _refuse("precision", f"{L.precision} has no Megatron-LM recipe at {RELEASE} (exported: {', '.join(recipes)})")
     if L.sharding not in t["sharding"]:
         raise _refuse("sharding", f"{L.sharding} is priced as DeepSpeed stage 2 on this stack, which Megatron-LM does not run")
     if L.sharding == "fsdp" and L.dp_replicate > 1:
@@ -196,7 +197,7 @@ def layout_args(plan) -> dict:
     if ex.power_limit_w is not None:
         raise _refuse("power_limit_w", "a GPU power cap (nvidia-smi -pl on the nodes), not a Megatron-LM argument")
 
-    spec = t["precision"][L.precision]
+    spec = recipes[L.precision]
     a = {"tensor_model_parallel_size": L.tp, "sequence_parallel": L.tp > 1 and L.sequence_parallel,
          "pipeline_model_parallel_size": L.pp, "context_parallel_size": L.cp,
          "micro_batch_size": L.micro_batch, "global_batch_size": w.global_batch, "seq_length": w.seq_len,

@@ -60,3 +60,17 @@ def test_json_carries_the_files_and_where_they_went(cli, tmp_path):
     got = json.loads(out)
     assert (got["framework"], got["release"], got["out"]) == ("torchtitan", "0.3.0", None)
     assert list(got["files"]) == ["trainplan_job.py"]
+
+
+def test_megatron_arguments_exported_then_read_by_estimate_from_give_the_plans_numbers(cli, tmp_path):
+    """--from tells a Megatron argument list by its suffix (export.FROM_SUFFIXES)."""
+    plan = tmp_path / "p.json"
+    code, _, err = cli("plan", "--model", "mixtral-8x7b", "--stack", "megatron", "--max-nodes", "4", "--out", str(plan))
+    assert code == 0, err
+    code, _, err = cli("export", "--plan", str(plan), "--to", "megatron", "--out", str(tmp_path / "mlm"))
+    assert code == 0, err
+    code, out, err = cli("estimate", "--from", str(tmp_path / "mlm" / "megatron_args.txt"), "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["estimate"]["tokens_per_s"] == json.loads(plan.read_text())["estimate"]["tokens_per_s"]
+    assert got["from"][0].endswith("as megatron 0.16.1")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from trainplan.errors import TrainplanError
 
 # `--from FILE`: which exporter reads a file, told by its suffix.
-FROM_SUFFIXES = {".py": "trainplan.export.torchtitan"}
+FROM_SUFFIXES = {".py": "trainplan.export.torchtitan", ".txt": "trainplan.export.megatron", ".sh": "trainplan.export.megatron"}
 
 
 @dataclass(frozen=True)

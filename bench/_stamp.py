@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import platform
 import subprocess
 from pathlib import Path
 
@@ -46,3 +47,9 @@ def write(path: str | Path, result: dict, script: str, indent: int = 1) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"stamp": stamp(script), **result}, indent=indent) + "\n")
     return path
+
+
+def machine() -> dict:
+    """The machine a timing ran on, as the speed benchmarks record it beside their numbers."""
+    return {"cpus": os.cpu_count(), "load_average_1m": os.getloadavg()[0],
+            "python": platform.python_version(), "platform": platform.platform()}

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -87,8 +86,7 @@ def main(argv=None) -> int:
         "benchmark": "cli_speed",
         "src": os.path.relpath(Path(args.src).resolve(), _stamp.ROOT),
         "repeat": args.repeat,
-        "machine": {"cpus": os.cpu_count(), "load_average_1m": os.getloadavg()[0],
-                    "python": platform.python_version(), "platform": platform.platform()},
+        "machine": _stamp.machine(),
         "runs": rows,
     }
     _stamp.write(args.out, result, __file__, indent=2)

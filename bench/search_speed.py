@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
 import time
@@ -98,8 +96,7 @@ def main(argv=None) -> int:
     result = {
         "benchmark": "search_speed",
         "model": MODEL, "instance": INSTANCE, "max_nodes": MAX_NODES, "tokens": TOKENS,
-        "machine": {"cpus": os.cpu_count(), "load_average_1m": os.getloadavg()[0],
-                    "python": platform.python_version(), "platform": platform.platform()},
+        "machine": _stamp.machine(),
         "runs": rows,
     }
     _stamp.write(args.out, result, __file__, indent=2)

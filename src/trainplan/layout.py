@@ -153,41 +153,33 @@ class Layout(_Resolved):
         execution = stack_preset(self.stack).execution if self.execution is None else self.execution
         object.__setattr__(self, "execution", applicable(self, execution))
 
+    def _once(self, slot: str, resolve):
+        """The slot's value, resolved by `resolve(self)` on first use (frozen: set past __setattr__)."""
+        try:
+            return getattr(self, slot)
+        except AttributeError:
+            object.__setattr__(self, slot, resolve(self))
+            return getattr(self, slot)
+
     def __hash__(self) -> int:
         # the dataclass's own hash (of every field, in order), computed once: the search keys its
         # caches by layout
-        try:
-            return self._hash
-        except AttributeError:
-            object.__setattr__(self, "_hash", hash(_field_values(self)))
-            return self._hash
+        return self._once("_hash", lambda L: hash(_field_values(L)))
 
     @property
     def recipe(self) -> Recipe:
         """The precision recipe the layout runs (precision.recipe of its name)."""
-        try:
-            return self._recipe
-        except AttributeError:
-            object.__setattr__(self, "_recipe", recipe_named(self.precision))
-            return self._recipe
+        return self._once("_recipe", lambda L: recipe_named(L.precision))
 
     @property
     def conventions(self) -> Conventions:
         """The memory conventions it runs with: the one rule is stacks.conventions."""
-        try:
-            return self._conventions
-        except AttributeError:
-            object.__setattr__(self, "_conventions", stack_conventions(self))
-            return self._conventions
+        return self._once("_conventions", stack_conventions)
 
     @property
     def expert_groups(self) -> ExpertGroups:
         """The routed experts' degrees: the one rule is expert_groups (module doc)."""
-        try:
-            return self._expert_groups
-        except AttributeError:
-            object.__setattr__(self, "_expert_groups", expert_groups(self))  # the module function
-            return self._expert_groups
+        return self._once("_expert_groups", expert_groups)  # the module function
 
     @property
     def dp(self) -> int:
@@ -197,7 +189,7 @@ class Layout(_Resolved):
     def global_batch(self) -> int:
         """Sequences per optimizer step: micro_batch x grad_accum x dp (the batch identity that
         check_layout holds the workload's global batch to)."""
-        return self.micro_batch * self.grad_accum * self.dp_replicate * self.dp_shard
+        return self.micro_batch * self.grad_accum * self.dp
 
     @property
     def num_gpus(self) -> int:

@@ -107,19 +107,18 @@ def memory_breakdown(job, layout: Layout) -> MemoryBreakdown:
 
     Assumes `check_layout(job, layout)` passed; pure arithmetic, no I/O.
     """
-    i, sp, _ = _worst_stage(job, layout)
-    return _stage(job, layout, i, sp)
+    _, terms, groups, scale = _worst_stage(job, layout)
+    return _build(terms, groups, scale)
 
 
 def memory_total(job, layout: Layout) -> float:
     """memory_breakdown(job, layout).total, without building the breakdown: the search's memory
     check (the same sums in the same order, so the two are equal to the last bit)."""
-    return _worst_stage(job, layout)[2]
+    return _worst_stage(job, layout)[0]
 
 
-def _worst_stage(job, L: Layout) -> tuple[int, StageParams, float]:
-    """(index, parameters, device total) of the stage with the largest total (the first of equal
-    totals)."""
+def _worst_stage(job, L: Layout) -> tuple[float, tuple, dict, float]:
+    """_stage_terms of the stage with the largest total (the first of equal totals)."""
     m = job.model
     split = L.expert_groups.weight_split
     lowp_experts = L.conventions.lowp_experts
@@ -129,9 +128,9 @@ def _worst_stage(job, L: Layout) -> tuple[int, StageParams, float]:
     best = None
     same = _Shared(job, L)
     for i in check:
-        t = _stage_terms(job, L, i, stages[i], same)[0]
-        if best is None or t > best[2]:
-            best = (i, stages[i], t)
+        got = _stage_terms(job, L, i, stages[i], same)
+        if best is None or got[0] > best[0]:
+            best = got
     return best
 
 
@@ -178,7 +177,10 @@ def _dominates(a: StageParams, b: StageParams, kinds: tuple[bool, ...]) -> bool:
 
 def _stage(job, L: Layout, i: int, sp: StageParams) -> MemoryBreakdown:
     """The breakdown of pipeline stage i."""
-    _, terms, groups, scale = _stage_terms(job, L, i, sp, _Shared(job, L))
+    return _build(*_stage_terms(job, L, i, sp, _Shared(job, L))[1:])
+
+
+def _build(terms: tuple, groups: dict, scale: float) -> MemoryBreakdown:
     return MemoryBreakdown(*terms, activation_groups={k: v * scale for k, v in groups.items()})
 
 

@@ -153,33 +153,44 @@ class Layout(_Resolved):
         execution = stack_preset(self.stack).execution if self.execution is None else self.execution
         object.__setattr__(self, "execution", applicable(self, execution))
 
-    def _once(self, slot: str, resolve):
-        """The slot's value, resolved by `resolve(self)` on first use (frozen: set past __setattr__)."""
-        try:
-            return getattr(self, slot)
-        except AttributeError:
-            object.__setattr__(self, slot, resolve(self))
-            return getattr(self, slot)
+    # Each resolved value is read from its slot (the search's hot path), resolved on the first miss.
+    def _resolve(self, slot: str, rule):
+        """Set `slot` to `rule(self)` (frozen: past __setattr__) and return it."""
+        value = rule(self)
+        object.__setattr__(self, slot, value)
+        return value
 
     def __hash__(self) -> int:
         # the dataclass's own hash (of every field, in order), computed once: the search keys its
         # caches by layout
-        return self._once("_hash", lambda L: hash(_field_values(L)))
+        try:
+            return self._hash
+        except AttributeError:
+            return self._resolve("_hash", lambda L: hash(_field_values(L)))
 
     @property
     def recipe(self) -> Recipe:
         """The precision recipe the layout runs (precision.recipe of its name)."""
-        return self._once("_recipe", lambda L: recipe_named(L.precision))
+        try:
+            return self._recipe
+        except AttributeError:
+            return self._resolve("_recipe", lambda L: recipe_named(L.precision))
 
     @property
     def conventions(self) -> Conventions:
         """The memory conventions it runs with: the one rule is stacks.conventions."""
-        return self._once("_conventions", stack_conventions)
+        try:
+            return self._conventions
+        except AttributeError:
+            return self._resolve("_conventions", stack_conventions)
 
     @property
     def expert_groups(self) -> ExpertGroups:
         """The routed experts' degrees: the one rule is expert_groups (module doc)."""
-        return self._once("_expert_groups", expert_groups)  # the module function
+        try:
+            return self._expert_groups
+        except AttributeError:
+            return self._resolve("_expert_groups", expert_groups)  # the module function
 
     @property
     def dp(self) -> int:

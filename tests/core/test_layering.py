@@ -24,7 +24,9 @@ LAYERS: list[set[str]] = [
     {"converter_names"},  # the runtime's precision converters by name, torch-free (read by precision)
     {"precision"},
     {"layout", "job"},
-    {"supports"},  # what trainplan's trainer runs as costed: read by search, launch and runtime
+    {"supports", "export"},  # what trainplan's trainer runs as costed (supports) and what each framework
+    # runs (export: a costed plan as that framework's own configuration, refused in one line where it
+    # would run otherwise, and that configuration read back): both read by search, launch and runtime
     {"costs"},
     {"estimate"},
     {"search"},
@@ -32,7 +34,6 @@ LAYERS: list[set[str]] = [
     {"chosen"},  # a search result -> the Plan written to plan.json (to_plan)
     {"validation"},
     {"calibration"},  # fits coefficients by predicting validation records
-    {"export"},  # a costed plan as a framework's own configuration, and that configuration read back
     {"launch", "report", "runtime", "probe"},  # probe: torch microbenchmarks -> machine profile
     {"trace"},  # the real model code on fake tensors, converted by the runtime's converters
     {"commands"},

@@ -38,14 +38,12 @@ def test_registry_names_this_module():
 
 
 def test_every_known_answer_plan_round_trips_to_its_estimate(plans):
-    refused, checked = [], 0
+    # the search proposes only what Megatron-LM runs as costed (search/capability.py reads
+    # mg.refusal), so every chosen, runner-up and Pareto plan of a megatron search exports
+    checked = 0
     for name, plan in plans.items():
         for p in every_plan(plan):
-            try:
-                files = mg.export(p)
-            except TrainplanError as e:
-                refused.append(str(e))
-                continue
+            files = mg.export(p)
             assert set(files) == {mg.ARGS_FILE, mg.SCRIPT_FILE}
             imp = mg.read(files[mg.ARGS_FILE], name)
             assert (imp.model, imp.instance, imp.nodes) == (p.job.model.name, p.job.cluster.node.name,
@@ -56,12 +54,6 @@ def test_every_known_answer_plan_round_trips_to_its_estimate(plans):
             assert e.tokens_per_s == p.estimate.tokens_per_s and e.memory.total == p.estimate.memory.total
             checked += 1
     assert checked >= 25
-    # the search offers layouts on this stack that Megatron-LM 0.16.1 cannot run as costed (and the
-    # exporter says so): activation offload to host, a partial recompute Megatron counts per virtual
-    # stage, and an even pipeline split whose layers do not divide (DeepSeek-V3's 61 over pp=16 or 32,
-    # which Megatron's validate_args refuses: test_megatron_mcore.py)
-    assert all(r.startswith(("megatron export: ac: offload", "megatron export: ac_layers: ",
-                             "megatron export: pipeline split: 61 layers")) for r in refused), refused
 
 
 def _first_exported(plan):

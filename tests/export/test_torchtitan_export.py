@@ -22,19 +22,15 @@ def _round_trip(plan):
     return im, job
 
 
-def test_every_known_answer_plan_exports_and_reads_back_to_the_same_estimate_or_is_refused_in_one_line():
-    exported = refused = 0
-    for plan in known_answer_plans():
-        try:
-            im, job = _round_trip(plan)
-        except TrainplanError as e:
-            assert "\n" not in str(e) and str(e).startswith("export to torchtitan 0.3.0: ")
-            refused += 1
-            continue
+def test_every_known_answer_plan_exports_and_reads_back_to_the_same_estimate():
+    # the search proposes only what torchtitan runs (search/capability.py reads tt.refusal), so the
+    # chosen, runner-up and Pareto plans of a torchtitan search all export
+    plans = known_answer_plans()
+    for plan in plans:
+        im, job = _round_trip(plan)
         assert im.model == plan.job.model.name and im.notes == ()  # every costed key written, none defaulted
         assert estimate(job, im.layout).to_dict() == estimate(plan.job, plan.layout).to_dict()
-        exported += 1
-    assert exported >= 4 and refused >= 4  # both kinds occur in the suite (fp8_tensorwise, zero1, partial ...)
+    assert len(plans) >= 8
 
 
 def test_written_keys_are_what_the_plan_costed():

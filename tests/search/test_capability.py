@@ -1,7 +1,8 @@
 """`plan` recommends only layouts the chosen stack can run (issue 11 part 4), on trainplan's own
 cost model: the reference trainer's expert parallelism splits the experts of its own decoder; a
 model with multi-head latent attention runs only through its Hugging Face code (data parallel
-only), and the answer names the stack a refused layout would need."""
+only), and the answer names the stack a refused layout would need. A stack with an exporter is
+offered only what that framework's pinned release runs (issue #22: export/<framework>.refusal)."""
 
 from trainplan.hardware import find_node
 from trainplan.models import resolve
@@ -54,3 +55,33 @@ def test_tensor_parallel_is_costed_as_the_trainer_runs_it():
     assert tp and all(c.layout.sequence_parallel and not c.layout.vocab_parallel_loss for c in tp)
     assert all(c.layout.precision in ("bf16", "fp16", "bf16_pure", "fp8_tensorwise", "fp8_rowwise")
                for c in _all(search(Query(resolve("llama-3.1-8b"), P6, nodes=1))))
+
+
+def test_a_framework_stack_is_offered_only_what_its_exporter_runs(monkeypatch):
+    # torchtitan 0.3.0 has no tensorwise float8, no FSDP float8 all-gather, no zero1 (export/
+    # torchtitan.refusal): every plan a torchtitan search returns exports, and without the check the
+    # same search returns some it cannot (so the check is what keeps them out)
+    from trainplan.export import refusal as framework_refusal
+    from trainplan.search import capability
+
+    P5 = (find_node("ml.p5.48xlarge"),)
+    q = Query(resolve("llama-3.1-8b"), P5, nodes=1, stack="torchtitan")
+    assert all(framework_refusal(c.job, c.layout) is None for c in _all(search(q)))
+    monkeypatch.setattr(capability, "framework_refusal", lambda job, layout: None)
+    capability._framework_refused.cache_clear()
+    try:
+        unchecked = search(q)
+    finally:
+        capability._framework_refused.cache_clear()
+    assert any(framework_refusal(c.job, c.layout) for c in _all(unchecked))
+
+
+def test_a_faster_layout_the_framework_refuses_is_named_with_its_refusal():
+    # DeepSeek-V3's 61 layers over pp=32: Megatron-LM asserts an even split divides; the plan says
+    # what it would gain and the exporter's own line (search/capability.refused_note)
+    r = search(Query(resolve("deepseek-v3"), P6, max_nodes=32, stack="megatron"))
+    notes = [x for x in r.reasons if "does not run it" in x]
+    assert notes and all("megatron export: " in x and "x faster" in x for x in notes)
+    from trainplan.export import refusal as framework_refusal
+
+    assert all(framework_refusal(c.job, c.layout) is None for c in _all(r))

@@ -58,6 +58,16 @@ def exporter(name: str):
     return importlib.import_module(known[name])
 
 
+def refusal(job, layout) -> str | None:
+    """What the framework of `layout`'s stack cannot run as `job` costs it (its exporter's
+    `refusal(job, layout)`: the one home of that rule, which `export` raises and the search skips
+    on), or None: also for a stack with no exporter, whose layouts are taken as runnable there."""
+    from trainplan.stacks import stack
+
+    name = stack(layout.stack).exporter
+    return importlib.import_module(f"trainplan.export.{name}").refusal(job, layout) if name else None
+
+
 def read_file(path: str):
     """(exporter module, Imported) of the framework configuration at `path` (FROM_SUFFIXES)."""
     from pathlib import Path

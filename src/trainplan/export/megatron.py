@@ -17,6 +17,7 @@ import math
 from pathlib import Path
 
 from trainplan.errors import TrainplanError
+from trainplan.memo import memoised
 from trainplan.models.layers import MOE, layer_kinds
 from trainplan.parsing import read_toml
 
@@ -158,8 +159,27 @@ def rope_base(plan) -> float | None:
 
 # ---- the layout and its settings ---------------------------------------------------------------
 
-def layout_args(plan) -> dict:
-    L, m, w = plan.layout, plan.job.model, plan.job.workload
+def refusal(job, L) -> str | None:
+    """What Megatron-LM cannot run as trainplan costed `L` for `job`, in one line naming the setting,
+    or None. The checks are the ones the arguments are built with (model_args, vocab_args,
+    layout_args), so `export` and the search (search/capability.py: a plan for this stack proposes
+    only what this check passes) refuse by one rule."""
+    try:
+        _model_checked(job.model)
+        vocab_args(job.model.vocab_size, L.tp)
+        layout_args(job, L)
+    except TrainplanError as e:
+        return str(e)
+    return None
+
+
+@memoised()
+def _model_checked(m) -> None:
+    model_args(m)  # raises its refusal; a search asks for one model thousands of times
+
+
+def layout_args(job, L) -> dict:
+    m, w = job.model, job.workload
     if L.stack != STACK:
         raise _refuse("stack", f"the plan was costed for --stack {L.stack} ({'FSDP2 / torch-style conventions' if L.conventions.torch_style else 'its own conventions'}); "
                       f"re-plan with --stack {STACK} to export Megatron-LM arguments")
@@ -235,7 +255,7 @@ def layout_args(plan) -> dict:
         # layer more instead (models/stages.py), which Megatron-LM does not run
         raise _refuse("pipeline split", f"{counted} layers do not divide over pp={L.pp} and Megatron-LM asserts they do "
                       "(arguments.py:570); re-plan with pp_first_stage_layers / pp_last_stage_layers or another pp")
-    return a | execution_args(L, m.moe is not None, plan.job.cluster.node.gpus_per_node)
+    return a | execution_args(L, m.moe is not None, job.cluster.node.gpus_per_node)
 
 
 def execution_args(L, has_experts: bool, gpus_per_node: int) -> dict:
@@ -290,7 +310,7 @@ def launch_args(plan) -> dict:
     if (theta := rope_base(plan)) is not None:
         a["rotary_base"] = int(theta) if float(theta).is_integer() else theta
     a["max_position_embeddings"] = max(m.max_position_embeddings, plan.job.workload.seq_len)
-    return a | layout_args(plan) | train_args(plan)
+    return a | layout_args(plan.job, plan.layout) | train_args(plan)
 
 
 # ---- rendering ---------------------------------------------------------------------------------

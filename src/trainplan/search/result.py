@@ -12,6 +12,7 @@ from trainplan.search.evaluator import Evaluator, model_evaluator
 from trainplan.search.pareto import pareto_front
 from trainplan.search.query import Query
 from trainplan.search.reasons import reasons
+from trainplan.supports import TRAINER_STACK
 from trainplan.search.sizing import Choice, Goal, applies, choose, objective_for
 
 PARETO_SHOWN = 12
@@ -85,7 +86,8 @@ def search(q: Query, evaluator: Evaluator | None = None, progress: Progress | No
     if not ok:
         best_refused = obj.rank(refused, q.tokens, q.tolerance)[0]
         reason, stack = why_not(best_refused)
-        raise NoRunnablePlan(f"no plan that fits {q.model.name} can be run by trainplan's trainer; the best "
+        who = "trainplan's trainer" if q.stack == TRAINER_STACK else f"the framework of --stack {q.stack}"
+        raise NoRunnablePlan(f"no plan that fits {q.model.name} can be run by {who}; the best "
                              f"({best_refused.layout.short()}) is refused: {reason}", stack, reason)
     ranked = _distinct(obj.rank(ok, q.tokens, q.tolerance), q.top + 1)
     best = ranked[0]

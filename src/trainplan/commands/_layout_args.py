@@ -129,3 +129,54 @@ def _from_text(args, node, model, tokens: int):
                                                    long_context=beyond_context(model, args.seq_len)))
     check_layout(job, layout)
     return job, layout
+
+
+# ---- --from: a framework's own config as the job and layout --------------------------------------
+
+FROM_HELP = ("a framework's own config (a torchtitan 0.3.0 config .py, a Megatron-LM argument list .txt or "
+             "launch script .sh): its model, sequence, global batch and layout")
+
+
+def add_from_argument(p, what: str = "replaces --model, --seq-len, --global-batch and the layout flags") -> None:
+    p.add_argument("--from", dest="from_file", default=None, metavar="FILE", help=f"{FROM_HELP}; {what}")
+
+
+def read_from(args, replaced: tuple[str, ...]):
+    """(exporter module, Imported) of --from FILE; a flag among `replaced` (dests) given beside it is
+    a one-line error: the file already says it, and two answers to one question are no answer."""
+    from trainplan.errors import TrainplanError
+    from trainplan.export import read_file
+
+    given = [k for k in replaced if getattr(args, k, None) != args._parser.get_default(k)]
+    if given:
+        raise TrainplanError(f"--from {args.from_file} holds the model, batch and layout; leave out "
+                             f"--{given[0].replace('_', '-')}")
+    return read_file(args.from_file)
+
+
+def from_notes(args, mod, im) -> list[str]:
+    return [f"read {args.from_file} as {mod.FRAMEWORK} {mod.RELEASE}", *im.notes]
+
+
+def job_and_layout_from(args, *, tokens: int = 0, price: float | None = None):
+    """(job, layout) of --from: the file's model, sequence, batch and layout on the file's instance
+    (or --instance), with --nodes, the file's nodes, or the nodes its GPUs fill; checked as the
+    flags' layout is. args.from_notes says what was read and what was taken by convention."""
+    from trainplan.hardware import Cluster, find_node, with_price
+    from trainplan.job import Job, Workload
+    from trainplan.layout import check_layout
+    from trainplan.models import resolve
+    from trainplan.models.checks import beyond_context, check_context
+
+    mod, im = read_from(args, ("model", "seq_len", "global_batch", "layout", *args._layout_flags))
+    node = find_node(im.instance or args.instance)
+    if price is not None:
+        node = with_price(node, price)
+    model = resolve(im.model)
+    check_context(model, im.seq_len, args.allow_long_context)
+    nodes = args.nodes or im.nodes or max(1, -(-im.layout.num_gpus // node.gpus_per_node))
+    job = Job(model, Cluster(node, nodes), Workload(seq_len=im.seq_len, global_batch=im.global_batch,
+                                                    tokens=tokens, long_context=beyond_context(model, im.seq_len)))
+    check_layout(job, im.layout)
+    args.from_notes = from_notes(args, mod, im)
+    return job, im.layout

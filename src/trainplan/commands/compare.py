@@ -28,7 +28,11 @@ def add_arguments(p) -> None:
     from trainplan.parsing import comma_list
     from trainplan.search.query import DEFAULT_MAX_NODES
 
+    from trainplan.commands._layout_args import add_from_argument
+
     add_fields(p, Job, ("model",))
+    add_from_argument(p, "replaces --model, --seq-len and --global-batch; your layout on its own instance is a "
+                         "row of the table")
     p.add_argument("--instances", type=comma_list, default=DEFAULT_INSTANCES, help="comma list of instance types")
     add_fields(p, Workload, ("tokens",))
     p.add_argument("--days", type=positive_number, default=None,
@@ -86,6 +90,33 @@ def compare_one(model, node, args, ev) -> list[dict]:
     return rows
 
 
+def yours_row(model, found, args, ev, default_node) -> dict:
+    """The row of the team's own layout (--from) on the file's instance (else the first of
+    --instances) and node count, estimated by the same cost model as the others."""
+    from trainplan.hardware import Cluster, find_node
+    from trainplan.job import Job, Workload
+    from trainplan.layout import check_layout
+    from trainplan.models.checks import beyond_context
+    from trainplan.search import Counting
+    from trainplan.search.candidate import Candidate
+
+    mod, im = found
+    node = find_node(im.instance) if im.instance else default_node
+    nodes = im.nodes or max(1, -(-im.layout.num_gpus // node.gpus_per_node))
+    job = Job(model, Cluster(node, nodes), Workload(seq_len=im.seq_len, global_batch=im.global_batch,
+                                                    tokens=args.tokens,
+                                                    long_context=beyond_context(model, im.seq_len)))
+    check_layout(job, im.layout)
+    counting = ev if isinstance(ev, Counting) else Counting(ev)
+    head = {"instance": node.name, "gpu": node.gpu.name, "gpus_per_node": node.gpus_per_node,
+            "source": f"{args.from_file} ({mod.FRAMEWORK} {mod.RELEASE})"}
+    if not counting.fits(job, im.layout):
+        return {**head, "choice": "yours", "fits": False,
+                "why": f"your layout ({im.layout.short()}) does not fit {node.gpu.name} memory"}
+    c = Candidate(job, im.layout, counting.evaluate(job, im.layout))
+    return {**head, **_row(c, "yours", None, counting, args.tokens)}
+
+
 def run(args) -> int:
     from trainplan.commands._common import print_json
     from trainplan.commands._profile_args import load_profiles
@@ -97,12 +128,23 @@ def run(args) -> int:
 
     goal = Goal(args.tokens, args.days, args.budget)
     goal.check()
+    found = None
+    if args.from_file is not None:
+        import copy
+
+        from trainplan.commands._layout_args import read_from
+
+        found = read_from(args, ("model", "seq_len", "global_batch"))
+        args = copy.copy(args)
+        args.model, args.seq_len, args.global_batch = found[1].model, found[1].seq_len, str(found[1].global_batch)
     model = resolve(args.model)
     check_context(model, args.seq_len, args.allow_long_context)
     nodes = [find_node(n) for n in args.instances]
     check_machine_gpu(args.machine, (n.gpu.name for n in nodes))
     ev = model_evaluator(load_profiles(args.profile, args.machine))
     rows = [row for n in nodes for row in compare_one(model, n, args, ev)]
+    if found is not None:
+        rows.insert(0, yours_row(model, found, args, ev, nodes[0]))
     d = {"model": model.name, "seq_len": args.seq_len, "tokens": args.tokens, "days": args.days,
          "budget_usd": args.budget, "max_nodes": args.max_nodes, "tolerance": TOLERANCE,
          "rule": (f"per instance: {goal.describe()} (search/sizing.py)" if goal.sized else

@@ -3,7 +3,7 @@ explicit layout."""
 
 from __future__ import annotations
 
-from trainplan.commands._layout_args import add_layout_arguments, job_and_layout
+from trainplan.commands._layout_args import add_from_argument, add_layout_arguments, job_and_layout, job_and_layout_from
 from trainplan.commands._profile_args import add_profile_arguments, check_machine_gpu, load_profiles
 
 NAME = "estimate"
@@ -16,9 +16,7 @@ def add_arguments(p) -> None:
     from trainplan.job import Workload
 
     add_layout_arguments(p)
-    p.add_argument("--from", dest="from_file", default=None, metavar="FILE",
-                   help="the job and layout of a framework's own config (a torchtitan 0.3.0 config .py); "
-                        "replaces --model, --seq-len, --global-batch and the layout flags")
+    add_from_argument(p)
     add_fields(p, Workload, ("tokens",))
     p.add_argument("--price", type=positive_number, default=None, help="USD per node-hour (overrides the catalog)")
     add_profile_arguments(p)
@@ -30,38 +28,8 @@ def add_arguments(p) -> None:
 def build(args):
     """(job, layout) from the flags, or from --from's file, checked."""
     if args.from_file is not None:
-        return from_file(args)
+        return job_and_layout_from(args, tokens=args.tokens, price=args.price)
     return job_and_layout(args, tokens=args.tokens, price=args.price)
-
-
-def from_file(args):
-    """(job, layout) of --from: the file's model, sequence, batch and layout on --instance, with
-    --nodes or the nodes its GPUs fill."""
-    from trainplan.errors import TrainplanError
-    from trainplan.export import read_file
-    from trainplan.hardware import Cluster, find_node, with_price
-    from trainplan.job import Job, Workload
-    from trainplan.layout import check_layout
-    from trainplan.models import resolve
-    from trainplan.models.checks import beyond_context, check_context
-
-    replaced = ["model", "seq_len", "global_batch", "layout", *args._layout_flags]
-    given = [k for k in replaced if getattr(args, k) != args._parser.get_default(k)]
-    if given:
-        raise TrainplanError(f"--from holds the model, batch and layout; leave out --{given[0].replace('_', '-')}")
-    mod, im = read_file(args.from_file)
-    node = find_node(im.instance or args.instance)
-    if args.price is not None:
-        node = with_price(node, args.price)
-    model = resolve(im.model)
-    check_context(model, im.seq_len, args.allow_long_context)
-    nodes = args.nodes or im.nodes or max(1, -(-im.layout.num_gpus // node.gpus_per_node))
-    job = Job(model, Cluster(node, nodes), Workload(seq_len=im.seq_len, global_batch=im.global_batch,
-                                                    tokens=args.tokens,
-                                                    long_context=beyond_context(model, im.seq_len)))
-    check_layout(job, im.layout)
-    args.from_notes = [f"read {args.from_file} as {mod.FRAMEWORK} {mod.RELEASE}", *im.notes]
-    return job, im.layout
 
 
 def run(args) -> int:

@@ -3,7 +3,7 @@ the micro-batch and the sequence length grow?"""
 
 from __future__ import annotations
 
-from trainplan.commands._layout_args import add_layout_arguments, job_and_layout
+from trainplan.commands._layout_args import add_from_argument, add_layout_arguments, job_and_layout, job_and_layout_from
 
 NAME = "fit"
 HELP = "Check that one explicit layout fits in GPU memory: headroom, breakdown, largest micro-batch and sequence."
@@ -13,14 +13,15 @@ def add_arguments(p) -> None:
     from trainplan.commands._common import positive_number
 
     add_layout_arguments(p)
+    add_from_argument(p)
     p.add_argument("--capacity-gib", type=positive_number, default=None,
                    help="usable memory per GPU in GiB (default: the GPU's memory)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def build(args):
-    """(job, layout) from the flags; impossible layouts are check_layout's one-line errors."""
-    return job_and_layout(args)
+    """(job, layout) from the flags or --from's file; impossible layouts are check_layout's one-line errors."""
+    return job_and_layout_from(args) if args.from_file is not None else job_and_layout(args)
 
 
 def answer(job, layout, capacity_bytes=None) -> dict:
@@ -61,10 +62,13 @@ def run(args) -> int:
     job, layout = build(args)
     cap = None if args.capacity_gib is None else args.capacity_gib * GiB
     a = answer(job, layout, cap)
+    notes = getattr(args, "from_notes", None)
     if args.json:
-        print_json(a)
+        print_json({**a, "from": notes} if notes else a)
     else:
         print(render(a))
+        if notes:
+            print("\n" + "\n".join(notes))
     return 0
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import textwrap
 
-from trainplan.commands._layout_args import add_stack_arguments, stack_and_execution
+from trainplan.commands._layout_args import add_from_argument, add_stack_arguments, stack_and_execution
 from trainplan.commands._profile_args import add_profile_arguments, check_machine_gpu, profile_line
 from trainplan.report.cli import add_html_argument, write_html
 
@@ -28,6 +28,8 @@ def add_arguments(p) -> None:
     from trainplan.search.objectives import OBJECTIVES
 
     add_fields(p, Job, ("model", "cluster"), variants={"cluster": "list"})
+    add_from_argument(p, "the search keeps the model, sequence and global batch (and, unless given, the "
+                         "instance, node count and stack) and prints your layout beside the plan, term by term")
     p.add_argument("--nodes", type=positive_int, default=None, help="a fixed number of nodes")
     p.add_argument("--max-nodes", type=positive_int, default=None,
                    help="search 1..N nodes (default: up to 64; throughput starts at the fewest that fit and "
@@ -120,6 +122,58 @@ def workload_seq(model, text: str | None) -> tuple[int | None, int]:
     return seq, default if seq is None else seq
 
 
+def with_from(args):
+    """(args, (exporter module, Imported) or None): with --from, the file's model, sequence and
+    global batch as the search's (a flag that would say them too is an error), and its instance,
+    node count and stack where the flags leave them out."""
+    import copy
+
+    from trainplan.commands._layout_args import read_from
+
+    if args.from_file is None:
+        return args, None
+    mod, im = read_from(args, ("model", "seq_len", "global_batch"))
+    a = copy.copy(args)
+    a.model, a.seq_len, a.global_batch = im.model, str(im.seq_len), str(im.global_batch)
+    if not a.instance and im.instance:
+        a.instance = (im.instance,)
+    if a.stack is None:
+        a.stack = im.layout.stack
+    if a.nodes is None and a.max_nodes is None and not (a.days or a.budget):
+        a.nodes = im.nodes or _nodes_for(im, a.instance)
+    return a, (mod, im)
+
+
+def _nodes_for(im, names) -> int:
+    from trainplan.hardware import find_node
+    from trainplan.job import DEFAULT_INSTANCE
+
+    node = find_node(names[0] if names else DEFAULT_INSTANCE)
+    return max(1, -(-im.layout.num_gpus // node.gpus_per_node))
+
+
+def yours_versus(args, found, result, ev):
+    """The team's own layout (--from) estimated on its job, beside the chosen plan (search/versus.py)."""
+    from trainplan.commands._layout_args import from_notes
+    from trainplan.hardware import Cluster, find_node
+    from trainplan.job import Job, Workload
+    from trainplan.layout import check_layout
+    from trainplan.search.candidate import Candidate
+    from trainplan.search.versus import Versus
+
+    mod, im = found
+    chosen = result.chosen
+    node = find_node(im.instance) if im.instance else chosen.job.cluster.node
+    nodes = im.nodes or max(1, -(-im.layout.num_gpus // node.gpus_per_node))
+    w = chosen.job.workload
+    job = Job(chosen.job.model, Cluster(node, nodes), Workload(seq_len=im.seq_len, global_batch=im.global_batch,
+                                                               tokens=w.tokens, long_context=w.long_context))
+    check_layout(job, im.layout)
+    e = ev.detail(job, im.layout)
+    yours = Candidate(job, im.layout, ev.evaluate(job, im.layout, ev.memory(job, im.layout)), estimate=e)
+    return Versus("; ".join(from_notes(args, mod, im)), yours, chosen, fits=e.fits)
+
+
 def query(args):
     from trainplan.errors import TrainplanError
     from trainplan.models import hf_config, resolve
@@ -186,6 +240,7 @@ def run(args) -> int:
     from trainplan.search.other_stack import search_runnable
     from trainplan.stacks import parse_assignment
 
+    args, found = with_from(args)
     q = query(args)
     check_machine_gpu(args.machine, (n.gpu.name for n in q.instances))
     ev = model_evaluator(load_profiles(args.profile, args.machine))
@@ -196,6 +251,7 @@ def run(args) -> int:
     finally:
         close()
     plan = to_plan(result, getattr(ev, "detail", None))
+    versus = yours_versus(args, found, result, ev) if found else None
     verified = verify(result) if args.verify else None
     if args.out:
         write_atomic(args.out, plan.to_json())
@@ -203,10 +259,14 @@ def run(args) -> int:
     d["plan"] = plan.to_dict()
     if verified is not None:
         d["verify"] = verified
+    if versus is not None:
+        d["yours"] = versus.to_dict()
     if args.json:
         print_json(d)
     else:
         print(render(result, plan))
+        if versus is not None:
+            print(render_versus(versus))
         if args.profile:
             print(profile_line(args.profile, args.machine, plan.job))
         if verified is not None:
@@ -243,6 +303,27 @@ def render_verify(v: dict) -> str:
             lines.append(f"  {k:<34} {d * 100:+6.1f}%")
     for note in v.get("notes") or ():
         lines += textwrap.wrap(str(note), WIDTH - 1, initial_indent="  note: ", subsequent_indent="    ")
+    return "\n".join(lines)
+
+
+def render_versus(v) -> str:
+    """Your configuration beside the plan: the headline, what the plan changes, then term by term."""
+    lines = ["", f"yours ({v.source}):", f"  {v.yours.layout.short()}"]
+    lines += textwrap.wrap(v.headline(), WIDTH - 1, initial_indent="  ", subsequent_indent="    ")
+    if v.changes:
+        lines += textwrap.wrap("the plan changes: " + ", ".join(v.changes), WIDTH - 1, initial_indent="  ",
+                               subsequent_indent="    ")
+    lines.append(f"  {'':<34}{'yours':>14}{'plan':>14}{'change':>10}")
+    for r in v.rows:
+        def num(x):
+            if x is None:
+                return "n/a"
+            return f"{x:.1%}" if r.unit == "fraction" else f"{x:,.0f}" if abs(x) >= 1000 else f"{x:,.3g}"
+        ch = "" if r.change is None else f"{r.change:+.1%}"
+        if r.change is not None and abs(r.change) >= 10:
+            ch = f"{r.change + 1:.0f}x"
+        unit = "" if r.unit in ("fraction", "tokens/s") else f" ({r.unit})"
+        lines.append(f"  {(r.what + unit)[:34]:<34}{num(r.yours):>14}{num(r.plan):>14}{ch:>10}")
     return "\n".join(lines)
 
 

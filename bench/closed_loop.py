@@ -16,7 +16,8 @@ error on them would be in-sample.
 
 After: the calibrated profile, or the start profile where calibrate refuses (fewer than MIN_RUNS runs,
 a coefficient driven to its bound, a fit worse than the start on the runs it left out): what the
-team would then plan with. The refusals are counted by kind.
+team would then plan with. The refusals are counted by kind, and `when_calibrated` repeats the
+tables on the choices calibrate accepted only (does an accepted calibration help?).
 
 Which k runs: every choice of k when there are at most CAP, else CAP distinct choices drawn with
 random.Random(SEED) from the group's records sorted by id. Each held-out record's error is its mean
@@ -84,9 +85,10 @@ def choices(n: int, k: int, cap: int = CAP, seed: int = SEED) -> list[tuple[int,
     return sorted(seen)
 
 
-def abs_errors(case, prof: Profile) -> dict[str, float | None]:
+def errors(case, prof: Profile) -> dict[str, float | None]:
+    """(predicted - measured) / measured of each metric the record measured (None where it did not)."""
     pred = predict_case(case, prof, cross_validated=False)
-    return {m: (None if (e := rel_error(pred[m], case.measured.get(m))) is None else abs(e)) for m in METRICS}
+    return {m: rel_error(pred[m], case.measured.get(m)) for m in METRICS}
 
 
 def _refusal(msg: str) -> str:
@@ -107,58 +109,81 @@ def _table(per_record: dict[str, dict[str, dict[str, list[float]]]]) -> dict:
     return out
 
 
+def _add(per_record: dict, case, before: dict, after: dict) -> None:
+    rec = per_record.setdefault(case.id, {m: {"before": [], "after": []} for m in METRICS})
+    for m in METRICS:
+        if before[m] is not None:
+            rec[m]["before"].append(abs(before[m]))
+            rec[m]["after"].append(abs(after[m]))
+
+
+def _group(cs: list, k: int, start: Profile, cap: int, seed: int, before_cache: dict) -> dict:
+    """Every choice of k runs of one group: calibrate on them, predict the others before and after."""
+    every: dict[str, dict] = {}  # record id -> metric -> errors over the choices that held it out
+    accepted: dict[str, dict] = {}  # the same over the choices calibrate accepted
+    draws, outcomes = [], {}
+    for pick in choices(len(cs), k, cap, seed):
+        runs = [cs[i] for i in pick]
+        try:
+            prof = calibrate([from_record(c) for c in runs], start, name=f"closed-loop k={k}")
+            outcome, moved = "calibrated", list(prof.meta["fitted"])
+        except TrainplanError as e:
+            prof, outcome, moved = start, _refusal(str(e)), []
+        draws.append({"runs": " ".join(c.id for c in runs), "outcome": outcome, "moved": " ".join(moved)})
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        for i, c in enumerate(cs):
+            if i in pick:
+                continue
+            if c.id not in before_cache:
+                before_cache[c.id] = errors(c, start)
+            after = before_cache[c.id] if prof is start else errors(c, prof)
+            _add(every, c, before_cache[c.id], after)
+            if prof is not start:
+                _add(accepted, c, before_cache[c.id], after)
+    return {"every": every, "accepted": accepted, "draws": draws, "outcomes": outcomes}
+
+
 def closed_loop(cases, start_for: Callable[[str], Profile], ks=KS, cap: int = CAP, seed: int = SEED,
                 progress: Callable[[str], None] | None = None) -> dict:
-    """The benchmark on validation Cases; `start_for(source_key)` is the profile a group starts from."""
+    """The benchmark on validation Cases; `start_for(source_key)` is the profile a group starts from.
+
+    Per k: `pooled` (every choice; a refusal predicts with the start profile), `when_calibrated` (only
+    the choices calibrate accepted, each record over those), the outcomes, the skipped groups, and
+    each group's tables and choices; `same_groups`: the pooled table of each k on the same records."""
     by_group, left = groups(cases)
     result = {"groups": {g: [c.id for c in cs] for g, cs in by_group.items()}, "not_runs": left, "by_k": {}}
     before_cache: dict[str, dict] = {}
-    kept: dict[int, dict[str, dict]] = {}  # k -> group -> per-record errors, for the common table
+    kept: dict[int, dict[str, dict]] = {}  # k -> record id -> errors, for the same-groups table
     for k in ks:
-        pooled: dict[str, dict] = {}
-        per_group, skipped, outcomes = {}, {}, {}
+        every, accepted, per_group, skipped, outcomes = {}, {}, {}, {}, {}
         for g, cs in by_group.items():
             if len(cs) <= k:
                 skipped[g] = f"{len(cs)} record(s), needs more than {k}"
                 continue
             start = start_for(cs[0].source_key)
-            per_record: dict[str, dict] = {}
-            draws, group_outcomes = [], {}
-            for pick in choices(len(cs), k, cap, seed):
-                runs = [cs[i] for i in pick]
-                try:
-                    prof = calibrate([from_record(c) for c in runs], start, name=f"closed-loop {g} k={k}")
-                    outcome, moved = "calibrated", list(prof.meta["fitted"])
-                except TrainplanError as e:
-                    prof, outcome, moved = start, _refusal(str(e)), []
-                draws.append({"runs": " ".join(c.id for c in runs), "outcome": outcome, "moved": " ".join(moved)})
-                outcomes[outcome] = outcomes.get(outcome, 0) + 1
-                group_outcomes[outcome] = group_outcomes.get(outcome, 0) + 1
-                for i, c in enumerate(cs):
-                    if i in pick:
-                        continue
-                    if c.id not in before_cache:
-                        before_cache[c.id] = abs_errors(c, start)
-                    after = before_cache[c.id] if prof is start else abs_errors(c, prof)
-                    rec = per_record.setdefault(c.id, {m: {"before": [], "after": []} for m in METRICS})
-                    for m in METRICS:
-                        if before_cache[c.id][m] is not None:
-                            rec[m]["before"].append(before_cache[c.id][m])
-                            rec[m]["after"].append(after[m])
-            pooled.update(per_record)
-            kept.setdefault(k, {})[g] = per_record
-            per_group[g] = {"records": len(cs), "choices": len(draws), "start": start.name,
-                            "table": _table(per_record), "outcomes": group_outcomes, "draws": draws}
+            r = _group(cs, k, start, cap, seed, before_cache)
+            every |= r["every"]
+            accepted |= r["accepted"]
+            for o, n in r["outcomes"].items():
+                outcomes[o] = outcomes.get(o, 0) + n
+            per_group[g] = {"records": len(cs), "choices": len(r["draws"]), "start": start.name,
+                            # signed: an offset shared by the group is what a residual can fix
+                            "start_tokens_per_s_error": {c.id: round(before_cache[c.id]["tokens_per_s_per_gpu"], 4)
+                                                         for c in cs if c.id in before_cache},
+                            "table": _table(r["every"]), "when_calibrated": _table(r["accepted"]),
+                            "outcomes": r["outcomes"], "draws": r["draws"]}
             if progress:
                 tps = per_group[g]["table"]["tokens_per_s_per_gpu"]
-                progress(f"k={k} {g}: {len(draws)} choices, tokens/s median {tps['before']['median_abs']:.1%} -> "
+                progress(f"k={k} {g}: {len(r['draws'])} choices, tokens/s median {tps['before']['median_abs']:.1%} -> "
                          f"{tps['after']['median_abs']:.1%}")
-        result["by_k"][str(k)] = {"pooled": _table(pooled), "outcomes": outcomes, "skipped": skipped,
-                                  "groups": per_group}
-    # the same records for every k: the groups with more than max(ks) records
+        kept[k] = every
+        result["by_k"][str(k)] = {"pooled": _table(every), "when_calibrated": _table(accepted), "outcomes": outcomes,
+                                  "skipped": skipped, "groups": per_group}
+    # the same records for every k: those of the groups with more than max(ks) records
     common = sorted(g for g, cs in by_group.items() if len(cs) > max(ks))
+    ids = {c.id for g in common for c in by_group[g]}
     result["same_groups"] = {"groups": common, "by_k": {
-        str(k): _table({f"{g}/{i}": v for g in common for i, v in kept.get(k, {}).get(g, {}).items()}) for k in ks}}
+        str(k): _table({i: v for i, v in kept[k].items() if i in ids}) for k in ks}}
     return result
 
 
@@ -183,6 +208,7 @@ def main(argv: list[str]) -> int:
     if "--write" not in argv and "--json" not in argv:
         for k, r in out["by_k"].items():
             _print(f"k={k}", r["pooled"])
+            _print(f"k={k} calibrated only", r["when_calibrated"])
             print(f"k={k} outcomes {r['outcomes']}; skipped {len(r['skipped'])} groups")
         for k, table in out["same_groups"]["by_k"].items():
             _print(f"same groups k={k}", table)

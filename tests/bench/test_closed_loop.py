@@ -7,7 +7,9 @@ leave them where they were. The records are validation Cases (validation/dataset
 from __future__ import annotations
 
 import importlib.util
+import sys
 from dataclasses import replace
+from itertools import combinations
 from pathlib import Path
 
 import pytest
@@ -31,9 +33,7 @@ SHAPES = [("llama-3.2-1b", 1, "none", 4096), ("llama-3.2-1b", 2, "full", 2048), 
 
 
 @pytest.fixture(scope="module")
-def bench(tmp_path_factory):
-    import sys
-
+def bench():
     sys.path.insert(0, str(BENCH))  # closed_loop imports its sibling _stamp
     try:
         spec = importlib.util.spec_from_file_location("closed_loop", BENCH / "closed_loop.py")
@@ -82,7 +82,7 @@ def test_a_group_with_k_or_fewer_records_is_skipped_and_named(result):
 
 
 def test_the_choices_of_k_runs_are_all_of_them_up_to_the_cap_then_seeded(bench):
-    assert bench.choices(6, 3, cap=20) == [tuple(c) for c in __import__("itertools").combinations(range(6), 3)]
+    assert bench.choices(6, 3, cap=20) == list(combinations(range(6), 3))
     drawn = bench.choices(11, 5, cap=7, seed=1)
     assert len(set(drawn)) == 7 and drawn == bench.choices(11, 5, cap=7, seed=1) != bench.choices(11, 5, cap=7, seed=2)
 

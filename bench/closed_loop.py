@@ -20,7 +20,7 @@ team would then plan with. The refusals are counted by kind, and `when_calibrate
 tables on the choices calibrate accepted only (does an accepted calibration help?).
 
 Which k runs: every choice of k when there are at most CAP, else CAP distinct choices drawn with
-random.Random(SEED) from the group's records sorted by id. Each held-out record's error is its mean
+random.Random(f'{SEED}/{n}/{k}') from the group's n records sorted by id. Each held-out record's error is its mean
 absolute error over the choices that held it out; the tables are the median and p90 (validate's
 percentiles, validation/errors.stats) over records, per group and pooled. A group of k or fewer
 records is skipped for that k, named in the result; pooled tables of different k therefore hold

@@ -31,7 +31,7 @@ HERE = Path(__file__).parent
 BENCHES = {
     "search_speed": [], "estimate_speed": [], "memory_speed": ["--write"], "memory_vs_published": ["--write"],
     "moe_out_of_sample": ["--write"], "hand_tuning": [], "trace_speed": [], "trainer_overhead": [],
-    "probe_speed": [], "moe_ep_overhead": [], "gpu_check": [], "cli_speed": [],
+    "probe_speed": [], "moe_ep_overhead": [], "gpu_check": [], "cli_speed": [], "closed_loop": ["--write"],
 }
 
 

@@ -109,3 +109,20 @@ def test_evidence_needs_runs_that_vary_the_term():
     assert any("do not tell it apart" in why for why in ev.kept.values())
     # without a machine profile for the GPU its residuals are not seen at all (formulas price every kernel)
     assert "in 0 of 5 run(s)" in ev.kept["machine_compute"]
+
+
+def test_a_published_record_calibrates_as_the_run_it_stands_for():
+    # from_record (bench/closed_loop.py) turns validation Cases into runs: the same fit as the runs
+    from trainplan.calibration.runs import from_record
+    from trainplan.validation.dataset import Case
+
+    truth_runs = runs(replace(START, gemm_eff=0.72))
+    records = [Case(c.id, {"source_key": "src", "measured": c.measured}, c.job, c.layout, "trainplan", (), None)
+               for c in truth_runs]
+    got = [from_record(r) for r in records]
+    assert [(g.id, g.gpu, g.measured["tokens_per_s_per_gpu"]) for g in got] == \
+        [(c.id, c.gpu, c.measured["tokens_per_s_per_gpu"]) for c in truth_runs]
+    assert calibrate(got, START).gemm_eff == calibrate(truth_runs, START).gemm_eff
+    skipped = replace(records[0], job=None, layout=None, skipped_reason="a layout trainplan refuses")
+    with pytest.raises(TrainplanError, match="run0 is not representable .a layout trainplan refuses."):
+        from_record(skipped)

@@ -58,6 +58,19 @@ class RunCase:
         return self.job.cluster.gpu.name
 
 
+def from_record(case) -> RunCase:
+    """A published record (validation/dataset.Case) as one of a team's runs, so the loop a team runs
+    (ingest, then calibrate) can be measured on the dev set (bench/closed_loop.py): its measured
+    tokens/s and step time, on its record's GPU (device None: its plan's), its own group (its id)."""
+    if case.skipped_reason or case.job is None:
+        raise TrainplanError(f"record {case.id} is not representable ({case.skipped_reason}); it cannot stand for a run")
+    tps = case.measured.get("tokens_per_s_per_gpu")
+    if not tps or tps <= 0:
+        raise TrainplanError(f"record {case.id} has no measured tokens_per_s_per_gpu; a run to calibrate on needs it")
+    return RunCase(case.id, case.job, case.layout,
+                   {"tokens_per_s_per_gpu": tps, "step_time_s": case.measured.get("step_time_s")})
+
+
 def _errors(cases, prof_for) -> list[float]:
     return [predicted_tps(c, prof_for(c)) / c.measured["tokens_per_s_per_gpu"] - 1 for c in cases]
 

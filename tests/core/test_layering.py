@@ -34,6 +34,7 @@ LAYERS: list[set[str]] = [
     {"calibration"},  # fits coefficients by predicting validation records
     {"export"},  # a costed plan as a framework's own configuration, and that configuration read back
     {"launch", "report", "runtime", "probe"},  # probe: torch microbenchmarks -> machine profile
+    {"ingest"},  # a framework's log (export/*_log.py) as the run directory the runtime's metrics write
     {"trace"},  # the real model code on fake tensors, converted by the runtime's converters
     {"commands"},
     {"cli"},

@@ -22,6 +22,7 @@ one-line error.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -178,7 +179,7 @@ def records(log: Log, shape: dict, spec, plan) -> tuple[list[StepRecord], dict[s
 
 
 def _finite(x):
-    return x if x is not None and x == x and abs(x) != float("inf") else None
+    return x if x is not None and math.isfinite(x) else None
 
 
 def ingest(paths: list[str], fmt: str, out: str | Path, plan_path: str | None = None, gpu: str | None = None) -> dict:

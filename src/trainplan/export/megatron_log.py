@@ -43,9 +43,8 @@ def parse(lines, where: str) -> Log:
         if in_args:
             if d["end"].search(line):
                 in_args = False
-            elif (m := d["argument"].search(line)) and m["name"] in d["facts"]:
-                if m["value"] != "None":
-                    setattr(log, d["facts"][m["name"]], int(number(m["value"], at, m["name"])))
+            elif (m := d["argument"].search(line)) and m["name"] in d["facts"] and m["value"] != "None":
+                setattr(log, d["facts"][m["name"]], int(number(m["value"], at, m["name"])))
             continue
         if d["begin"].search(line):
             in_args = True

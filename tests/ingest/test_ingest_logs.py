@@ -1,0 +1,145 @@
+"""The log readers (export/torchtitan_log.py, export/megatron_log.py) on fixtures written here in
+each pinned release's format (tests/ingest/fixtures: torchtitan 0.3.0's MetricsProcessor.log line
+with its colour codes, Megatron-LM core_v0.16.1's training_log and report_memory lines), with
+noise lines of other ranks, a warm-up step, and lines that look alike but are not step lines
+(torchtitan's validation line, Megatron's timers and validation loss). The expected values are
+the numbers written in the fixture lines, read back here from the text, not copied."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from trainplan.errors import TrainplanError
+from trainplan.export import exporter, exporters
+from trainplan.export.logs import CAUSAL, NONCAUSAL, formats, parser
+from trainplan.ingest import match_gpu, read_logs
+
+FIXTURES = Path(__file__).with_name("fixtures")
+TT = FIXTURES / "torchtitan-0.3.0.log"
+MG = FIXTURES / "megatron-core_v0.16.1.log"
+TT_FMT = exporter(next(n for n, m in exporters().items() if m.endswith(".torchtitan"))).FRAMEWORK
+MG_FMT = exporter(next(n for n, m in exporters().items() if m.endswith(".megatron"))).FRAMEWORK
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def test_formats_are_the_exporters_framework_names_with_a_log_reader():
+    expected = {}
+    for module in exporters().values():
+        if importlib.util.find_spec(f"{module}_log"):
+            expected[importlib.import_module(module).FRAMEWORK] = f"{module}_log"
+    assert formats() == expected and {TT_FMT, MG_FMT} <= set(expected)
+    for module in expected.values():  # a reader reads its exporter's pinned release
+        reader, exp = importlib.import_module(module), importlib.import_module(module[: -len("_log")])
+        assert (reader.FRAMEWORK, reader.RELEASE) == (exp.FRAMEWORK, exp.RELEASE)
+
+
+def test_an_unknown_format_lists_the_known_ones():
+    with pytest.raises(TrainplanError) as e:
+        parser("deepspeed")
+    assert "unknown log format 'deepspeed'" in str(e.value)
+    assert all(name in str(e.value) for name in formats())
+
+
+def _tt_lines():
+    """(step, fields) of the fixture's rank-0 step lines, the colour codes dropped."""
+    out = {}
+    for line in TT.read_text().splitlines():
+        text = ANSI.sub("", line)
+        if "validate" in text or text.startswith("[rank") or "step:" not in text:
+            continue
+        m = re.search(r"step:\s*(\d+).*?loss:\s*(\S+).*?memory:\s*([\d.]+)GiB.*?tps: ([\d,]+).*?mfu: ([\d.]+)%", text)
+        out[int(m[1])] = (float(m[2]), float(m[3]), float(m[4].replace(",", "")), float(m[5]) / 100)
+    return out
+
+
+def test_torchtitan_steps_colour_codes_and_device():
+    assert "\x1b[" in TT.read_text()  # the fixture prints torchtitan's colours (utils.Color)
+    log = read_logs([str(TT)], TT_FMT)
+    lines = _tt_lines()
+    assert [s.step for s in log.steps] == sorted(lines)  # the validation line is not a step
+    assert log.flops_convention == NONCAUSAL
+    for s in log.steps:
+        loss, mem, tps, mfu = lines[s.step]
+        assert (s.loss, s.tokens_per_s_per_gpu, s.mfu) == (loss, tps, pytest.approx(mfu))
+        assert s.peak_allocated_gib is None and s.step_time_s is None  # not on torchtitan's line
+        if s.step != 10:
+            assert s.peak_reserved_gib == mem
+    # step 10 is printed by rank 1 too: the worst rank's memory, rank 0's throughput
+    rank1 = next(ANSI.sub("", x) for x in TT.read_text().splitlines() if x.startswith("[rank1]:") and "step:" in x)
+    assert log.steps[1].peak_reserved_gib == max(lines[10][1], float(re.search(r"memory:\s*([\d.]+)", rank1)[1]))
+    assert log.steps[1].tokens_per_s_per_gpu == lines[10][2]
+    assert log.device_name == "NVIDIA H100 80GB HBM3" and log.device_kind == "cuda"
+    assert match_gpu(log.device_name, log.device_gib).name.startswith("h100")
+
+
+def test_megatron_iterations_memory_and_arguments():
+    text = MG.read_text()
+    log = read_logs([str(MG)], MG_FMT)
+    its = [m for m in re.finditer(r"iteration\s+(\d+)/.*?\(ms\): ([\d.]+) \|.*?TFLOP/s/GPU\): ([\d.]+) \|"
+                                  r".*?learning rate: (\S+) \|.*?lm loss: (\S+) \|", text)]
+    assert [s.step for s in log.steps] == [int(m[1]) for m in its]  # not the timers or the validation loss
+    assert log.flops_convention == CAUSAL
+    for s, m in zip(log.steps, its):
+        assert (s.step_time_s, s.tflops_per_gpu, s.lr, s.loss) == (float(m[2]) / 1e3, float(m[3]), float(m[4]),
+                                                                    float(m[5]))
+    args = dict(re.findall(r"^\s+(\w+) \.+ (\S+)$", text, re.MULTILINE))
+    assert (log.world_size, log.seq_len, log.global_batch) == (int(args["world_size"]), int(args["seq_length"]),
+                                                               int(args["global_batch_size"]))
+    # report_memory: every rank of data-parallel rank 0; the worst one, MiB -> GiB
+    for s in log.steps:
+        reported = [float(m[1]) for m in re.finditer(rf"after {s.step} iterations\) .*max reserved: ([\d.]+)", text)]
+        assert s.peak_reserved_gib == (max(reported) / 1024 if reported else None)
+    assert log.device_name is None  # Megatron prints no device name: --plan or --gpu tells it
+
+
+@pytest.mark.parametrize("fmt, path, damage", [
+    (TT_FMT, TT, ("tps: 7,990", "tps: fast")),
+    (MG_FMT, MG, ("grad norm: 1.900", "grad norm: big")),
+    (MG_FMT, MG, ("| global batch size:    32 |", "|")),
+])
+def test_a_step_line_that_does_not_parse_names_its_file_and_line(tmp_path, fmt, path, damage):
+    text = path.read_text()
+    assert damage[0] in text
+    bad = tmp_path / path.name
+    bad.write_text(text.replace(damage[0], damage[1], 1))
+    line = next(i for i, x in enumerate(text.splitlines(), 1) if damage[0] in x)
+    with pytest.raises(TrainplanError) as e:
+        read_logs([str(bad)], fmt)
+    assert str(e.value).startswith(f"{bad}:{line}:") and "\n" not in str(e.value)
+
+
+def test_a_log_without_step_lines_is_refused(tmp_path):
+    empty = tmp_path / "empty.log"
+    empty.write_text("[titan] starting\nnothing trained\n")
+    with pytest.raises(TrainplanError, match="no step lines"):
+        read_logs([str(empty)], TT_FMT)
+    with pytest.raises(TrainplanError, match="no step lines"):  # a torchtitan log read as Megatron's
+        read_logs([str(TT)], MG_FMT)
+
+
+def test_torchtitan_format_labels_are_the_releases(tmp_path):
+    """The labels the pattern reads are those of the installed torchtitan's metrics.py at the lines
+    torchtitan_log.toml cites (skipped where torchtitan is not installed)."""
+    spec = importlib.util.find_spec("torchtitan")
+    if spec is None:
+        pytest.skip("torchtitan not installed (the torchtitan extra)")
+    from trainplan.export.torchtitan_log import _data
+    from trainplan.parsing import read_toml
+
+    src = Path(spec.origin).parent / "components" / "metrics.py"
+    cited = read_toml(Path(importlib.import_module("trainplan.export.torchtitan_log").__file__)
+                      .with_name("torchtitan_log.toml"))
+    first, last = map(int, re.search(r"metrics\.py:(\d+)-(\d+)", cited["step"]["source"]).groups())
+    lines = "\n".join(src.read_text().splitlines()[first - 1:last])
+    labels = re.findall(r"([a-z_]+):\\s", cited["step"]["pattern"].replace("\\b", " "))
+    assert labels == ["step", "loss", "grad_norm", "memory", "tps", "tflops", "mfu"]
+    for label in labels:
+        assert f"{label}: " in lines, label
+    device = re.search(r"metrics\.py:(\d+)-(\d+)", cited["device"]["source"]).groups()
+    assert "capacity: " in "\n".join(src.read_text().splitlines()[int(device[0]) - 1:int(device[1])])
+    assert _data()["step"].pattern == cited["step"]["pattern"]

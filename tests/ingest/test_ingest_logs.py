@@ -7,8 +7,11 @@ the numbers written in the fixture lines, read back here from the text, not copi
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
+import math
+import os
 import re
 from pathlib import Path
 
@@ -143,3 +146,83 @@ def test_torchtitan_format_labels_are_the_releases(tmp_path):
     device = re.search(r"metrics\.py:(\d+)-(\d+)", cited["device"]["source"]).groups()
     assert "capacity: " in "\n".join(src.read_text().splitlines()[int(device[0]) - 1:int(device[1])])
     assert _data()["step"].pattern == cited["step"]["pattern"]
+
+
+def _torchtitan_fstring(src: str, label: str) -> ast.expr:
+    """The f-string of the installed torchtitan's metrics.py logger.info call that holds `label`."""
+    for node in ast.walk(ast.parse(src)):
+        if (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "info" and node.args
+                and isinstance(node.args[0], ast.JoinedStr)):
+            text = ast.get_source_segment(src, node.args[0])
+            if label in text and "validate" not in text:
+                return node.args[0]
+    raise AssertionError(f"no logger.info f-string with {label!r} in metrics.py")
+
+
+def test_lines_torchtitan_itself_formats_are_read_back(tmp_path):
+    """torchtitan's own format strings (MetricsProcessor.log, build_device_memory_monitor), taken
+    from the installed release and evaluated with chosen values, colours on and off: the reader
+    gets each value back (skipped where torchtitan is not installed)."""
+    spec = importlib.util.find_spec("torchtitan")
+    if spec is None:
+        pytest.skip("torchtitan not installed (the torchtitan extra)")
+    from torchtitan.tools.utils import Color, NoColor
+
+    src = (Path(spec.origin).parent / "components" / "metrics.py").read_text()
+    step_line = compile(ast.Expression(_torchtitan_fstring(src, "step:")), "metrics.py", "eval")
+    device_line = compile(ast.Expression(_torchtitan_fstring(src, "capacity:")), "metrics.py", "eval")
+    cases = [  # step, loss, grad_norm, reserved GiB, %, tps, tflops, mfu (None: quantized, N/A)
+        (1, 12.25, 9.5, 45.2, 55.0, 3021.4, 164.3, 16.61),
+        (100, float("nan"), 0.1234, 139.99, 99.5, 1234567.8, 12345.67, None),
+        (2500, 2.125, 123.4567, 5.0, 3.5, 812.0, 41.0, 4.2),
+    ]
+    for color in (Color(), NoColor()):
+        monitor = type("M", (), {"device_name": "NVIDIA H200", "device_capacity_gib": 139.81})()
+        lines = ["[titan] 2026-03-02 10:00:00,000 - root - INFO - "
+                 + eval(device_line, {"device_type": "cuda", "device_memory_monitor": monitor})]
+        for step, loss, gn, gib, pct, tps, tflops, mfu in cases:
+            mem = type("S", (), {"max_reserved_gib": gib, "max_reserved_pct": pct})()
+            ns = {"color": color, "step": step, "global_avg_loss": loss, "grad_norm": gn, "device_mem_stats": mem,
+                  "tps": tps, "tflops": tflops, "mfu_str": f"{mfu:.2f}%" if mfu is not None else "N/A"}
+            lines.append("[rank0]:[titan] 2026-03-02 10:00:01,000 - root - INFO - " + eval(step_line, ns))
+        path = tmp_path / "rendered.log"
+        path.write_text("\n".join(lines) + "\n")
+        log = read_logs([str(path)], TT_FMT)
+        assert (log.device_name, log.device_kind, log.device_gib) == ("NVIDIA H200", "cuda", 139.81)
+        assert match_gpu(log.device_name, log.device_gib).name.startswith("h200")
+        for s, (step, loss, gn, gib, _, tps, tflops, mfu) in zip(log.steps, cases, strict=True):
+            assert s.step == step and (s.loss == loss or math.isnan(loss) and math.isnan(s.loss)) and s.grad_norm == round(gn, 4)
+            assert (s.peak_reserved_gib, s.tokens_per_s_per_gpu, s.tflops_per_gpu) == (gib, round(tps), tflops)
+            assert s.mfu == (pytest.approx(mfu / 100) if mfu is not None else None)
+
+
+def _cited(source: str) -> tuple[str, int, int]:
+    """'megatron/training/training.py:2016-2020, 2044 (...)' -> (file, first, last) of its first range."""
+    m = re.match(r"([\w/.]+):(\d+)(?:-(\d+))?", source)
+    return m[1], int(m[2]), int(m[3] or m[2])
+
+
+@pytest.mark.skipif(not os.environ.get("MEGATRON_LM"), reason="MEGATRON_LM (a checkout of core_v0.16.1) not given")
+def test_megatron_keys_are_printed_at_the_cited_lines():
+    """Each key megatron_log.toml reads is printed at the FILE:LINE it cites in the checkout of the tag."""
+    from trainplan.parsing import read_toml
+
+    root = Path(os.environ["MEGATRON_LM"])
+    d = read_toml(Path(importlib.import_module("trainplan.export.megatron_log").__file__).with_name("megatron_log.toml"))
+
+    def text(source: str) -> str:
+        f, first, last = _cited(source)
+        return "\n".join((root / f).read_text().splitlines()[first - 1:last])
+
+    for name, k in d["step"]["keys"].items():
+        f, first, last = _cited(k["source"])
+        lines = (root / f).read_text().splitlines()
+        if name == "tflops":  # the key is printed at the second place the source names
+            first = last = int(re.search(r", (\d+)", k["source"])[1])
+        assert k["key"] in "\n".join(lines[first - 1:last + 2]), (name, k["source"])
+    assert "iteration {:8d}/{:8d} |" in text(d["step"]["source"])
+    for label in ("memory (MB)", "| allocated: ", "| max allocated: ", "| reserved: ", "| max reserved: ",
+                  "[Rank {}] {}"):
+        assert label in text(d["memory"]["source"]), label
+    args = text(d["arguments"]["source"])
+    assert "------------------------ {title} ------------------------" in args and "end of {title}" in args

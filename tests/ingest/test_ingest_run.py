@@ -153,3 +153,22 @@ def test_bad_input_is_one_line_and_writes_nothing(cli, tmp_path):
         assert code != 0 and why in err and len(err.strip().splitlines()) == 1, (argv, err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["full"]
     assert [p.name for p in full.iterdir()] == ["keep.txt"]
+
+
+def test_a_quantized_torchtitan_run_and_a_non_finite_loss(cli, tmp_path):
+    """torchtitan prints `mfu: N/A` under fp8/mx (metrics.py:486-489): its non-causal MFU comes from
+    its TFLOP/s and the GPU's bf16 peak instead; a `nan` loss is written as None, as the trainer does."""
+    lines = TT_LOG.read_text().splitlines()
+    at = next(i for i, x in enumerate(lines) if "step: 20" in x)
+    lines[at] = re.sub(r"mfu: [\d.]+%", "mfu: N/A", re.sub(r"loss: +[\d.]+", "loss:      nan", lines[at]))
+    log = tmp_path / "fp8.log"
+    log.write_text("\n".join(lines) + "\n")
+    run = tmp_path / "run"
+    assert cli("ingest", str(log), "--format", TT.FRAMEWORK, "--gpu", "h100", "--out", str(run))[0] == 0
+    rec = next(json.loads(x) for x in (run / "measurements.jsonl").read_text().splitlines() if '"step": 20' in x)
+    tflops = float(re.search(r"tflops: ([\d.,]+)", lines[at])[1].replace(",", ""))
+    from trainplan.hardware import find_gpu
+    from trainplan.precision import mfu_peak
+
+    assert rec["loss"] is None and not rec["skipped"]
+    assert rec["mfu_noncausal"] == pytest.approx(tflops * 1e12 / mfu_peak(find_gpu("h100-sxm-80gb")))

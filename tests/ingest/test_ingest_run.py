@@ -24,6 +24,7 @@ from trainplan.plan import Plan, TrainSettings
 from trainplan.runtime.metrics import StepRecord
 
 FIXTURES = Path(__file__).with_name("fixtures")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TT_LOG, MG_LOG = FIXTURES / "torchtitan-0.3.0.log", FIXTURES / "megatron-core_v0.16.1.log"
 TT = exporter(next(n for n, m in exporters().items() if m.endswith(".torchtitan")))
 MG = exporter(next(n for n, m in exporters().items() if m.endswith(".megatron")))
@@ -172,3 +173,27 @@ def test_a_quantized_torchtitan_run_and_a_non_finite_loss(cli, tmp_path):
 
     assert rec["loss"] is None and not rec["skipped"]
     assert rec["mfu_noncausal"] == pytest.approx(tflops * 1e12 / mfu_peak(find_gpu("h100-sxm-80gb")))
+
+
+def test_calibrate_on_ingested_runs_of_several_layouts_gives_a_profile(cli, tmp_path):
+    """Five torchtitan logs (written in the fixture's line format) of five layouts, each running at
+    0.8x its plan's predicted tokens/s: calibrate reads the ingested runs and writes a profile that
+    predicts the runs it did not see better than the packaged one."""
+    step = next(ANSI.sub("", x) for x in TT_LOG.read_text().splitlines() if "step: 10" in x and "[rank" not in x)
+    device = next(x for x in TT_LOG.read_text().splitlines() if "capacity:" in x)
+    runs = []
+    for i, text in enumerate(["ac=full mb=1 ga=4 dp=1x8(fsdp)", "ac=selective mb=2 ga=2 dp=1x8(fsdp)",
+                              "ac=none mb=1 ga=8 dp=1x4(fsdp) tp=2", "ac=full mb=4 ga=1 dp=1x8(fsdp)",
+                              "ac=selective mb=1 ga=8 dp=1x2(fsdp) tp=4"]):
+        plan = plan_file(tmp_path, TT.FRAMEWORK, layout=f"bf16 {text} stack={TT.STACK}").rename(tmp_path / f"p{i}.json")
+        tps = json.loads(plan.read_text())["estimate"]["tokens_per_s_per_gpu"] * 0.8
+        lines = [device] + [re.sub(r"tps: [\d,]+", f"tps: {round(tps * (0.4 if s == 1 else 1)):,}",
+                                   re.sub(r"step: +\d+", f"step: {s:2}", step)) for s in (1, 10, 20, 30)]
+        (tmp_path / f"{i}.log").write_text("\n".join(lines) + "\n")
+        runs.append(str(tmp_path / f"run{i}"))
+        assert cli("ingest", str(tmp_path / f"{i}.log"), "--format", TT.FRAMEWORK, "--plan", str(plan),
+                   "--out", runs[-1])[0] == 0
+    code, out, err = cli("calibrate", "--runs", *runs, "--out", str(tmp_path / "cal.json"), "--json")
+    assert code == 0, err
+    cv = json.loads(out)["cv_error"]["tokens_per_s_per_gpu"]
+    assert cv["all"]["median_abs"] < cv["before"]["median_abs"] and (tmp_path / "cal.json").is_file()

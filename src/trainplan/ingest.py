@@ -45,6 +45,7 @@ def read_logs(paths: list[str], fmt: str) -> Log:
     mod = parser(fmt)
     merged: Log | None = None
     by_step: dict[int, Step] = {}
+    memory: list[dict] = []
     for path in paths:
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
@@ -52,7 +53,8 @@ def read_logs(paths: list[str], fmt: str) -> Log:
         except OSError as e:
             raise TrainplanError(f"{path}: cannot read it ({e.strerror or e})") from None
         if merged is None:
-            merged = replace(log, steps=[])
+            merged = replace(log, steps=[], memory={})
+        memory.append(log.memory)
         for k in ("device_name", "device_kind", "device_gib", "world_size", "seq_len", "global_batch"):
             if getattr(merged, k) is None:
                 setattr(merged, k, getattr(log, k))
@@ -64,6 +66,11 @@ def read_logs(paths: list[str], fmt: str) -> Log:
     if not by_step:
         raise TrainplanError(f"{', '.join(map(str, paths))}: no step lines of {mod.FRAMEWORK} {mod.RELEASE} "
                              f"(is --format {fmt} the framework that wrote it?); nothing written")
+    for stated in memory:  # memory lines of any file, for the steps any file's lines hold
+        for k, (alloc, reserved) in stated.items():
+            if k in by_step:
+                s = by_step[k]
+                s.peak_allocated_gib, s.peak_reserved_gib = _max(s.peak_allocated_gib, alloc), _max(s.peak_reserved_gib, reserved)
     merged.steps = [by_step[k] for k in sorted(by_step)]
     return merged
 

@@ -226,3 +226,18 @@ def test_megatron_keys_are_printed_at_the_cited_lines():
         assert label in text(d["memory"]["source"]), label
     args = text(d["arguments"]["source"])
     assert "------------------------ {title} ------------------------" in args and "end of {title}" in args
+
+
+def test_a_run_logged_to_one_file_per_rank_reads_as_one_log(tmp_path):
+    """Megatron's iteration line is the last rank's, report_memory's lines each rank's: in one file
+    per rank, the memory of another file's steps is still the step's."""
+    lines = MG.read_text().splitlines()
+    last, first = tmp_path / "rank7.log", tmp_path / "rank0.log"
+    last.write_text("\n".join(x for x in lines if not x.startswith("[Rank ")) + "\n")
+    first.write_text("\n".join(x for x in lines if x.startswith("[Rank ")) + "\n")
+    whole = read_logs([str(MG)], MG_FMT)
+    for order in ([first, last], [last, first]):
+        split = read_logs([str(p) for p in order], MG_FMT)
+        assert [(s.step, s.peak_allocated_gib, s.peak_reserved_gib) for s in split.steps] == \
+               [(s.step, s.peak_allocated_gib, s.peak_reserved_gib) for s in whole.steps]
+    assert any(s.peak_reserved_gib for s in whole.steps)

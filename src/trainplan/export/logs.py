@@ -59,6 +59,10 @@ class Log:
     world_size: int | None = None
     seq_len: int | None = None
     global_batch: int | None = None
+    # Memory stated on lines of its own, by step: (peak allocated, peak reserved) GiB of the worst
+    # rank in this file. Another file may hold the step's line (Megatron's iteration line is the last
+    # rank's, report_memory's lines are each rank's), so the reader that merges files attaches them.
+    memory: dict[int, tuple[float | None, float | None]] = field(default_factory=dict)
 
 
 def number(text: str, where: str, what: str) -> float:

@@ -35,7 +35,6 @@ def _data() -> dict:
 def parse(lines, where: str) -> Log:
     d = _data()
     log = Log(FRAMEWORK, RELEASE, CAUSAL)
-    memory: dict[int, tuple[float, float]] = {}  # iteration -> worst rank's (max allocated, max reserved) MiB
     in_args = False
     for n, raw in enumerate(lines, 1):
         line = raw.rstrip("\n")
@@ -49,13 +48,11 @@ def parse(lines, where: str) -> Log:
         if d["begin"].search(line):
             in_args = True
         elif m := d["memory"].search(line):
-            it, was = int(m["step"]), memory.get(int(m["step"]), (0.0, 0.0))
-            memory[it] = (max(was[0], float(m["max_allocated"])), max(was[1], float(m["max_reserved"])))
+            it, was = int(m["step"]), log.memory.get(int(m["step"]), (0.0, 0.0))
+            log.memory[it] = (max(was[0], float(m["max_allocated"]) / MiB_PER_GiB),
+                              max(was[1], float(m["max_reserved"]) / MiB_PER_GiB))
         elif d["marker"].search(line):
             log.steps.append(_step(line, n, at, d))
-    for s in log.steps:
-        if s.step in memory:
-            s.peak_allocated_gib, s.peak_reserved_gib = (v / MiB_PER_GiB for v in memory[s.step])
     return log
 
 

@@ -227,6 +227,7 @@ def ingest(paths: list[str], fmt: str, out: str | Path, plan_path: str | None = 
         "ingested": {
             "format": log.framework, "release": log.release, "logs": [str(p) for p in paths],
             "step_lines": len(recs), "gpu_from": gpu_from, "device_printed": log.device_name,
+            "plan_gpu": plan.job.cluster.gpu.name if plan is not None else None,
             "not_stated": not_stated,
             "derived": {k: v for k, v in derived.items() if k not in not_stated},
             "shape": shape,

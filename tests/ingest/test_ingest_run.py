@@ -113,7 +113,7 @@ def test_a_log_of_another_gpu_than_the_plans_is_refused_by_compare_run_and_calib
     plan = plan_file(tmp_path, TT.FRAMEWORK, instance="ml.p5en.48xlarge")  # H200; the log names an H100
     run = tmp_path / "run"
     code, out, _ = cli("ingest", str(TT_LOG), "--format", TT.FRAMEWORK, "--plan", str(plan), "--out", str(run))
-    assert code == 0 and "h100-sxm-80gb (log)" in out
+    assert code == 0 and "h100-sxm-80gb (log)" in out and "refuse this run" in out
     for argv in (["compare-run", str(run)], ["calibrate", "--runs", str(run), "--out", str(tmp_path / "p.json")]):
         code, _, err = cli(*argv)
         assert code != 0 and "ran on h100-sxm-80gb" in err and "h200" in err, argv

@@ -52,6 +52,9 @@ def run(args) -> int:
         print(f"  not stated by the log: {', '.join(ing['not_stated'])}")
     if ing["derived"]:
         print(f"  derived: {', '.join(ing['derived'])} (summary.json ingested.derived says how)")
+    if ing["plan_gpu"] not in (None, summary["gpu"]):
+        print(f"  the plan is for {ing['plan_gpu']}: compare-run and calibrate refuse this run (it measured "
+              f"{summary['gpu']}); plan for {summary['gpu']} and ingest with that plan")
     if summary.get("model") is None:
         print("  no --plan: compare-run and calibrate need the run's plan.json; ingest again with --plan")
     return 0

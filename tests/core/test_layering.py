@@ -35,6 +35,7 @@ LAYERS: list[set[str]] = [
     {"validation"},
     {"calibration"},  # fits coefficients by predicting validation records
     {"launch", "report", "runtime", "probe"},  # probe: torch microbenchmarks -> machine profile
+    {"ingest"},  # a framework's log (export/*_log.py) as the run directory the runtime's metrics write
     {"trace"},  # the real model code on fake tensors, converted by the runtime's converters
     {"commands"},
     {"cli"},

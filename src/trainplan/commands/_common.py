@@ -119,7 +119,8 @@ def read_run(run_dir: str | Path):
 
     run = Path(run_dir)
     if not (run / "summary.json").is_file() or not (run / "plan.json").is_file():
-        raise TrainplanError(f"{run_dir}: not a run directory (needs plan.json and summary.json from `trainplan train`)")
+        raise TrainplanError(f"{run_dir}: not a run directory (needs plan.json and summary.json from `trainplan train`, "
+                             "or `trainplan ingest --plan`)")
     summary = read_json(run / "summary.json", "run summary")
     world = summary.get("world_size") if isinstance(summary, dict) else None
     if isinstance(world, bool) or not isinstance(world, int) or world <= 0:

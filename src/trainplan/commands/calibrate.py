@@ -18,7 +18,8 @@ def add_arguments(p) -> None:
     from trainplan.parsing import output_file
 
     p.add_argument("--runs", nargs="+", required=True, metavar="DIR",
-                   help="run directories (plan.json + summary.json, as `trainplan train --out` writes them): three "
+                   help="run directories (plan.json + summary.json, as `trainplan train --out` or `trainplan ingest --plan` "
+                        "writes them): three "
                         "or more, of different layouts, made on the GPU their plan is for")
     add_profile_arguments(p)
     p.add_argument("--out", type=output_file, required=True, help="the calibration profile to write")

@@ -24,7 +24,7 @@ FIELDS = (
 
 
 def add_arguments(p) -> None:
-    p.add_argument("run", help="run directory written by `trainplan train` (summary.json, plan.json)")
+    p.add_argument("run", help="run directory written by `trainplan train` or `trainplan ingest --plan` (summary.json, plan.json)")
     p.add_argument("--profile", default=None,
                    help="a calibration profile (e.g. from `trainplan calibrate`): show its prediction next to the packaged one")
     p.add_argument("--machine", default=None, metavar="PROFILE", help="machine profile for the --profile prediction")

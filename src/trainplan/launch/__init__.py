@@ -14,11 +14,12 @@ from __future__ import annotations
 from dataclasses import fields
 
 from trainplan.errors import TrainplanError, unknown
-from trainplan.launch import k8s, local, sagemaker, slurm
+from trainplan.launch import hyperpod_eks, k8s, local, sagemaker, slurm
 from trainplan.launch.base import LaunchOptions, Rendered, Target
 from trainplan.supports import TRAINER_STACK, check_own_model, check_runnable
 
-TARGETS: dict[str, Target] = {t.name: t for t in (local.TARGET, sagemaker.TARGET, slurm.TARGET, k8s.TARGET)}
+TARGETS: dict[str, Target] = {t.name: t for t in (local.TARGET, sagemaker.TARGET, slurm.TARGET, k8s.TARGET,
+                                                  hyperpod_eks.TARGET)}
 
 
 def find_target(name: str) -> Target:

@@ -80,16 +80,16 @@ class FrameworkRun:
             why[self.spec["checkout_env"]] = self.spec["checkout_source"]
         return env, why
 
-    def setup(self, *, install: bool) -> str:
-        """Shell run on each node before torchrun: the checkout the entry needs when the image
-        lacks it, and (install) the framework's pip install. '' when there is nothing to do."""
+    def setup(self, *, install: bool) -> list[str]:
+        """Shell commands run on each node before torchrun (under `set -e`): the checkout the entry
+        needs when the image lacks it, and (install) the framework's pip install."""
         steps = []
         if "checkout_env" in self.spec:
             var = self.spec["checkout_env"]
             steps.append(f'[ -d "${var}" ] || {self.spec["clone"]} "${var}"')
         if install and "setup" in self.spec:
             steps.append(self.spec["setup"])
-        return " && ".join(steps)
+        return steps
 
     def requirements(self) -> str:
         return "".join(f"{r}\n" for r in self.spec.get("requirements", ()))

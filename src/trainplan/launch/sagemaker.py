@@ -262,8 +262,8 @@ def render(plan, options: SageMakerOptions) -> Rendered:
         fw_env, fw_why = fw.env(CODE_DIR)
         env |= fw_env
         why |= fw_why
-        setup = fw.setup(install=False)  # requirements.txt installs the framework
-        command = f"{setup} && {COMMAND}" if setup else COMMAND
+        # requirements.txt installs the framework; sm_train.sh evals the command under no `set -e`
+        command = " && ".join((*fw.setup(install=False), COMMAND))
     trainer = {
         "base_job_name": name,
         "role": options.role,

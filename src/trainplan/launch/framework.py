@@ -113,8 +113,8 @@ def framework_run(plan) -> FrameworkRun | None:
         return None
     known = exporters()
     if stack not in known:
-        raise TrainplanError(f"launch: stack {stack} has no exporter, so trainplan cannot start it; launch runs "
-                             f"{TRAINER_STACK} (its own trainer) and {', '.join(known)}: re-plan with --stack one of them")
+        raise TrainplanError(f"launch: stack {stack} has no exporter, so trainplan cannot start it; launch runs the "
+                             f"stacks {TRAINER_STACK} (its own trainer), {', '.join(known)}: re-plan with --stack one of them")
     module = exporter(stack)
     spec = data().get(module.FRAMEWORK)
     if spec is None:

@@ -73,9 +73,50 @@ def render(plan, options: HyperPodEksOptions) -> Rendered:
                     files={MANIFEST: text}, request=manifest, text=text, notes=tuple(notes))
 
 
+def problems(job: dict) -> list[str]:
+    """What in a HyperPodPyTorchJob the operator's models would refuse: a key its model does not
+    have, a required field missing, a nested object that is not one (hyperpod_eks.toml [crd])."""
+    crd, out = data()["crd"], []
+    for key, want in (("apiVersion", data()["api_version"]), ("kind", data()["kind"])):
+        if job.get(key) != want:
+            out.append(f"{key} {job.get(key)!r}, not {want!r}")
+    extra = set(job) - {"apiVersion", "kind", "metadata", "spec"}
+    out += [f"{k}: not a field of the job" for k in sorted(extra)]
+    _walk(crd, "Metadata", job.get("metadata", {}), "metadata", out)
+    _walk(crd, "HyperPodPytorchJob", job.get("spec", {}), "spec", out)
+    return out
+
+
+def _walk(crd: dict, model: str, value, where: str, out: list[str]) -> None:
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            _walk(crd, model, v, f"{where}[{i}]", out)
+        return
+    if not isinstance(value, dict):
+        out.append(f"{where}: an object ({model}) expected, got {type(value).__name__}")
+        return
+    m = crd[model]
+    for k in m["required"]:
+        if k not in value:
+            out.append(f"{where}.{k}: required ({model}, unified_config.py:{m['line']})")
+    for k, v in value.items():
+        if k not in m["fields"]:
+            out.append(f"{where}.{k}: not a field of {model} (unified_config.py:{m['line']})")
+        elif m["fields"][k]:
+            _walk(crd, m["fields"][k], v, f"{where}.{k}", out)
+
+
+def _check(rendered: Rendered) -> Rendered:
+    """The job checked against the operator's field names before a dry run prints it or kubectl gets it."""
+    job = rendered.request["items"][-1]
+    if found := problems(job):
+        raise TrainplanError(f"the {data()['kind']} does not match the operator's models: {found[0]}")
+    return rendered
+
+
 def submit(rendered: Rendered, workdir=".") -> tuple[int, str]:
     return k8s.submit(rendered, workdir, manifest=MANIFEST)
 
 
 TARGET = Target(NAME, "HyperPodPyTorchJob for the SageMaker HyperPod training operator (EKS)", HyperPodEksOptions,
-                add_arguments, from_args, render, submit)
+                add_arguments, from_args, render, submit, check=_check)

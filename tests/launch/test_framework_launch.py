@@ -152,7 +152,7 @@ def test_slurm_scripts_are_valid_bash():
     for plan in (megatron_moe_plan(), torchtitan_plan()):
         r = render("slurm", plan, SlurmOptions(plan_path=FSX))
         for name in ("trainplan.sbatch", "trainplan_node.sh"):
-            done = subprocess.run(["bash", "-n"], input=r.files[name], text=True, capture_output=True)
+            done = subprocess.run(["bash", "-n"], input=r.files[name], text=True, capture_output=True, check=False)
             assert done.returncode == 0, (name, done.stderr)
 
 
@@ -235,8 +235,9 @@ def test_torchtitan_takes_one_dataset_path():
 
 
 def test_every_framework_that_exports_has_a_launch_entry():
-    from trainplan.export import exporters
     import importlib
+
+    from trainplan.export import exporters
 
     for module in exporters().values():
         assert importlib.import_module(module).FRAMEWORK in framework.data()

@@ -67,8 +67,8 @@ def render(plan, options: HyperPodEksOptions) -> Rendered:
                                      "jobMaxRetryCount": options.max_retries}}}
     manifest = {"apiVersion": "v1", "kind": "List", "items": [*job.items, hp_job]}
     text = json.dumps(manifest, indent=2) + "\n"
-    notes = [*job.notes, f"the cluster needs the HyperPod training operator (EKS add-on); pods without "
-                         f"`hyperpodrun` install {t['launcher']['package']} at start"]
+    notes = [*job.notes, (f"the cluster needs the HyperPod training operator (EKS add-on); pods without "
+                          f"`hyperpodrun` install {t['launcher']['package']} at start")]
     return Rendered(target=NAME, argv=("kubectl", "apply", "-f", "-"), env=job.env, env_sources=job.why,
                     files={MANIFEST: text}, request=manifest, text=text, notes=tuple(notes))
 

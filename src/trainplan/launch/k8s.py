@@ -63,7 +63,8 @@ class K8sOptions(LaunchOptions):
 
 
 def add_arguments(a) -> None:
-    a.add("--image", default="", help="container image with trainplan and its torch extra (required)")
+    a.add("--image", default="", help="container image with trainplan and its torch extra (required for trainplan's "
+                                      "trainer; a plan on a framework's stack: default the framework's image)")
     a.add("--namespace", default="default")
     a.add("--efa-devices", type=a.positive_int, help="EFA devices per pod (default: the instance's)")
     a.add("--checkpoint-pvc", default="",
@@ -108,7 +109,7 @@ def pod_job(plan, options: K8sOptions, launcher: Callable[[str], list[str]], tar
     """The parts of a training job for `plan`; launcher(name) is the command that starts the ranks
     on each pod (torchrun with a rendezvous, or the operator's agent), the entry follows it; `setup`
     (shell commands) run before it, as a framework's own setup does."""
-    node, nodes = plan.job.cluster.node, plan.job.cluster.nodes
+    node = plan.job.cluster.node
     # PyTorchJob names become pod and service names: DNS-1035 labels, and the operator appends
     # '-worker-NN', so keep room for it.
     name = check_dns_name(job_name(plan, options, max_len=48).lower(), "k8s job name", 48)

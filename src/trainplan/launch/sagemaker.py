@@ -412,7 +412,10 @@ def _check(rendered: Rendered) -> Rendered:
 
     api = capture_request(rendered)
     shown = {k: rendered.extra[k] for k in ("placeholders",) if k in rendered.extra}  # first: read it first
-    text = json.dumps({**shown, "model_trainer": rendered.request, "create_training_job": api}, indent=2, default=str)
+    body = {**shown, "model_trainer": rendered.request, "create_training_job": api}
+    if FRAMEWORK_ENTRY in rendered.files:  # a framework's job: what it runs is in the shipped files
+        body["source_files"] = {k: v for k, v in rendered.files.items() if k not in ("plan.json", ENTRY)}
+    text = json.dumps(body, indent=2, default=str)
     return replace(rendered, extra={**rendered.extra, "create_training_job": api}, text=text + "\n")
 
 

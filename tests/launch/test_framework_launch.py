@@ -284,3 +284,12 @@ def test_frameworks_toml_names_files_the_exporters_write():
     assert _spec(m)["args_file"] in exporter(m.layout.stack).export(m)
     args = _spec(t)["args"]
     assert f"{args[args.index('--module') + 1]}.py" in exporter(t.layout.stack).export(t)
+
+
+def test_megatron_sets_one_connection_where_the_exporters_script_does():
+    """CUDA_DEVICE_MAX_CONNECTIONS=1 exactly where the exporter's own pretrain_gpt.sh sets it (not for
+    Megatron-FSDP, which refuses it)."""
+    for plan in (megatron_plan(), plan_of("bf16 ac=selective mb=1 ga=4 dp=1x8(fsdp) stack=megatron")):
+        script = exporter(plan.layout.stack).export(plan)["pretrain_gpt.sh"]
+        env = render("slurm", plan, SlurmOptions(plan_path=FSX)).env
+        assert ("CUDA_DEVICE_MAX_CONNECTIONS" in env) == ("CUDA_DEVICE_MAX_CONNECTIONS=1" in script), plan.layout.sharding

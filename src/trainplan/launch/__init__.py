@@ -7,6 +7,8 @@
 
 Targets live in TARGETS, a plain dict of base.Target; each target module owns its options, its
 command-line arguments, render and submit. An unknown name is an error listing the known ones.
+A plan whose stack exports to a framework is run by that framework on sagemaker, slurm, k8s and
+hyperpod-eks (framework.py: the exported files, the framework's image, entry and checkpoints).
 """
 
 from __future__ import annotations

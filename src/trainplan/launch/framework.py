@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainplan.errors import TrainplanError
@@ -30,8 +30,9 @@ def data() -> dict:
 class FrameworkRun:
     framework: str  # the exporter's FRAMEWORK
     release: str  # the exporter's RELEASE
-    files: dict[str, str]  # the exported configuration: name -> text
+    files: dict[str, str] = field(repr=False)  # the exported configuration: name -> text
     spec: dict  # frameworks.toml [framework]
+    layout: object  # the plan's Layout (what some settings depend on: env_unless)
 
     @property
     def label(self) -> str:
@@ -70,7 +71,8 @@ class FrameworkRun:
 
     def env(self, files_dir: str) -> tuple[dict[str, str], dict[str, str]]:
         """(environment, source per variable) the framework's processes need."""
-        env = dict(self.spec.get("env", {}))
+        skip = any(getattr(self.layout, k) == v for k, v in self.spec.get("env_unless", {}).items())
+        env = {} if skip else dict(self.spec.get("env", {}))
         why = {k: self.spec.get("env_source", self.label) for k in env}
         if "pythonpath" in self.spec:
             env["PYTHONPATH"] = self.spec["pythonpath"].format(files=files_dir)
@@ -120,7 +122,7 @@ def framework_run(plan) -> FrameworkRun | None:
     if spec is None:
         raise TrainplanError(f"launch: {module.FRAMEWORK} exports but has no launch entry in "
                              "launch/frameworks.toml; add one")
-    return FrameworkRun(module.FRAMEWORK, module.RELEASE, module.export(plan), spec)
+    return FrameworkRun(module.FRAMEWORK, module.RELEASE, module.export(plan), spec, plan.layout)
 
 
 def _without(argv: list[str], flags) -> list[str]:

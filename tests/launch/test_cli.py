@@ -76,7 +76,7 @@ def test_sagemaker_dry_run_json_shows_trainer_and_request(cli, plan_file, no_sub
 def test_unknown_target(cli, plan_file, no_submit):
     code, out, err = cli("launch", "ray", "--plan", str(plan_file), "--dry-run")
     assert (code, out) == (2, "")
-    assert err == "trainplan launch: error: unknown launch target 'ray': known: k8s, local, sagemaker, slurm.\n"
+    assert err == "trainplan launch: error: unknown launch target 'ray': known: hyperpod-eks, k8s, local, sagemaker, slurm.\n"
 
 
 def test_unknown_schema_version(cli, tmp_path, plan4, no_submit):
@@ -166,7 +166,8 @@ def test_a_flag_of_another_target_is_refused(cli, plan_file, no_submit):
     assert (code, out) == (2, "")
     assert err == "trainplan launch: error: --spot is an option of launch sagemaker, not of launch slurm\n"
     code, out, err = cli("launch", "local", "--plan", str(plan_file), "--dry-run", "--image", "x")
-    assert err == "trainplan launch: error: --image is an option of launch k8s and sagemaker, not of launch local\n"
+    assert err == ("trainplan launch: error: --image is an option of launch hyperpod-eks and k8s and sagemaker and "
+                   "slurm, not of launch local\n")
 
 
 def test_s3_data_is_for_sagemaker_only(cli, plan_file, no_submit):

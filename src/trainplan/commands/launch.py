@@ -1,4 +1,4 @@
-"""`trainplan launch TARGET --plan plan.json`: run a plan with torchrun, on SageMaker, Slurm or Kubernetes.
+"""`trainplan launch TARGET --plan plan.json`: run a plan with torchrun, on SageMaker, Slurm, Kubernetes or HyperPod EKS.
 
 The flags every target takes are here; each target adds its own (launch/<target>.py
 add_arguments), and a flag of another target is refused rather than silently ignored.
@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 NAME = "launch"
-HELP = "Launch a plan: local torchrun, SageMaker AI, Slurm/HyperPod or Kubernetes (--dry-run shows it)."
+HELP = ("Launch a plan: local torchrun, SageMaker AI, Slurm/HyperPod, Kubernetes or HyperPod EKS; a plan on a "
+        "framework's stack (megatron, torchtitan) runs that framework (--dry-run shows it).")
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 

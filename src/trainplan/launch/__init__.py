@@ -7,6 +7,8 @@
 
 Targets live in TARGETS, a plain dict of base.Target; each target module owns its options, its
 command-line arguments, render and submit. An unknown name is an error listing the known ones.
+A plan whose stack exports to a framework is run by that framework on sagemaker, slurm, k8s and
+hyperpod-eks (framework.py: the exported files, the framework's image, entry and checkpoints).
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from __future__ import annotations
 from dataclasses import fields
 
 from trainplan.errors import TrainplanError, unknown
-from trainplan.launch import k8s, local, sagemaker, slurm
+from trainplan.launch import hyperpod_eks, k8s, local, sagemaker, slurm
 from trainplan.launch.base import LaunchOptions, Rendered, Target
 from trainplan.supports import TRAINER_STACK, check_own_model, check_runnable
 
-TARGETS: dict[str, Target] = {t.name: t for t in (local.TARGET, sagemaker.TARGET, slurm.TARGET, k8s.TARGET)}
+TARGETS: dict[str, Target] = {t.name: t for t in (local.TARGET, sagemaker.TARGET, slurm.TARGET, k8s.TARGET,
+                                                  hyperpod_eks.TARGET)}
 
 
 def find_target(name: str) -> Target:

@@ -20,6 +20,7 @@ import json
 import math
 import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainplan.errors import TrainplanError
@@ -34,6 +35,7 @@ from trainplan.launch.base import (
     node_paths,
 )
 from trainplan.launch.env import has_efa, network_env
+from trainplan.launch.framework import framework_run, shell_line
 from trainplan.models.params import count_params
 from trainplan.units import GiB
 
@@ -61,7 +63,8 @@ class K8sOptions(LaunchOptions):
 
 
 def add_arguments(a) -> None:
-    a.add("--image", default="", help="container image with trainplan and its torch extra (required)")
+    a.add("--image", default="", help="container image with trainplan and its torch extra (required for trainplan's "
+                                      "trainer; a plan on a framework's stack: default the framework's image)")
     a.add("--namespace", default="default")
     a.add("--efa-devices", type=a.positive_int, help="EFA devices per pod (default: the instance's)")
     a.add("--checkpoint-pvc", default="",
@@ -85,14 +88,35 @@ def checkpoint_gib(plan) -> int:
     return max(1, math.ceil(CHECKPOINTS_ON_DISK * per_param * count_params(plan.job.model).total / GiB))
 
 
-def render(plan, options: K8sOptions) -> Rendered:
-    node, nodes = plan.job.cluster.node, plan.job.cluster.nodes
+@dataclass(frozen=True)
+class PodJob:
+    """What a Kubernetes training job of a plan is made of, whichever operator runs it (k8s: the
+    Kubeflow PyTorchJob; hyperpod_eks: the HyperPodPyTorchJob): its name and metadata, the objects
+    it needs first (the ConfigMap of the plan and exported files, a checkpoint claim) and the pod."""
+
+    name: str
+    meta: dict
+    labels: dict
+    items: list  # ConfigMap (+ PersistentVolumeClaim) before the job
+    pod: Callable[[], dict]  # a fresh pod spec
+    env: dict
+    why: dict
+    notes: list
+
+
+def pod_job(plan, options: K8sOptions, launcher: Callable[[str], list[str]], target: str = NAME,
+            setup: tuple[str, ...] = ()) -> PodJob:
+    """The parts of a training job for `plan`; launcher(name) is the command that starts the ranks
+    on each pod (torchrun with a rendezvous, or the operator's agent), the entry follows it; `setup`
+    (shell commands) run before it, as a framework's own setup does."""
+    node = plan.job.cluster.node
     # PyTorchJob names become pod and service names: DNS-1035 labels, and the operator appends
     # '-worker-NN', so keep room for it.
     name = check_dns_name(job_name(plan, options, max_len=48).lower(), "k8s job name", 48)
-    if not options.image:
+    fw = None if options.probe else framework_run(plan)
+    if not options.image and fw is None:
         raise TrainplanError(
-            "launch k8s needs --image: a container image with trainplan and its torch extra installed"
+            f"launch {target} needs --image: a container image with trainplan and its torch extra installed"
         )
     resources = {"nvidia.com/gpu": node.gpus_per_node}
     if has_efa(node):
@@ -103,10 +127,12 @@ def render(plan, options: K8sOptions) -> Rendered:
             )
         resources["vpc.amazonaws.com/efa"] = efa
     plan_json = plan.to_json()
-    if len(plan_json.encode()) > CONFIGMAP_MAX_BYTES:
+    config = {"plan.json": plan_json, **(fw.files if fw else {})}
+    size = sum(len(t.encode()) for t in config.values())
+    if size > CONFIGMAP_MAX_BYTES:
         raise TrainplanError(
-            f"the plan is {len(plan_json.encode())} bytes, more than a ConfigMap holds (1 MiB); "
-            "drop hf_config or the estimate from it, or build it into --image"
+            f"the plan{' and its exported files are' if fw else ' is'} {size} bytes, more than a ConfigMap holds "
+            "(1 MiB); drop hf_config or the estimate from it, or build it into --image"
         )
     env, why = network_env(node)
     env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = str(options.grace_s)
@@ -120,16 +146,27 @@ def render(plan, options: K8sOptions) -> Rendered:
         raise TrainplanError(f"--checkpoint-pvc {claim!r} is not a claim name: lowercase letters, digits, "
                              "'-' and '.', starting and ending with a letter or digit")
     out = options.out_dir or "/trainplan-out"
-    argv = (torchrun.c10d(nodes, node.gpus_per_node, f"{name}-master-0:{DEFAULT_RDZV_PORT}", name)
-            + torchrun.entry(options, f"{PLAN_MOUNT}/plan.json", node.name, out_dir=out, checkpoint_dir=ckpt,
-                             data=node_paths(options.data, NAME)))
+    notes = [torchrun.probe_note(out) + " (copy it off the pod's output volume)"] if options.probe else []
+    if fw is None:
+        argv = launcher(name) + torchrun.entry(options, f"{PLAN_MOUNT}/plan.json", node.name, out_dir=out,
+                                               checkpoint_dir=ckpt, data=node_paths(options.data, target))
+    else:
+        fw_env, fw_why = fw.env(PLAN_MOUNT)
+        env, why = env | fw_env, why | fw_why
+        argv = launcher(name) + fw.entry(PLAN_MOUNT, ckpt, out, data=node_paths(options.data, target),
+                                         steps=options.steps)
+        setup = (*setup, *fw.setup(install=True))
+        notes += fw.notes(image_note=not options.image)
+    if setup:  # through bash, which then execs the launcher: it stays the container's first process
+        argv = ["bash", "-c", "; ".join(("set -e", *setup, f"exec {shell_line(argv)}"))]
+    image = fw.image(options.image) if fw else options.image
     labels = {"app.kubernetes.io/managed-by": "trainplan", "app.kubernetes.io/name": name}
 
-    def replica(count: int) -> dict:
-        pod = {
+    def pod() -> dict:
+        spec = {
             "containers": [{
                 "name": "pytorch",  # the training operator looks for this container name
-                "image": options.image,
+                "image": image,
                 # Kubernetes expands $(VAR) in command and args; $$ keeps a literal '$'.
                 "command": [_k8s_literal(a) for a in argv],
                 "env": [{"name": k, "value": v} for k, v in env.items()],
@@ -146,18 +183,13 @@ def render(plan, options: K8sOptions) -> Rendered:
             "terminationGracePeriodSeconds": options.grace_s,
         }
         if node.ec2_name:
-            pod["nodeSelector"] = {"node.kubernetes.io/instance-type": node.ec2_name}
-        return {"replicas": count, "restartPolicy": "OnFailure",
-                "template": {"metadata": {"labels": labels}, "spec": pod}}
+            spec["nodeSelector"] = {"node.kubernetes.io/instance-type": node.ec2_name}
+        return spec
 
-    specs = {"Master": replica(1)}
-    if nodes > 1:
-        specs["Worker"] = replica(nodes - 1)
     namespace = check_dns_name(options.namespace, "k8s namespace", 63, "--namespace")
     meta = {"name": name, "namespace": namespace, "labels": labels}
     items = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "name": f"{name}-plan"},
-              "data": {"plan.json": plan_json}}]
-    notes = [torchrun.probe_note(out) + " (copy it off the pod's output volume)"] if options.probe else []
+              "data": config}]
     if not options.checkpoint_pvc:
         # Every pod writes its shards into one directory and reads them all back on resume: the
         # claim must be mountable on every node at once (ReadWriteMany).
@@ -171,21 +203,36 @@ def render(plan, options: K8sOptions) -> Rendered:
                      "must offer ReadWriteMany (FSx for Lustre, EFS); or pass --checkpoint-pvc")
     if not (ckpt == CHECKPOINT_MOUNT or ckpt.startswith(CHECKPOINT_MOUNT + "/")):
         notes.append(f"{ckpt} is outside the checkpoint volume ({CHECKPOINT_MOUNT}): it is lost when a pod restarts")
-    items.append({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta,
-                  "spec": {"nprocPerNode": str(node.gpus_per_node), "pytorchReplicaSpecs": specs}})
+    return PodJob(name, meta, labels, items, pod, env, why, notes)
+
+
+def render(plan, options: K8sOptions) -> Rendered:
+    node, nodes = plan.job.cluster.node, plan.job.cluster.nodes
+    job = pod_job(plan, options, lambda name: torchrun.c10d(nodes, node.gpus_per_node,
+                                                            f"{name}-master-0:{DEFAULT_RDZV_PORT}", name))
+
+    def replica(count: int) -> dict:
+        return {"replicas": count, "restartPolicy": "OnFailure",
+                "template": {"metadata": {"labels": job.labels}, "spec": job.pod()}}
+
+    specs = {"Master": replica(1)}
+    if nodes > 1:
+        specs["Worker"] = replica(nodes - 1)
+    items = [*job.items, {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": job.meta,
+                          "spec": {"nprocPerNode": str(node.gpus_per_node), "pytorchReplicaSpecs": specs}}]
     manifest = {"apiVersion": "v1", "kind": "List", "items": items}
     text = json.dumps(manifest, indent=2) + "\n"
-    return Rendered(target=NAME, argv=("kubectl", "apply", "-f", "-"), env=env, env_sources=why,
-                    files={MANIFEST: text}, request=manifest, text=text, notes=tuple(notes))
+    return Rendered(target=NAME, argv=("kubectl", "apply", "-f", "-"), env=job.env, env_sources=job.why,
+                    files={MANIFEST: text}, request=manifest, text=text, notes=tuple(job.notes))
 
 
 def _k8s_literal(arg: str) -> str:
     return arg.replace("$", "$$")
 
 
-def submit(rendered: Rendered, workdir=".") -> tuple[int, str]:
+def submit(rendered: Rendered, workdir=".", manifest: str = MANIFEST) -> tuple[int, str]:
     try:
-        code = subprocess.run(list(rendered.argv), input=rendered.files[MANIFEST], text=True,
+        code = subprocess.run(list(rendered.argv), input=rendered.files[manifest], text=True,
                               check=False).returncode
     except FileNotFoundError:
         raise TrainplanError("kubectl is not on PATH: install it and point it at the cluster") from None

@@ -25,6 +25,7 @@ mounts each at /opt/ml/input/data/NAME and sets SM_CHANNEL_NAME, and the trainer
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, replace
 
@@ -38,6 +39,7 @@ from trainplan.launch.base import (
     job_name,
 )
 from trainplan.launch.env import network_env
+from trainplan.launch.framework import framework_run
 
 NAME = "sagemaker"
 SDK_EXTRA = "launch sagemaker needs the SageMaker Python SDK v3: pip install 'trainplan[sagemaker]'"
@@ -72,6 +74,9 @@ DLC_FRAMEWORK, DLC_VERSION, DLC_PY = "pytorch", "2.10.0", "py313"
 
 # sm_train.sh's last line is `eval "$CMD"`: exec makes the entry take the shell's place.
 COMMAND = f"exec python3 {ENTRY}"
+# A plan on a framework's stack (launch/framework.py): the entry's torchrun runs what this file says.
+FRAMEWORK_ENTRY = "framework_entry.json"
+CHANNEL_ROOT = "/opt/ml/input/data"  # SageMaker mounts input channel NAME at CHANNEL_ROOT/NAME
 _ENTRY_SCRIPT = '''\
 """Rendered by trainplan: the job's first process after sm_train.sh (see trainplan/launch/sagemaker.py).
 
@@ -162,6 +167,10 @@ def with_placeholders(options: SageMakerOptions) -> SageMakerOptions:
     return replace(options, **{k: PLACEHOLDERS[k] for k in lacking}, placeholders=tuple(lacking))
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def _in_words(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
@@ -235,21 +244,32 @@ def render(plan, options: SageMakerOptions) -> Rendered:
         "seconds torchrun gives the ranks to save after SIGTERM before SIGKILL (default 30; torch >= 2.11): "
         "SageMaker kills the job 120 s after SIGTERM (https://docs.aws.amazon.com/sagemaker/latest/APIReference/"
         "API_StopTrainingJob.html)")
-    channels = data_channels(options.data or ((plan.train.data,) if plan.train.data else ()))
-    hyper: dict[str, str | int] = {"plan": f"{CODE_DIR}/plan.json", "out": options.out_dir or MODEL_DIR,
-                                   "checkpoint-dir": CHECKPOINT_DIR, "nproc-per-node": node.gpus_per_node}
-    if options.steps is not None:
-        hyper["steps"] = options.steps
-    if options.probe:
-        hyper |= {"probe": "true", "instance": node.name}
-    if channels:
-        hyper["data"] = ",".join(f"channel:{c}" for c in channels)
+    fw = None if options.probe else framework_run(plan)
+    plan_data = () if fw else ((plan.train.data,) if plan.train.data else ())  # a framework's is in its export
+    channels = data_channels(options.data or plan_data)
+    if fw is None:
+        hyper: dict[str, str | int] = {"plan": f"{CODE_DIR}/plan.json", "out": options.out_dir or MODEL_DIR,
+                                       "checkpoint-dir": CHECKPOINT_DIR, "nproc-per-node": node.gpus_per_node}
+        if options.steps is not None:
+            hyper["steps"] = options.steps
+        if options.probe:
+            hyper |= {"probe": "true", "instance": node.name}
+        if channels:
+            hyper["data"] = ",".join(f"channel:{c}" for c in channels)
+        command = COMMAND
+    else:
+        hyper = {"framework-entry": f"{CODE_DIR}/{FRAMEWORK_ENTRY}", "nproc-per-node": node.gpus_per_node}
+        fw_env, fw_why = fw.env(CODE_DIR)
+        env |= fw_env
+        why |= fw_why
+        # requirements.txt installs the framework; sm_train.sh evals the command under no `set -e`
+        command = " && ".join((*fw.setup(install=False), COMMAND))
     trainer = {
         "base_job_name": name,
         "role": options.role,
         "region": options.region,
         "training_image": options.image or default_image(options.region, node),
-        "source_code": {"source_dir": "<staged: trainplan package + files>", "command": COMMAND,
+        "source_code": {"source_dir": "<staged: trainplan package + files>", "command": command,
                         "requirements": REQUIREMENTS},
         "compute": compute,
         "hyperparameters": hyper,
@@ -259,7 +279,8 @@ def render(plan, options: SageMakerOptions) -> Rendered:
         "stopping_condition": stopping,
         "output_data_config": {"s3_output_path": output_s3, "compression_type": "NONE"},
         "tags": [{"key": k, "value": v} for k, v in
-                 (("trainplan:model", plan.job.model.name), *options.tags)],
+                 (("trainplan:model", plan.job.model.name),
+                  *((("trainplan:framework", fw.label),) if fw else ()), *options.tags)],
     }
     notes, extra = [], {}
     if options.placeholders:
@@ -272,6 +293,16 @@ def render(plan, options: SageMakerOptions) -> Rendered:
                      f"{PROBE_FILE}; fetch it with: aws s3 cp {output_s3}/<training job name>/output/model/"
                      f"{PROBE_FILE} machine.json")
     files = {"plan.json": plan.to_json(), REQUIREMENTS: requirements(), ENTRY: _ENTRY_SCRIPT}
+    if fw is not None:
+        entry = fw.entry(CODE_DIR, CHECKPOINT_DIR, options.out_dir or MODEL_DIR,
+                         data=tuple(f"{CHANNEL_ROOT}/{c}" for c in channels), steps=options.steps)
+        files = {"plan.json": plan.to_json(), **fw.files, REQUIREMENTS: fw.requirements(), ENTRY: _ENTRY_SCRIPT,
+                 FRAMEWORK_ENTRY: json.dumps({"framework": fw.label, "entry": entry}, indent=2) + "\n"}
+        notes += fw.notes(image_note=False)  # the DLC's note follows
+        if not options.image:
+            notes.append(f"the SageMaker PyTorch DLC gets {', '.join(fw.spec['requirements'])} from requirements.txt "
+                         f"({_one_line(fw.spec['requirements_source'])}); SageMaker pulls images from ECR only: push "
+                         f"{fw.spec['image']} to ECR and pass --image to run the framework's own image")
     return Rendered(target=NAME, argv=(), env=env, env_sources=why, files=files, request=trainer,
                     notes=tuple(notes), extra=extra)
 
@@ -377,13 +408,14 @@ def _preflight() -> None:
 def _check(rendered: Rendered) -> Rendered:
     """The CreateTrainingJob request, built by the SDK itself offline and checked against the API
     schema: for a dry run and before a real submit, so a request the API would refuse is never sent."""
-    import json
-
     from trainplan.launch.sagemaker_sdk import capture_request
 
     api = capture_request(rendered)
     shown = {k: rendered.extra[k] for k in ("placeholders",) if k in rendered.extra}  # first: read it first
-    text = json.dumps({**shown, "model_trainer": rendered.request, "create_training_job": api}, indent=2, default=str)
+    body = {**shown, "model_trainer": rendered.request, "create_training_job": api}
+    if FRAMEWORK_ENTRY in rendered.files:  # a framework's job: what it runs is in the shipped files
+        body["source_files"] = {k: v for k, v in rendered.files.items() if k not in ("plan.json", ENTRY)}
+    text = json.dumps(body, indent=2, default=str)
     return replace(rendered, extra={**rendered.extra, "create_training_job": api}, text=text + "\n")
 
 

@@ -6,7 +6,8 @@ see launch/sagemaker.py. What it does:
 
 1. reads the job's hyperparameters (SM_HPS, JSON) and hosts (SM_HOST_COUNT, SM_CURRENT_HOST_RANK,
    SM_MASTER_ADDR, SM_MASTER_PORT; sagemaker 3.27 container_drivers/scripts/environment.py);
-2. runs `torchrun ... -m trainplan.runtime` under launch/supervise.py, which passes SIGTERM (stop,
+2. runs `torchrun ... -m trainplan.runtime` (or, for a plan on a framework's stack, the framework's
+   entry and arguments read from the shipped framework_entry.json) under launch/supervise.py, which passes SIGTERM (stop,
    spot interruption) to torchrun and from there to the ranks, which save and exit;
 3. exits with torchrun's status, writing /opt/ml/output/failure when it is not 0 (the SDK's
    sm_train.sh did so before the exec replaced it).
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import string
 import sys
 
 from trainplan.launch import supervise, torchrun
@@ -27,6 +29,9 @@ RUNTIME_FLAGS = {"plan": "--plan", "out": "--out", "checkpoint-dir": "--checkpoi
                  "data": "--data", "fit-world": "--fit-world", "device": "--device"}
 TORCHRUN_KEYS = ("nproc-per-node",)
 PROBE_KEYS = ("probe", "instance")  # launch sagemaker --probe: the microbenchmarks instead of the trainer
+# A plan on a framework's stack: a JSON file in the code directory whose "entry" is what torchrun
+# runs (the framework's script or module and its arguments; launch/framework.py).
+FRAMEWORK_KEY = "framework-entry"
 FAILURE_FILE = "/opt/ml/output/failure"  # SM_OUTPUT_FAILURE's value; the job's failure reason
 
 
@@ -42,7 +47,7 @@ def command(env: dict[str, str]) -> list[str]:
         rank = int(env.get("SM_CURRENT_HOST_RANK", "0"))
     except (KeyError, ValueError) as e:
         raise EntryError(f"not a SageMaker training container: {e}") from None
-    unknown = sorted(set(hps) - set(RUNTIME_FLAGS) - set(TORCHRUN_KEYS) - set(PROBE_KEYS))
+    unknown = sorted(set(hps) - set(RUNTIME_FLAGS) - set(TORCHRUN_KEYS) - set(PROBE_KEYS) - {FRAMEWORK_KEY})
     if unknown:
         raise EntryError(f"unknown hyperparameter {unknown[0]!r}; known: {', '.join(sorted(RUNTIME_FLAGS))}, "
                          f"{', '.join(TORCHRUN_KEYS)}")
@@ -52,6 +57,13 @@ def command(env: dict[str, str]) -> list[str]:
         head = torchrun.static(hosts, nproc, rank, env["SM_MASTER_ADDR"], int(env["SM_MASTER_PORT"]))
     else:
         head = torchrun.standalone(nproc)
+    if FRAMEWORK_KEY in hps:
+        try:
+            with open(str(hps[FRAMEWORK_KEY])) as f:
+                # $VARS (the checkout of the framework, MEGATRON_LM) as this container sets them
+                return head + [string.Template(str(a)).safe_substitute(env) for a in json.load(f)["entry"]]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise EntryError(f"cannot read the framework entry {hps[FRAMEWORK_KEY]}: {e}") from None
     if str(hps.get("probe", "")).lower() == "true":
         return head + torchrun.probe(str(hps.get("out", "/opt/ml/model")), str(hps.get("instance", "unnamed")))
     args = []

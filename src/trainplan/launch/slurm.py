@@ -34,10 +34,12 @@ from trainplan.launch.base import (
     node_paths,
 )
 from trainplan.launch.env import network_env
+from trainplan.launch.framework import FrameworkRun, framework_run, shell_line
 from trainplan.launch.template import fill, load
 
 NAME = "slurm"
 SCRIPT = "trainplan.sbatch"
+NODE_SCRIPT = "trainplan_node.sh"  # a plan on a framework's stack: what each node's container runs
 WARN_SIGNAL = "USR1"  # the trainer saves a checkpoint and exits on it (runtime/trainer.py)
 # torchrun's default signals (torch/distributed/run.py --signals-to-handle) plus the early warning.
 TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
@@ -51,6 +53,7 @@ class SlurmOptions(LaunchOptions):
     venv: str = ""  # a virtual environment to activate on every node
     auto_resume: bool = False  # SageMaker HyperPod: srun --auto-resume=1
     warn_s: int = 120  # SIGUSR1 this long before the time limit: the trainer saves and exits
+    image: str = ""  # a plan on a framework's stack: its container image; "" = frameworks.toml's
 
 
 # sbatch --time's formats (https://slurm.schedmd.com/sbatch.html#OPT_time): "minutes",
@@ -101,6 +104,8 @@ def add_arguments(a) -> None:
           help="SageMaker HyperPod: replace a faulty node and restart from the last checkpoint")
     a.add("--warn-before", type=a.duration, default=120,
           help="SIGUSR1 to the ranks this long before the time limit, to save and stop (default 120s)")
+    a.add("--image", default="", help="a plan on a framework's stack: the container image every node runs "
+                                      "(pyxis; default: the framework's, launch/frameworks.toml)")
 
 
 def from_args(args, common: dict) -> SlurmOptions:
@@ -109,10 +114,13 @@ def from_args(args, common: dict) -> SlurmOptions:
                              f"the SIGUSR1 --warn-before {args.warn_before} s: give a longer --time or a shorter "
                              "--warn-before")
     return SlurmOptions(**common, partition=args.partition, account=args.account, time_limit=args.time or "",
-                        venv=args.venv, auto_resume=args.auto_resume, warn_s=args.warn_before)
+                        venv=args.venv, auto_resume=args.auto_resume, warn_s=args.warn_before, image=args.image)
 
 
 def render(plan, options: SlurmOptions) -> Rendered:
+    fw = None if options.probe else framework_run(plan)
+    if fw is not None:
+        return _render_framework(plan, options, fw)
     node, nodes = plan.job.cluster.node, plan.job.cluster.nodes
     name = job_name(plan, options)
     env, why = network_env(node)
@@ -156,10 +164,83 @@ def render(plan, options: SlurmOptions) -> Rendered:
         "srun_extra": " --auto-resume=1" if options.auto_resume else "",
     })
     notes = [f"{options.plan_path}, {out_dir} and {ckpt} must be on a file system every node sees"]
+    if options.image:
+        notes.append("--image is not used: trainplan's own trainer runs in --venv (or the nodes' Python)")
     if options.probe:
         notes.append(f"probe: rank 0 writes the machine profile to {out_dir}/{PROBE_FILE}; use it with --machine")
     return Rendered(target=NAME, argv=("sbatch", SCRIPT), env=env, env_sources=why,
                     files={SCRIPT: script}, text=script, notes=tuple(notes))
+
+
+def _render_framework(plan, options: SlurmOptions, fw: FrameworkRun) -> Rendered:
+    """The plan on its framework (launch/framework.py): an sbatch script that starts the framework's
+    image on every node (pyxis), NODE_SCRIPT there (setup, then torchrun with the framework's entry
+    and arguments), and the exported files, all written beside the plan."""
+    node, nodes = plan.job.cluster.node, plan.job.cluster.nodes
+    name = job_name(plan, options)
+    q = shlex.quote
+    job_dir = str(Path(options.plan_path).parent)
+    out_dir = options.out_dir or f"{job_dir}/trainplan-out/$SLURM_JOB_ID"
+    ckpt = options.checkpoint_dir or f"{job_dir}/checkpoints/{name}"
+    env, why = network_env(node)
+    fw_env, fw_why = fw.env(job_dir)
+    env, why = env | fw_env, why | fw_why
+    env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = str(options.warn_s)
+    why["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = ("seconds torchrun gives the ranks to save after SIGTERM before SIGKILL "
+                                             "(default 30; torch >= 2.11): the --warn-before lead")
+    extra = [f"#SBATCH --gpus-per-node={node.gpus_per_node}"]
+    warn = fw.spec.get("warn_signal")
+    if warn:  # the framework saves on this signal: Slurm sends it this long before the time limit
+        extra.append(f"#SBATCH --signal={warn}@{options.warn_s}")
+    for flag, value in (("partition", options.partition), ("account", options.account), ("time", options.time_limit)):
+        if value:
+            extra.append(f"#SBATCH --{flag}={q(value)}")
+    data = node_paths(options.data, NAME)
+    entry = fw.entry(job_dir, "$CHECKPOINT_DIR", "$OUT_DIR", data=tuple(data), steps=options.steps)
+    setup = fw.setup(install=True)
+    node_script = fill(load("framework_node.sh.tmpl"), {
+        "created_by": plan.created_by, "framework": fw.label, "nodes": str(nodes), "nproc": str(node.gpus_per_node),
+        "setup": "".join(f"{step}\n" for step in setup), "entry": wrapped(entry)})
+    script = fill(load("sbatch_framework.sh.tmpl"), {
+        "created_by": plan.created_by,
+        "summary": _one_line(f"{plan.job.model.name} on {nodes} x {node.name}: {plan.layout.short()}"),
+        "framework": fw.label,
+        "job_name": q(name),
+        "nodes": str(nodes),
+        "log_pattern": q(f"{name}-%j.out"),
+        "sbatch_extra": "".join(f"{line}\n" for line in extra),
+        "exports": "\n".join(f"export {k}={q(v)}" for k, v in env.items()),
+        "node_script": NODE_SCRIPT,
+        "job_dir": q(job_dir),
+        "out_dir": q(options.out_dir) if options.out_dir else f'{q(job_dir)}"/trainplan-out/$SLURM_JOB_ID"',
+        "checkpoint_dir": q(ckpt),
+        "rdzv_port": str(DEFAULT_RDZV_PORT),
+        "data_export": "",
+        "signal_note": f", and SIG{warn} {options.warn_s} s before the time limit" if warn else "",
+        "image": q(pyxis_image(fw.image(options.image))),
+        "srun_extra": " --auto-resume=1" if options.auto_resume else "",
+    })
+    files = {SCRIPT: script, NODE_SCRIPT: node_script, **fw.files}
+    notes = [f"{job_dir}, {out_dir} and {ckpt} must be on a file system every node sees",
+             *fw.notes(image_note=not options.image)]
+    if options.venv:
+        notes.append("--venv is not used: the framework runs in its image (--image)")
+    text = script + "".join(f"\n# ---- {n} (written beside the script) ----\n{t}" for n, t in files.items() if n != SCRIPT)
+    return Rendered(target=NAME, argv=("sbatch", SCRIPT), env=env, env_sources=why, files=files, text=text,
+                    notes=tuple(notes))
+
+
+def pyxis_image(ref: str) -> str:
+    """An image reference as pyxis takes it, `[REGISTRY#]IMAGE[:TAG]` (https://github.com/NVIDIA/pyxis
+    README, srun --container-image): a registry host (it has a '.' or ':') is set off by '#'."""
+    first, sep, rest = ref.partition("/")
+    return f"{first}#{rest}" if sep and ("." in first or ":" in first) and "#" not in ref else ref
+
+
+def wrapped(argv: list[str]) -> str:
+    """argv as shell words, a new line before each --flag (kept readable in the script)."""
+    words = shell_line(argv).split(" ")
+    return "".join((" \\\n    " if w.startswith("--") and i else " " if i else "") + w for i, w in enumerate(words))
 
 
 def _entry(options: SlurmOptions, instance: str) -> str:
@@ -177,11 +258,12 @@ def _one_line(text: str) -> str:
 
 
 def submit(rendered: Rendered, workdir: str | Path = ".") -> tuple[int, str]:
-    """Write the script next to the plan and hand it to sbatch."""
+    """Write the script (and a framework's files) next to the plan and hand it to sbatch."""
     from trainplan.fileio import write_atomic
 
     path = Path(workdir) / SCRIPT
-    write_atomic(path, rendered.files[SCRIPT])
+    for name, text in rendered.files.items():  # a framework's node script and exported files go beside it
+        write_atomic(Path(workdir) / name, text)
     try:
         code = subprocess.run(["sbatch", str(path)], check=False).returncode
     except FileNotFoundError:

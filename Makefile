@@ -23,6 +23,11 @@ $(ALL): pyproject.toml | $(BIN)/python
 	# torch first, pinned, so that no other package pulls a CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[all]'
+	# The HyperPod CLI's job models (one pydantic file) for tests/launch/test_hyperpod_eks.py: the
+	# package itself pins sagemaker-core < 2 beside the SDK v3, so only its wheel is fetched, unpacked
+	# under .venv and never installed.
+	$(BIN)/pip download --quiet --disable-pip-version-check --no-deps sagemaker-hyperpod==3.12.0 -d $(VENV)/hyperpod-wheel
+	$(BIN)/python -m zipfile -e $(VENV)/hyperpod-wheel/sagemaker_hyperpod-3.12.0-py3-none-any.whl $(VENV)/hyperpod-models
 	touch $@ $(CORE)
 
 install: $(ALL)

@@ -6,7 +6,8 @@ sagemaker/hyperpod/training/config/hyperpod_pytorch_job_unified_config.py). That
 install beside the SageMaker SDK v3 (it pins sagemaker-core<2), so every manifest is walked through
 the field names read from it (hyperpod_eks.toml [crd]); where the module can be imported (installed,
 or HYPERPOD_UNIFIED_CONFIG=path/to/hyperpod_pytorch_job_unified_config.py, a file that needs only
-pydantic), each manifest is also validated by the pydantic models themselves.
+pydantic, and which `make install` unpacks from the wheel under .venv/hyperpod-models), each manifest is
+also validated by the pydantic models themselves.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import importlib.util
 import json
 import os
 import shlex
+from pathlib import Path
 
 import pytest
 from framework_plans import megatron_moe_plan, megatron_plan, torchtitan_plan
@@ -25,6 +27,8 @@ from trainplan.errors import TrainplanError
 from trainplan.launch import find_target, hyperpod_eks, render
 from trainplan.launch.hyperpod_eks import HyperPodEksOptions, problems
 
+# where `make install` unpacks the sagemaker-hyperpod 3.12.0 wheel (never installed: see the module doc)
+UNPACKED = Path(__file__).resolve().parents[2] / ".venv" / "hyperpod-models"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainplan:0.1.0"
 
 
@@ -42,6 +46,9 @@ def _rendered():
 def _models():
     """The operator's pydantic models, or None."""
     path = os.environ.get("HYPERPOD_UNIFIED_CONFIG")
+    unpacked = UNPACKED / "sagemaker/hyperpod/training/config/hyperpod_pytorch_job_unified_config.py"
+    if not path and unpacked.is_file():  # `make install` unpacks the wheel there (Makefile)
+        path = str(unpacked)
     if path:
         spec = importlib.util.spec_from_file_location("hyperpod_unified_config", path)
         module = importlib.util.module_from_spec(spec)

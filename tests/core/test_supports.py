@@ -157,9 +157,11 @@ def test_launch_refuses_a_plan_the_trainer_cannot_run():
         render("local", mla, LaunchOptions(plan_path="plan.json"))
     plan = Plan(Job(resolve("qwen3-30b-a3b"), Cluster(node, 1), Workload(seq_len=4096, global_batch=8)), L)
     assert render("local", plan, LaunchOptions(plan_path="plan.json")).text  # the trainer's own ep
-    # a plan for another stack is that stack's to run: launch renders it
+    # a plan for another stack is that stack's framework's to run: the remote targets render its job
+    # (tests/launch/test_framework_launch.py); the local target, trainplan's trainer, refuses it
     other = replace(mla, layout=L.with_stack("megatron"))
-    assert render("local", other, LaunchOptions(plan_path="plan.json")).text
+    with pytest.raises(TrainplanError, match="launch local runs trainplan's own trainer.*stack 'megatron'"):
+        render("local", other, LaunchOptions(plan_path="plan.json"))
     # the device decides for cp: refused on CPU, rendered for GPUs
     cp = replace(plan, layout=Layout(cp=2, dp_shard=4, micro_batch=2))
     with pytest.raises(TrainplanError, match="cp needs CUDA"):

@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass
 
 from trainplan.errors import TrainplanError
+from trainplan.supports import TRAINER_STACK
 from trainplan.launch import supervise, torchrun
 from trainplan.launch.base import LaunchOptions, Rendered, Target, job_name, node_paths
 from trainplan.launch.env import network_env
@@ -67,6 +68,12 @@ def _device(choice: str) -> str:
 
 
 def render(plan, options: LocalOptions) -> Rendered:
+    if plan.layout.stack != TRAINER_STACK:
+        # the local target is trainplan's own trainer (torchrun of trainplan.runtime); a plan costed
+        # for another stack would be refused by the trainer after the processes start
+        raise TrainplanError(f"launch local runs trainplan's own trainer and the plan was costed for stack "
+                             f"{plan.layout.stack!r}: launch it with sagemaker, slurm, k8s or hyperpod-eks (its "
+                             "framework's own job), or run `trainplan export` and the framework's script yourself")
     node = plan.job.cluster.node
     nnodes = options.nnodes or plan.job.cluster.nodes
     nproc = options.nproc_per_node or node.gpus_per_node

@@ -6,6 +6,8 @@ Kept bounded: small models and one instance type for the searching commands, no 
 `launch` without --dry-run, no `trace` or `validate` (torch, and the whole dataset: their inputs
 are fuzzed at their loaders)."""
 
+from pathlib import Path
+
 import pytest
 from fuzz_helpers import EXTREME_TEXT, check_answer, environment, fuzz_settings, run_cli
 from hypothesis import event, given
@@ -128,3 +130,31 @@ def test_trainplan_prices_from_the_environment(prices, command):
     finally:
         nodes.cache_clear()
     check_answer(command, code, out, err)
+
+
+LOGS = Path(__file__).resolve().parents[1] / "ingest" / "fixtures"
+
+
+@fuzz_settings(60)
+@given(data=st.data())
+def test_ingest_answers_any_log_and_flags_in_one_line(tmp_path_factory, data):
+    # a real fixture, a garbled copy of one, or a path that is not a log; any --format / --gpu; a fresh
+    # --out (or one that exists): exit 0 or 2, one line when it fails, strict JSON with --json
+    where = tmp_path_factory.mktemp("ingest")
+    log = data.draw(st.sampled_from(["torchtitan-0.3.0.log", "megatron-core_v0.16.1.log", "garbled", "/etc",
+                                     "/nonexistent.log"]), label="log")
+    if log == "garbled":
+        text = (LOGS / data.draw(st.sampled_from(sorted(p.name for p in LOGS.iterdir())))).read_text()
+        cut = data.draw(st.integers(0, len(text)), label="cut")
+        path = where / "garbled.log"
+        path.write_text(text[:cut] + data.draw(st.text(max_size=40), label="noise").replace("\x00", "") + text[cut:])
+        log = str(path)
+    elif not log.startswith("/"):
+        log = str(LOGS / log)
+    out = str(where / "run") if data.draw(st.booleans(), label="fresh out") else str(where)
+    argv = ["ingest", log, "--json", "--out", out,
+            "--format", data.draw(st.sampled_from(["torchtitan", "megatron", "nemo", "", "x" * 200]), label="format")]
+    if data.draw(st.booleans(), label="gpu"):
+        argv += ["--gpu", data.draw(st.sampled_from(["h100", "b200", "tpu", ""]), label="gpu value")]
+    code, out_text, err = run_cli(argv)
+    check_answer(argv, code, out_text, err)

@@ -24,11 +24,10 @@ DEFAULT_INSTANCES = "ml.p6-b200.48xlarge,ml.p5en.48xlarge,ml.p5.48xlarge,ml.p4de
 def add_arguments(p) -> None:
     from trainplan.commands._common import positive_int, positive_number
     from trainplan.commands._fields import add_fields
+    from trainplan.commands._layout_args import add_from_argument
     from trainplan.job import Job, Workload
     from trainplan.parsing import comma_list
     from trainplan.search.query import DEFAULT_MAX_NODES
-
-    from trainplan.commands._layout_args import add_from_argument
 
     add_fields(p, Job, ("model",))
     add_from_argument(p, "replaces --model, --seq-len and --global-batch; your layout on its own instance is a "

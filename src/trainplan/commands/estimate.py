@@ -3,7 +3,12 @@ explicit layout."""
 
 from __future__ import annotations
 
-from trainplan.commands._layout_args import add_from_argument, add_layout_arguments, job_and_layout, job_and_layout_from
+from trainplan.commands._layout_args import (
+    add_from_argument,
+    add_layout_arguments,
+    job_and_layout,
+    job_and_layout_from,
+)
 from trainplan.commands._profile_args import add_profile_arguments, check_machine_gpu, load_profiles
 
 NAME = "estimate"

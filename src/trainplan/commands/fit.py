@@ -3,7 +3,12 @@ the micro-batch and the sequence length grow?"""
 
 from __future__ import annotations
 
-from trainplan.commands._layout_args import add_from_argument, add_layout_arguments, job_and_layout, job_and_layout_from
+from trainplan.commands._layout_args import (
+    add_from_argument,
+    add_layout_arguments,
+    job_and_layout,
+    job_and_layout_from,
+)
 
 NAME = "fit"
 HELP = "Check that one explicit layout fits in GPU memory: headroom, breakdown, largest micro-batch and sequence."

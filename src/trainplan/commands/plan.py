@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import textwrap
 
-from trainplan.commands._layout_args import add_from_argument, add_stack_arguments, stack_and_execution
+from trainplan.commands._layout_args import (
+    add_from_argument,
+    add_stack_arguments,
+    stack_and_execution,
+)
 from trainplan.commands._profile_args import add_profile_arguments, check_machine_gpu, profile_line
 from trainplan.report.cli import add_html_argument, write_html
 
@@ -314,16 +318,17 @@ def render_versus(v) -> str:
         lines += textwrap.wrap("the plan changes: " + ", ".join(v.changes), WIDTH - 1, initial_indent="  ",
                                subsequent_indent="    ")
     lines.append(f"  {'':<34}{'yours':>14}{'plan':>14}{'change':>10}")
+    def num(x, unit: str) -> str:
+        if x is None:
+            return "n/a"
+        return f"{x:.1%}" if unit == "fraction" else f"{x:,.0f}" if abs(x) >= 1000 else f"{x:,.3g}"
+
     for r in v.rows:
-        def num(x):
-            if x is None:
-                return "n/a"
-            return f"{x:.1%}" if r.unit == "fraction" else f"{x:,.0f}" if abs(x) >= 1000 else f"{x:,.3g}"
         ch = "" if r.change is None else f"{r.change:+.1%}"
         if r.change is not None and abs(r.change) >= 10:
             ch = f"{r.change + 1:.0f}x"
         unit = "" if r.unit in ("fraction", "tokens/s") else f" ({r.unit})"
-        lines.append(f"  {(r.what + unit)[:34]:<34}{num(r.yours):>14}{num(r.plan):>14}{ch:>10}")
+        lines.append(f"  {(r.what + unit)[:34]:<34}{num(r.yours, r.unit):>14}{num(r.plan, r.unit):>14}{ch:>10}")
     return "\n".join(lines)
 
 

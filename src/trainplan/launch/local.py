@@ -16,10 +16,10 @@ import sys
 from dataclasses import dataclass
 
 from trainplan.errors import TrainplanError
-from trainplan.supports import TRAINER_STACK
 from trainplan.launch import supervise, torchrun
 from trainplan.launch.base import LaunchOptions, Rendered, Target, job_name, node_paths
 from trainplan.launch.env import network_env
+from trainplan.supports import TRAINER_STACK
 
 NAME = "local"
 

@@ -12,8 +12,8 @@ from trainplan.search.evaluator import Evaluator, model_evaluator
 from trainplan.search.pareto import pareto_front
 from trainplan.search.query import Query
 from trainplan.search.reasons import reasons
-from trainplan.supports import TRAINER_STACK
 from trainplan.search.sizing import Choice, Goal, applies, choose, objective_for
+from trainplan.supports import TRAINER_STACK
 
 PARETO_SHOWN = 12
 

@@ -263,5 +263,6 @@ def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_m
         band=(per_gpu / (1 + err), per_gpu * (1 + err)), profile=prof.name,
         goodput=goodput(t, c.num_gpus, total_params(job.model) * checkpoint_bytes_per_param(
             layout.recipe, layout.sharding), rel or reliability()),
-        machine=(m.name if (m := prof.machine_for(c.gpu.name)) else None), outside=r.outside, derived=r.derived + wide.lines,
+        machine=(m.name if (m := prof.machine_for(c.gpu.name)) else None), outside=r.outside,
+        derived=r.derived + wide.lines,
     )

@@ -34,3 +34,13 @@ def test_moe_expert_all_to_all_across_trays_runs_on_nvlink(cli):
     comm = json.loads(out)["plan"]["estimate"]["comm"]
     assert any(e["dimension"] == "ep" for e in comm)
     assert {e["tier"] for e in comm} == {"nvlink"} and sum(e["network_bytes"] for e in comm) == 0
+
+
+def test_estimate_says_the_gb300_ceiling_is_an_estimate_without_a_machine_profile(cli):
+    code, out, err = cli("estimate", "--model", "llama-3.1-8b", "--instance", "p6e-gb300", "--nodes", "2",
+                         "--dp-shard", "8")
+    assert code == 0, err
+    assert "rates: formulas" in out and "gb300-288gb: matmul ceiling is an estimate" in out
+    code, out, err = cli("estimate", "--model", "llama-3.1-8b", "--instance", "p6-b300", "--dp-shard", "8")
+    assert code == 0, err
+    assert "matmul ceiling is an estimate" not in out  # B300's was measured (MAMF table)

@@ -35,8 +35,9 @@ def test_refusals_as_for_gb200(changes, msg):
 
 def test_two_ultraservers_place_36_instances():
     plan = make_plan(GB300, nodes=36)
-    t = render("sagemaker", plan, replace(OK, ultraserver=(("us-a", 18), ("us-b", 18)),
-                                          training_plan_arn="arn:aws:sagemaker:us-east-1:123456789012:training-plan/tp")).request
+    opts = replace(OK, ultraserver=(("us-a", 18), ("us-b", 18)),
+                   training_plan_arn="arn:aws:sagemaker:us-east-1:123456789012:training-plan/tp")
+    t = render("sagemaker", plan, opts).request
     assert t["compute"]["instance_type"] == GB300 and t["compute"]["instance_count"] == 36
     assert t["compute"]["instance_placement_config"]["placement_specifications"] == [
         {"ultra_server_id": "us-a", "instance_count": 18}, {"ultra_server_id": "us-b", "instance_count": 18}]

@@ -23,6 +23,7 @@ from trainplan.costs.flops import model_flops
 from trainplan.costs.goodput import Goodput, goodput
 from trainplan.costs.states import checkpoint_bytes_per_param, total_params
 from trainplan.costs.steptime import StepTime, step_time
+from trainplan.hardware.evidence import ceiling_widening
 from trainplan.hardware.reliability import Reliability, reliability
 from trainplan.job import Job
 from trainplan.layout import Layout
@@ -248,8 +249,10 @@ def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_m
     noncausal = w.tokens_per_step * mf.model_per_token(w.seq_len, causal=False)
     mem = memory_breakdown(job, layout) if with_memory else None
     fits = mem is None or within(mem.total, capacity(job))  # the point estimate: no band
-    # a GEMM priced through a cited ratio carries the ratio table's own error on top (costs/measured.py)
-    err = prof.throughput_error(job.model.moe is not None) + r.microbatch.derived_error
+    # a GEMM priced through a cited ratio carries the ratio table's own error on top (costs/measured.py),
+    # and a GPU whose matmul ceiling nobody measured the spread of its siblings' (hardware/evidence.py)
+    wide = ceiling_widening(c.gpu)
+    err = prof.throughput_error(job.model.moe is not None) + r.microbatch.derived_error + wide.error
     return Estimate(
         memory=mem, time=r.time, comm=r.comm, flops_per_step=r.model_flops,
         hardware_flops_per_step=r.hardware_flops, tokens_per_s=tps, tokens_per_s_per_gpu=per_gpu,
@@ -260,5 +263,6 @@ def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_m
         band=(per_gpu / (1 + err), per_gpu * (1 + err)), profile=prof.name,
         goodput=goodput(t, c.num_gpus, total_params(job.model) * checkpoint_bytes_per_param(
             layout.recipe, layout.sharding), rel or reliability()),
-        machine=(m.name if (m := prof.machine_for(c.gpu.name)) else None), outside=r.outside, derived=r.derived,
+        machine=(m.name if (m := prof.machine_for(c.gpu.name)) else None), outside=r.outside,
+        derived=r.derived + wide.lines,
     )

@@ -35,6 +35,8 @@ def test_aws_instances_are_efa_and_reference_systems_infiniband():
     ("ml.p5.48xlarge", 32, True), ("ml.p4d.24xlarge", 4, True), ("ml.g6e.48xlarge", 4, False),
     # sources disagree (17 network cards; 1600 vs 3200 Gbps): unknown, so k8s asks for --efa-devices
     ("ml.p6e-gb200.36xlarge", None, True),
+    # p6e-gb300: no AWS page states its EFA devices (aws/eks-charts lists it as EFA-capable)
+    ("ml.p6e-gb300.36xlarge", None, True),
 ])
 def test_efa_devices_from_the_catalog(name, interfaces, rdma):
     net = find_node(name).network

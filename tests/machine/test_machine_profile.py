@@ -143,3 +143,15 @@ def test_two_packaged_profiles_for_one_gpu_are_refused(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         mp.packaged.cache_clear()
+
+
+def test_the_gb200_profile_holds_the_full_nvl72_all_reduce():
+    # coreweave/nccl-tests PR #43 (2025-02-20): all_reduce_perf over 72 GB200 GPUs of one NVL72 rack,
+    # out-of-place busbw 839.16 GB/s at 4 GiB; 72-rank groups of a GB200 plan read it, a group of another
+    # GPU type never does
+    gb200 = next(p for p in packaged() if p.gpu == "gb200-186gb")
+    t = gb200.find("collective", op="all_reduce", tier="nvlink")
+    assert t.lookup(bytes=4294967296, ranks=72).value == pytest.approx(839.16)
+    assert not t.lookup(bytes=4294967296, ranks=72).outside
+    assert t.lookup(bytes=2**36, ranks=72).outside  # beyond the largest size measured: its edge, reported
+    assert gb200.find("collective", op="all_gather", tier="nvlink") is None  # not measured: the formula prices it

@@ -151,11 +151,14 @@ def mfu_line(e, precision: str) -> str:
 def _machine_line(e) -> str:
     """Which measured rates priced the kernels (docs/machine-profile.md), and where they were stretched."""
     if e.machine is None:
-        return f"rates: formulas (profile {e.profile}; no machine profile for this GPU)"
-    line = f"rates: machine profile {e.machine} where it has tables, formulas elsewhere (profile {e.profile})"
+        line = f"rates: formulas (profile {e.profile}; no machine profile for this GPU)"
+    else:
+        line = f"rates: machine profile {e.machine} where it has tables, formulas elsewhere (profile {e.profile})"
     if e.outside:
         line += f"; {len(e.outside)} lookup(s) beyond a table's range used its edge (--json: machine.outside_grid)"
-    for d in e.derived:  # the band already carries the ratio's error (costs/measured.py)
+    # the band already carries each line's error: a cited ratio's (costs/measured.py), an estimated
+    # matmul ceiling's (hardware/evidence.py)
+    for d in e.derived:
         line += f"\n{d}"
     return line
 

@@ -37,6 +37,7 @@ def gpu_dict(g: GPUSpec) -> dict:
         "pcie_gb_per_s": g.pcie_bandwidth / GB,
         "power_w": g.power_w,
         "aliases": list(g.aliases),
+        "estimated": list(g.estimated),  # fields that are estimates, not specifications or measurements
         "sources": g.sources,
     }
 

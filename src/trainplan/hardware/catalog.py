@@ -28,8 +28,11 @@ MAX_PRICE_USD_PER_HOUR = 1e6
 
 _GPU_KEYS = {
     "display_name", "aliases", "arch", "memory_gib", "hbm_tbps", "peak_tflops", "matmul_ceiling",
-    "nvlink_gb_per_s", "pcie_gb_per_s", "power_w", "sources",
+    "nvlink_gb_per_s", "pcie_gb_per_s", "power_w", "sources", "estimated",
 }
+# gpus.toml fields that hold a number and so may be marked `estimated`
+_GPU_NUMBERS = ("memory_gib", "hbm_tbps", "peak_tflops", "matmul_ceiling", "nvlink_gb_per_s", "pcie_gb_per_s",
+                "power_w")
 _NODE_KEYS = {
     "ec2_name", "aliases", "gpu", "gpus", "nvlink_domain_gpus", "intra_node", "inter_node_gbps",
     "inter_node_fabric", "host_memory_gib", "vcpus", "local_nvme_gb", "cpu_arch",
@@ -41,8 +44,10 @@ ENV_WHEN = ("efa", "gpudirect_rdma", "host_network", "always")
 
 
 def _gpu(name: str, d: dict) -> GPUSpec:
-    check_keys(d, _GPU_KEYS, f"gpus.toml [{name}]", required=_GPU_KEYS - {"aliases"})
+    check_keys(d, _GPU_KEYS, f"gpus.toml [{name}]", required=_GPU_KEYS - {"aliases", "estimated"})
     assert d["arch"] in ARCH_DTYPES, (name, d["arch"])
+    estimated = tuple(d.get("estimated", ()))
+    assert set(estimated) <= set(_GPU_NUMBERS), (name, estimated)
     return GPUSpec(
         name=name,
         display_name=d["display_name"],
@@ -56,6 +61,7 @@ def _gpu(name: str, d: dict) -> GPUSpec:
         power_w=float(d["power_w"]),
         aliases=tuple(d.get("aliases", ())),
         sources=dict(d["sources"]),
+        estimated=estimated,
     )
 
 

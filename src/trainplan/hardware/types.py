@@ -35,6 +35,9 @@ class GPUSpec:
     power_w: float
     aliases: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
+    # gpus.toml field names whose number is an estimate (a conversion, an inference from sibling GPUs, an
+    # assumption), not a vendor specification or a measurement; hardware/evidence.py reads it for the band
+    estimated: tuple[str, ...] = ()
 
     def supports(self, dtype: str) -> bool:
         return dtype in ARCH_DTYPES[self.arch]

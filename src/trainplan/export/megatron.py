@@ -158,11 +158,13 @@ def rope_base(plan) -> float | None:
 
 # ---- the layout and its settings ---------------------------------------------------------------
 
-def layout_args(plan) -> dict:
+def layout_args(plan, stack: str = STACK) -> dict:
+    """The layout's arguments; `stack` is the stacks.toml entry whose costs they run (the nemo exporter
+    writes NeMo 2's Megatron-Core fields through these, export/nemo.py)."""
     L, m, w = plan.layout, plan.job.model, plan.job.workload
-    if L.stack != STACK:
+    if L.stack != stack:
         raise _refuse("stack", f"the plan was costed for --stack {L.stack} ({'FSDP2 / torch-style conventions' if L.conventions.torch_style else 'its own conventions'}); "
-                      f"re-plan with --stack {STACK} to export Megatron-LM arguments")
+                      f"re-plan with --stack {stack} to export to it")
     t = names()
     for field, why in (("torch_compile", "Megatron-LM has no torch.compile option for training"),
                        ("chunked_loss", "Megatron-LM has no chunked cross-entropy"),

@@ -123,9 +123,14 @@ def fields(values: dict, t: dict) -> dict:
         if f is None:
             continue
         if "values" in f:
-            if str(v).lower() not in f["values"]:
-                continue  # bf16 false: the precision is another dest's
-            v = f["values"][str(v).lower()]
+            key = str(v).lower() if isinstance(v, bool) else str(v)
+            if key not in f["values"]:
+                if v in (False, None):
+                    continue  # bf16 false: the precision is another dest's
+                flag = mg.names()["args"][dest]["flag"]
+                raise TrainplanError(f"{t['framework']} export: {dest}: Megatron-Core's {flag} {v} has no "
+                                     f"value of {f['path']} (known: {', '.join(f['values'])})")
+            v = f["values"][key]
         elif f.get("negate"):
             v = not v
         elif f.get("scalar"):
@@ -305,7 +310,7 @@ def dests(paths: dict, t: dict, where: str) -> dict:
                         raise TrainplanError(f"{where}: recipe.{path} = {v!r}: trainplan reads "
                                              f"{', '.join(repr(x) for g in t['fields'].values() if g['path'] == path for x in g.get('values', {}).values())}")
                     continue
-                v = back[v] == "true"
+                v = {"true": True, "false": False}.get(back[v], back[v])
             elif f.get("negate"):
                 v = not v
             elif f.get("scalar"):

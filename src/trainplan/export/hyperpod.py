@@ -48,7 +48,7 @@ def refusal(job, L) -> str | None:
 
 def export(plan) -> dict[str, str]:
     """{'trainplan_hyperpod.yaml': the recipe} for exactly what `plan` costed."""
-    t, job, c = data(), plan.job, plan.cluster if hasattr(plan, "cluster") else plan.job.cluster
+    t, job, c = data(), plan.job, plan.job.cluster
     why = refusal(job, plan.layout)
     if why:
         raise TrainplanError(f"{FRAMEWORK} export: {why}")
@@ -134,6 +134,3 @@ def read(text: str, where: str):
                              f"make_vocab_size_divisible_by {div} x tp {tp}; trainplan reads an unpadded vocabulary")
     return nemo.imported_from(values, vocab, nodes * devices, {**cluster, "nodes": str(nodes)}, where, STACK)
 
-
-def is_recipe(text: str) -> bool:
-    return True

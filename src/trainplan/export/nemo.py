@@ -66,7 +66,6 @@ def refusal(job, L, table: dict | None = None, name: str | None = None) -> str |
     for setting, bad, why in (
             ("sharding", L.sharding == "fsdp", "fsdp: Megatron-FSDP is not exported to NeMo (MegatronStrategy "
              "fsdp='megatron'); use sharding zero1 (the distributed optimizer)"),
-            ("precision", L.precision == "nvfp4", "nvfp4: not exported to NeMo (the fp4 recipe); use mxfp8"),
             ("cuda_graphs", L.execution.cuda_graphs, "true: not exported to NeMo (the recipes' cuda graph "
              "callbacks are per model); --set cuda_graphs=false")):
         if bad:

@@ -43,7 +43,7 @@ def test_registry_names_both_targets_and_a_stack_name_still_gives_its_first():
 
 @pytest.mark.parametrize("mod", TARGETS, ids=lambda m: m.FRAMEWORK)
 def test_every_known_answer_plan_round_trips_or_is_refused_in_one_line(plans, mod):
-    checked = 0
+    checked, refused = 0, []
     for name, plan in plans.items():
         for p in every_plan(plan):
             why = mod.refusal(p.job, p.layout)
@@ -52,6 +52,7 @@ def test_every_known_answer_plan_round_trips_or_is_refused_in_one_line(plans, mo
             except TrainplanError as e:
                 assert "\n" not in str(e) and str(e).startswith(f"{mod.FRAMEWORK} export: ")
                 assert why is None or str(e).endswith(why)
+                refused.append(str(e))
                 continue
             assert why is None
             (text,) = files.values()
@@ -65,7 +66,16 @@ def test_every_known_answer_plan_round_trips_or_is_refused_in_one_line(plans, mo
             e = estimate(job, imp.layout, ModelEvaluator().profile)
             assert e.tokens_per_s == p.estimate.tokens_per_s and e.memory.total == p.estimate.memory.total
             checked += 1
-    assert checked >= (10 if mod is nemo else 1)
+    if mod is nemo:
+        # what the megatron exporter refuses on these plans too (test_megatron.py): activation offload,
+        # a partial recompute vp does not divide, DeepSeek-V3's 61 layers evenly over pp=16 / 32
+        assert checked >= 25
+        assert all(r.startswith(("nemo export: ac: offload", "nemo export: ac_layers: ",
+                                 "nemo export: pipeline split: 61 layers")) for r in refused), refused
+    else:
+        # NeMo 1's recipe runs delayed fp8 only, counts no embedding / loss in the split, has no
+        # Megatron-FSDP, MLA or MTP; the bf16 layouts without those export
+        assert checked >= 1
 
 
 def _assigned(text: str) -> set[str]:
@@ -97,11 +107,15 @@ def _variant(plan, **changes):
 
 
 @pytest.mark.parametrize(("changes", "setting"), [
-    ({"sharding": "fsdp"}, "sharding fsdp"), ({"ac": "offload"}, "ac: offload"),
-    ({"torch_compile": True}, "torch_compile"), ({"precision": "nvfp4", "fp8_allgather": False}, "fp4: "),
+    ({"ac": "offload"}, "ac: offload"), ({"torch_compile": True}, "torch_compile"),
+    ({"precision": "nvfp4", "fp8_allgather": False}, "precision nvfp4"),
+    ({"execution": None}, "cuda_graphs true"),
 ])
 def test_what_nemo_cannot_run_as_costed_is_refused_naming_it(plans, changes, setting):
-    p = _variant(plans["llama-405b-p6"], **changes)
+    base = plans["llama-405b-p6"]
+    if changes.get("execution", 0) is None:
+        changes = {"execution": base.layout.execution.with_(cuda_graphs=True)}
+    p = _variant(base, **changes)
     assert nemo.refusal(p.job, p.layout).startswith(setting)
     with pytest.raises(TrainplanError, match=f"^nemo export: {setting}") as e:
         nemo.export(p)
@@ -110,7 +124,8 @@ def test_what_nemo_cannot_run_as_costed_is_refused_naming_it(plans, changes, set
 
 def test_hyperpod_refuses_what_nemo_1_has_no_key_for(plans):
     p = plans["llama-405b-p6"]
-    assert hyperpod.refusal(p.job, p.layout.with_(precision="fp8_tensorwise")).startswith("fp8_recipe: ")
+    assert hyperpod.refusal(p.job, p.layout.with_(precision="fp8_tensorwise")).startswith("precision: ")
+    assert hyperpod.refusal(p.job, p.layout.with_(precision="bf16", sharding="fsdp")).startswith("sharding fsdp: ")
     ds = plans["deepseek-v3-p6"]
     assert hyperpod.refusal(ds.job, ds.layout).startswith("model deepseek-v3: ")
 

@@ -63,13 +63,6 @@ def refusal(job, L, table: dict | None = None, name: str | None = None) -> str |
     t, who = table or data(), name or _NEMO
     if job.model.name not in t["models"]:
         return (f"model {job.model.name}: {who} has no recipe building it; known: {', '.join(t['models'])}")
-    for setting, bad, why in (
-            ("sharding", L.sharding == "fsdp", "fsdp: Megatron-FSDP is not exported to NeMo (MegatronStrategy "
-             "fsdp='megatron'); use sharding zero1 (the distributed optimizer)"),
-            ("cuda_graphs", L.execution.cuda_graphs, "true: not exported to NeMo (the recipes' cuda graph "
-             "callbacks are per model); --set cuda_graphs=false")):
-        if bad:
-            return f"{setting} {why}"
     try:
         values = _values(job, L)
     except TrainplanError as e:
@@ -80,6 +73,8 @@ def refusal(job, L, table: dict | None = None, name: str | None = None) -> str |
 def _unmapped(values: dict, t: dict, who: str) -> str | None:
     for dest, v in values.items():
         if dest not in t["fields"] and dest not in t["implied"] and v != mg.default(dest):
+            if dest in t.get("refused", {}):
+                return t["refused"][dest]
             flag = mg.names()["args"][dest]["flag"]
             return f"{dest}: Megatron-Core's {flag} {v} has no {who} field trainplan writes"
     return None
@@ -169,6 +164,7 @@ def export(plan) -> dict[str, str]:
     c, L, job = plan.job.cluster, plan.layout, plan.job
     module = t["models"][job.model.name]["module"]
     fn = t["function"]
+    head = f"    recipe = llm.{module}.pretrain_recipe(name={fn!r}, num_nodes={c.nodes}, num_gpus_per_node={c.node.gpus_per_node})"
     lines = [
         f'"""NeMo {RELEASE} pre-training recipe exported by trainplan: {job.model.name} on {c.nodes} x {c.node.name},',
         f"seq {job.workload.seq_len}, global batch {job.workload.global_batch}.",
@@ -181,8 +177,7 @@ def export(plan) -> dict[str, str]:
           for n, v in t["imports"].items()],
         "", "",
         f"def {fn}():",
-        f"    recipe = llm.{module}.pretrain_recipe(name={fn!r}, num_nodes={c.nodes}, "
-        f"num_gpus_per_node={c.node.gpus_per_node})",
+        head,
     ]
     for path, f in t["fixed"].items():
         lines.append(f"    recipe.{path} = {f['value'] if f.get('call') else repr(f['value'])}")
@@ -193,11 +188,11 @@ def export(plan) -> dict[str, str]:
         else:
             lines.append(f"    recipe.{path} = {_literal(v)}")
     kw = ", ".join(f"{k}={_literal(v)}" for k, v in callback.items())
+    executor = f'run.LocalExecutor(ntasks_per_node={c.node.gpus_per_node}, launcher="torchrun")'
     lines += [f"    recipe.trainer.callbacks.append(run.Config(MegatronCommOverlapCallback, {kw}))",
               "    return recipe", "", "",
               'if __name__ == "__main__":',
-              f"    run.run({fn}(), executor=run.LocalExecutor(ntasks_per_node={c.node.gpus_per_node}, "
-              'launcher="torchrun"))', ""]
+              f"    run.run({fn}(), executor={executor})", ""]
     return {t["file"]: "\n".join(lines)}
 
 

@@ -185,3 +185,87 @@ def test_estimate_from_a_nemo_script_gives_the_plans_numbers(plans, tmp_path, ca
     assert main(["estimate", "--from", str(path), "--json"]) == 0
     out = capsys.readouterr().out
     assert p.layout.short().split()[0] in out
+
+
+# A HyperPod recipe written here in the shape of the v1.5.1 NeMo recipe (recipes_collection/recipes/
+# training/llama/megatron_llama3_1_8b_nemo.yaml: its sections and key names, values of our own), with
+# the vocabulary stated (model.override_vocab_size) and keys trainplan reads past.
+HAND_WRITTEN = """\
+run:
+  name: llama-8b-team
+  time_limit: "0-02:00:00"
+trainer:
+  num_nodes: 4
+  devices: 8
+  accelerator: gpu
+  precision: bf16
+  max_steps: 500
+  log_every_n_steps: 10
+  gradient_clip_val: 1.0
+exp_manager:
+  name: team_llama
+  checkpoint_callback_params:
+    save_top_k: 2
+    every_n_train_steps: 100
+model:
+  mcore_gpt: true
+  micro_batch_size: 2
+  global_batch_size: 256
+  tensor_model_parallel_size: 2
+  pipeline_model_parallel_size: 2
+  virtual_pipeline_model_parallel_size: null
+  context_parallel_size: 1
+  encoder_seq_length: 8192
+  max_position_embeddings: 8192
+  num_layers: 32
+  hidden_size: 4096
+  ffn_hidden_size: 14336
+  num_attention_heads: 32
+  num_query_groups: 8
+  kv_channels: null
+  normalization: rmsnorm
+  bias: false
+  activation: fast-swiglu
+  position_embedding_type: rope
+  rotary_base: 500000
+  share_embeddings_and_output_weights: false
+  override_vocab_size: 128256
+  make_vocab_size_divisible_by: 128
+  hidden_dropout: 0.0
+  tokenizer:
+    library: sentencepiece
+  activations_checkpoint_granularity: selective
+  sequence_parallel: true
+  transformer_engine: true
+  fp8: false
+  fp8_hybrid: false
+  ub_tp_comm_overlap: true
+  optim:
+    name: distributed_fused_adam
+    lr: 3.0e-4
+    overlap_grad_sync: true
+    overlap_param_sync: true
+    sched:
+      name: CosineAnnealing
+      warmup_steps: 50
+  data:
+    data_impl: mock
+    seq_length: ${training.model.encoder_seq_length}
+"""
+
+
+def test_a_hand_written_hyperpod_recipe_reads_as_its_layout():
+    imp = hyperpod.read(HAND_WRITTEN, "team.yaml")
+    L = imp.layout
+    assert (imp.model, imp.nodes, imp.seq_len, imp.global_batch) == ("llama-3.1-8b", 4, 8192, 256)
+    assert (L.tp, L.pp, L.vp, L.cp, L.sharding, L.precision, L.ac) == (2, 2, 1, 1, "zero1", "bf16", "selective")
+    # 32 GPUs / (tp 2 x pp 2) = dp 8; 256 = 2 x 8 x 16 micro-batches
+    assert (L.dp_shard, L.micro_batch, L.grad_accum, L.sequence_parallel) == (8, 2, 16, True)
+    assert L.execution.tp_comm_overlap and L.execution.param_gather_overlap
+    assert any("not read" in n for n in imp.notes)
+    with pytest.raises(TrainplanError, match="model.fp8_e4m3: True"):
+        hyperpod.read(HAND_WRITTEN.replace("  fp8: false\n", "  fp8: true\n  fp8_e4m3: true\n"), "team.yaml")
+    # NeMo 1 pads to a multiple of make_vocab_size_divisible_by x tp: 128256 over 512 is 250.5, so 251 x 512
+    with pytest.raises(TrainplanError, match=r"pads to 128512 rows .* trainplan reads an unpadded vocabulary"):
+        hyperpod.read(HAND_WRITTEN.replace("make_vocab_size_divisible_by: 128", "make_vocab_size_divisible_by: 256"),
+                      "team.yaml")

@@ -113,12 +113,20 @@ def read(text: str, where: str):
     paths = _flatten(doc)
     known = nemo._known_paths(t) | set(t["fixed"]) | {"trainer.num_nodes", "trainer.devices", "model.override_vocab_size",
                                                       "model.make_vocab_size_divisible_by", "model.optim.betas"}
-    for p in paths:
-        if p not in known:
-            raise TrainplanError(f"{where}: unknown or unsupported HyperPod recipe key {p!r} (hyperpod.toml lists the "
-                                 f"{len(known)} keys trainplan reads)")
+    skipped = []
+    for p in list(paths):
+        if p in known:
+            continue
+        if _unpriced(p, t):
+            skipped.append(p)
+            del paths[p]
+            continue
+        raise TrainplanError(f"{where}: unknown or unsupported HyperPod recipe key {p!r} (hyperpod.toml lists the "
+                             f"{len(known)} keys trainplan reads and {len(t['unpriced'])} it reads past)")
+    notes = (f"{len(skipped)} recipe keys trainplan does not price were not read (hyperpod.toml [unpriced])",) \
+        if skipped else ()
     for p, f in t["fixed"].items():
-        if p in paths and paths[p] != f["value"]:
+        if p in paths and not f.get("free") and paths[p] != f["value"]:
             raise TrainplanError(f"{where}: {p}: {paths[p]!r}; trainplan reads {f['value']!r} ({f['source']})")
     nodes, devices = paths.get("trainer.num_nodes"), paths.get("trainer.devices")
     if not nodes or not devices:
@@ -132,5 +140,9 @@ def read(text: str, where: str):
     if vocab is not None and vocab != override:
         raise TrainplanError(f"{where}: model.override_vocab_size {override} pads to {vocab} rows with "
                              f"make_vocab_size_divisible_by {div} x tp {tp}; trainplan reads an unpadded vocabulary")
-    return nemo.imported_from(values, vocab, nodes * devices, {**cluster, "nodes": str(nodes)}, where, STACK)
+    return nemo.imported_from(values, vocab, nodes * devices, {**cluster, "nodes": str(nodes)}, where, STACK, notes)
+
+
+def _unpriced(path: str, t: dict) -> bool:
+    return any(path == k or (k.endswith("*") and path.startswith(k[:-1])) for k in t["unpriced"])
 

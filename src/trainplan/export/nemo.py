@@ -291,6 +291,7 @@ def _known_paths(t: dict) -> set:
 
 def dests(paths: dict, t: dict, where: str) -> dict:
     """Megatron-Core values by dest of NeMo `paths` (the inverse of `fields`)."""
+    prefix = t.get("path_prefix", "")
     out = {}
     for dest, f in t["fields"].items():
         for path in [f["path"]] if isinstance(f["path"], str) else f["path"]:
@@ -300,10 +301,11 @@ def dests(paths: dict, t: dict, where: str) -> dict:
             if "values" in f:
                 back = {nv: dv for dv, nv in f["values"].items()}
                 if v not in back:
-                    if all(v not in g.get("values", {}).values() for g in t["fields"].values() if g["path"] == path):
-                        raise TrainplanError(f"{where}: recipe.{path} = {v!r}: trainplan reads "
-                                             f"{', '.join(repr(x) for g in t['fields'].values() if g['path'] == path for x in g.get('values', {}).values())}")
-                    continue
+                    known = [x for g in t["fields"].values() if g["path"] == f["path"] for x in g["values"].values()]
+                    if v not in known and v not in (False, None):
+                        raise TrainplanError(f"{where}: {prefix}{path} = {v!r}: trainplan reads "
+                                             f"{', '.join(repr(x) for x in known)}")
+                    continue  # another dest's value (bf16 / fp16 share the precision), or off
                 v = {"true": True, "false": False}.get(back[v], back[v])
             elif f.get("negate"):
                 v = not v
@@ -312,13 +314,14 @@ def dests(paths: dict, t: dict, where: str) -> dict:
             elif f.get("pattern") and isinstance(v, list):
                 v = mg._freq_expression("".join(str(b) for b in v))
             if dest in out and out[dest] != v:
-                raise TrainplanError(f"{where}: recipe.{path} = {paths[path]!r} disagrees with another field "
+                raise TrainplanError(f"{where}: {prefix}{path} = {paths[path]!r} disagrees with another field "
                                      f"of the same setting ({dest})")
             out[dest] = v
     return out
 
 
-def imported_from(values: dict, vocab: int | None, world: int | None, cluster: dict, where: str, stack: str):
+def imported_from(values: dict, vocab: int | None, world: int | None, cluster: dict, where: str, stack: str,
+                  notes: tuple = ()):
     """An Imported of Megatron-Core `values` with `vocab` rows preset (export/megatron_read.py's rules)."""
     from trainplan.export.megatron_read import _imported
 
@@ -328,13 +331,16 @@ def imported_from(values: dict, vocab: int | None, world: int | None, cluster: d
     if vocab % tp:
         raise TrainplanError(f"{where}: vocab_size {vocab} does not divide over tensor_model_parallel_size {tp}")
     values = {**values, **mg.vocab_args(vocab, tp)}
+    if values.get("kv_channels") is None and values.get("num_attention_heads") and "multi_latent_attention" not in values:
+        # null: Megatron-Core's hidden_size / num_attention_heads (TransformerConfig.__post_init__)
+        values["kv_channels"] = values["hidden_size"] // values["num_attention_heads"]
     if "num_experts" not in values:  # no MoE layer: the dispatcher is the stack's preset, never run
         from trainplan.stacks import stack as stack_named
 
         values |= mg.names()["moe_dispatcher"][stack_named(stack).execution.moe_dispatcher]
     if "num_query_groups" in values and "multi_latent_attention" not in values:  # nemo.toml [implied]
         values["group_query_attention"] = values["num_query_groups"] != values.get("num_attention_heads")
-    return _imported(values, world, cluster, (), where, stack)
+    return _imported(values, world, cluster, notes, where, stack)
 
 
 def read(text: str, where: str):

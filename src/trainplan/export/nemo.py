@@ -173,8 +173,8 @@ def export(plan) -> dict[str, str]:
         f"Run (pip install {t['package']}; a NeMo {RELEASE} container has both): python {t['file']}",
         '"""',
         f"{HEADER} instance={c.node.name} nodes={c.nodes} gpus_per_node={c.node.gpus_per_node} nemo={RELEASE}",
-        *[f"import {v['module']} as {n}" if n == "run" else f"from {v['module']} import {n}"
-          for n, v in t["imports"].items()],
+        *[(f"import {v['module']}" + ("" if n == v["module"] else f" as {n}")) if v.get("plain")
+          else f"from {v['module']} import {n}" for n, v in t["imports"].items()],
         "", "",
         f"def {fn}():",
         head,

@@ -34,7 +34,7 @@ def test_every_export_is_built_by_nemos_own_classes(tmp_path):
             files[-1].write_text(text)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([SITE, os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, str(Path(__file__).with_name("nemo_check.py")), *map(str, files)],
-                         capture_output=True, text=True, env=env, timeout=1800).stdout
+                         capture_output=True, text=True, env=env, timeout=1800, check=False).stdout
     verdicts = dict(line[len("RESULT "):].split(": ", 1) for line in out.splitlines() if line.startswith("RESULT "))
     assert len(verdicts) == len(files) >= 25
     assert all(v == "OK" for v in verdicts.values()), {k: v for k, v in verdicts.items() if v != "OK"}

@@ -269,3 +269,13 @@ def test_a_hand_written_hyperpod_recipe_reads_as_its_layout():
     with pytest.raises(TrainplanError, match=r"pads to 128512 rows .* trainplan reads an unpadded vocabulary"):
         hyperpod.read(HAND_WRITTEN.replace("make_vocab_size_divisible_by: 128", "make_vocab_size_divisible_by: 256"),
                       "team.yaml")
+
+
+def test_without_pyyaml_the_hyperpod_target_says_what_to_install(plans, monkeypatch):
+    import sys
+
+    p, text = _exported(plans, hyperpod)
+    monkeypatch.setitem(sys.modules, "yaml", None)  # import yaml raises ImportError
+    for call in (lambda: hyperpod.export(p), lambda: hyperpod.read(text, "r.yaml")):
+        with pytest.raises(TrainplanError, match=r"^the HyperPod recipe is YAML: pip install 'trainplan\[yaml\]'"):
+            call()

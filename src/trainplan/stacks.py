@@ -223,6 +223,7 @@ class Stack:
     record_defaults: tuple[RecordDefault, ...] = ()
     choices: dict = field(default_factory=dict)  # setting -> Choice: what the stack can run ([NAME.choices])
     exporter: str | None = None  # module of trainplan.export writing this stack's configuration (#22)
+    exporters: tuple[str, ...] = ()  # every such module, `exporter` first: one stack, several targets (nemo)
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,7 +317,7 @@ def execution_from_dict(d: dict, where: str, base: Execution) -> Execution:
 
 def _load_stack(name: str, d: dict) -> Stack:
     where = f"stacks.toml [{name}]"
-    check_keys(d, _STACK_KEYS | {"record_defaults", "choices", "exporter"}, where, required=_STACK_KEYS)
+    check_keys(d, _STACK_KEYS | {"record_defaults", "choices", "exporter", "exporters"}, where, required=_STACK_KEYS)
     assert d["recompute_family"] in FAMILIES, (name, d["recompute_family"])
     raw = d["settings"]
     check_keys(raw, set(SETTINGS), f"{where}.settings", required=set(SETTINGS))
@@ -335,7 +336,8 @@ def _load_stack(name: str, d: dict) -> Stack:
                  conventions=conv, convention_sources=conv_sources,
                  record_defaults=_load_record_defaults(d.get("record_defaults", {}), f"{where}.record_defaults"),
                  choices=_load_choices(d.get("choices", {}), values, f"{where}.choices"),
-                 exporter=d.get("exporter"))
+                 exporter=d.get("exporter") or next(iter(d.get("exporters", ())), None),
+                 exporters=tuple(dict.fromkeys([*([d["exporter"]] if "exporter" in d else []), *d.get("exporters", ())])))
 
 
 def _load_choices(raw: dict, preset: dict, where: str) -> dict:

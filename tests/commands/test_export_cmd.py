@@ -48,8 +48,8 @@ def test_estimate_from_refuses_flags_it_replaces_and_files_it_cannot_place(cli, 
     (tmp_path / "job.py").write_text("def f():\n    return 1\n")
     code, _, err = cli("estimate", "--from", str(tmp_path / "job.py"), "--tp", "2")
     assert code == 2 and "holds the model, batch and layout; leave out --tp" in err and "--from " in err
-    code, _, err = cli("estimate", "--from", str(tmp_path / "job.yaml"))
-    assert code == 2 and "cannot tell which framework's configuration this is; known: .py (torchtitan)" in err
+    code, _, err = cli("estimate", "--from", str(tmp_path / "job.toml"))
+    assert code == 2 and "cannot tell which framework's configuration this is; known: .py (nemo/torchtitan)" in err
     code, _, err = cli("estimate", "--from", str(tmp_path / "job.py"))
     assert code == 2 and "the config function must return a config call" in err
 

@@ -73,7 +73,7 @@ def test_a_flag_that_says_what_the_file_says_is_a_one_line_error(cli, config, co
 
 
 def test_an_unreadable_from_file_is_one_line(cli, tmp_path):
-    bad = tmp_path / "job.yaml"
-    bad.write_text("model: x\n")
+    bad = tmp_path / "job.toml"
+    bad.write_text("model = 'x'\n")
     code, _, err = cli("plan", "--from", str(bad))
     assert code == 2 and err.count("\n") == 1 and "cannot tell which framework" in err

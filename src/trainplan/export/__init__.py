@@ -25,8 +25,12 @@ from dataclasses import dataclass, field
 
 from trainplan.errors import TrainplanError
 
-# `--from FILE`: which exporter reads a file, told by its suffix.
-FROM_SUFFIXES = {".py": "trainplan.export.torchtitan", ".txt": "trainplan.export.megatron", ".sh": "trainplan.export.megatron"}
+# `--from FILE`: which exporter reads a file, told by its suffix; where one suffix has several readers
+# (.py: torchtitan's config function or a NeMo 2 recipe script), the first whose `is_recipe(text)`
+# sniff says yes reads it, else the last (reader_for, the one home of that rule).
+FROM_SUFFIXES = {".py": ("trainplan.export.nemo", "trainplan.export.torchtitan"), ".txt": "trainplan.export.megatron",
+                 ".sh": "trainplan.export.megatron", ".yaml": "trainplan.export.hyperpod",
+                 ".yml": "trainplan.export.hyperpod"}
 
 
 @dataclass(frozen=True)
@@ -43,29 +47,41 @@ class Imported:
 
 
 def exporters() -> dict[str, str]:
-    """`--to` name (the stack's) -> module: the stacks whose stacks.toml entry names an `exporter`.
-    A new framework is one module, its data file and that one line of its stack entry."""
+    """`--to` name -> module: every module a stacks.toml entry names (`exporter = "<name>"`, or
+    `exporters = [...]` where one stack has several targets: nemo writes a NeMo 2 recipe and a
+    HyperPod recipe). The `--to` name is the module's name, which is its FRAMEWORK (a test holds
+    them equal; the modules are not imported here, so `--help` stays fast). A new framework is one
+    module, its data file and that one line of its stack entry."""
     from trainplan.stacks import stacks
 
-    return {s.name: f"trainplan.export.{s.exporter}" for s in stacks().values() if s.exporter}
+    return {name: f"trainplan.export.{name}" for s in stacks().values() for name in (s.exporters or ())}
+
+
+def stack_exporters(stack: str) -> tuple[str, ...]:
+    """The `--to` names that export a plan costed for `stack` (its first is exporter(stack)'s)."""
+    from trainplan.stacks import stacks
+
+    s = stacks().get(stack)
+    return s.exporters if s is not None else ()
 
 
 def exporter(name: str):
-    """The exporter module for `name`; an unknown name is a one-line error listing the known ones."""
+    """The exporter module for `name` (a `--to` name; a stack's name gives its first target, so
+    `exporter(plan.layout.stack)` keeps working); an unknown name is a one-line error listing the known ones."""
     known = exporters()
+    if name not in known and stack_exporters(name):
+        name = stack_exporters(name)[0]
     if name not in known:
         raise TrainplanError(f"unknown export target {name!r}; known: {', '.join(known)}")
     return importlib.import_module(known[name])
 
 
 def refusal(job, layout) -> str | None:
-    """What the framework of `layout`'s stack cannot run as `job` costs it (its exporter's
+    """What the framework of `layout`'s stack cannot run as `job` costs it (its first exporter's
     `refusal(job, layout)`: the one home of that rule, which `export` raises and the search skips
     on), or None: also for a stack with no exporter, whose layouts are taken as runnable there."""
-    from trainplan.stacks import stack
-
-    name = stack(layout.stack).exporter
-    return importlib.import_module(f"trainplan.export.{name}").refusal(job, layout) if name else None
+    names = stack_exporters(layout.stack)  # the first target is the stack's own (nemo before hyperpod)
+    return importlib.import_module(exporters()[names[0]]).refusal(job, layout) if names else None
 
 
 def read_file(path: str):
@@ -73,13 +89,28 @@ def read_file(path: str):
     from pathlib import Path
 
     p = Path(path)
-    module = FROM_SUFFIXES.get(p.suffix)
-    if module is None:
-        known = ", ".join(f"{s} ({m.rsplit('.', 1)[1]})" for s, m in FROM_SUFFIXES.items())
+    if p.suffix not in FROM_SUFFIXES:
+        known = ", ".join(f"{s} ({'/'.join(m.rsplit('.', 1)[1] for m in _modules(s))})" for s in FROM_SUFFIXES)
         raise TrainplanError(f"--from {path}: cannot tell which framework's configuration this is; known: {known}")
     try:
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise TrainplanError(f"--from {path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
-    mod = importlib.import_module(module)
+    mod = reader_for(p.suffix, text)
     return mod, mod.read(text, str(path))
+
+
+def _modules(suffix: str) -> tuple[str, ...]:
+    m = FROM_SUFFIXES[suffix]
+    return (m,) if isinstance(m, str) else m
+
+
+def reader_for(suffix: str, text: str):
+    """The exporter module that reads `text` of a file ending in `suffix` (FROM_SUFFIXES): the first
+    candidate whose is_recipe(text) holds, else the last (the suffix's plain reader)."""
+    *sniffed, last = _modules(suffix)
+    for name in sniffed:
+        mod = importlib.import_module(name)
+        if mod.is_recipe(text):
+            return mod
+    return importlib.import_module(last)

@@ -159,7 +159,7 @@ def rope_base(plan) -> float | None:
 
 # ---- the layout and its settings ---------------------------------------------------------------
 
-def refusal(job, L) -> str | None:
+def refusal(job, L, stack: str = STACK) -> str | None:
     """What Megatron-LM cannot run as trainplan costed `L` for `job`, in one line naming the setting,
     or None. The checks are the ones the arguments are built with (model_args, vocab_args,
     layout_args), so `export` and the search (search/capability.py: a plan for this stack proposes
@@ -167,7 +167,7 @@ def refusal(job, L) -> str | None:
     try:
         _model_checked(job.model)
         vocab_args(job.model.vocab_size, L.tp)
-        layout_args(job, L)
+        layout_args(job, L, stack)
     except TrainplanError as e:
         return str(e)
     return None
@@ -178,11 +178,13 @@ def _model_checked(m) -> None:
     model_args(m)  # raises its refusal; a search asks for one model thousands of times
 
 
-def layout_args(job, L) -> dict:
+def layout_args(job, L, stack: str = STACK) -> dict:
+    """The layout's arguments; `stack` is the stacks.toml entry whose costs they run (the nemo exporter
+    writes NeMo 2's Megatron-Core fields through these, export/nemo.py)."""
     m, w = job.model, job.workload
-    if L.stack != STACK:
+    if L.stack != stack:
         raise _refuse("stack", f"the plan was costed for --stack {L.stack} ({'FSDP2 / torch-style conventions' if L.conventions.torch_style else 'its own conventions'}); "
-                      f"re-plan with --stack {STACK} to export Megatron-LM arguments")
+                      f"re-plan with --stack {stack} to export to it")
     t = names()
     for field, why in (("torch_compile", "Megatron-LM has no torch.compile option for training"),
                        ("chunked_loss", "Megatron-LM has no chunked cross-entropy"),

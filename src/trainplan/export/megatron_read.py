@@ -150,7 +150,10 @@ def _int(raw, name: str, where: str) -> int:
 
 # ---- values -> trainplan -----------------------------------------------------------------------
 
-def _imported(values: dict, world: int | None, cluster: dict, notes: tuple, where: str) -> Imported:
+def _imported(values: dict, world: int | None, cluster: dict, notes: tuple, where: str,
+              stack_name: str = STACK) -> Imported:
+    """`values` by dest (megatron.toml) as an Imported for the stacks.toml entry `stack_name` (the nemo
+    reader maps NeMo 2's fields to these dests, export/nemo.py)."""
     from trainplan.layout import Layout
     from trainplan.stacks import stack
 
@@ -187,8 +190,11 @@ def _imported(values: dict, world: int | None, cluster: dict, notes: tuple, wher
         "pp_embedding_in_split": get("account_for_embedding_in_pipeline_split"),
         "pp_loss_in_split": get("account_for_loss_in_pipeline_split"), "cp": cp,
         "ep": get("expert_model_parallel_size"), "fp8_allgather": bool(get(spec.get("param_gather", "fp8_param_gather"))),
-        "optimizer_offload": get("optimizer_cpu_offload"), "grad_reduce_fp32": False if get("grad_reduce_in_bf16") else None,
-        "stack": STACK, "execution": _execution(get, stack(STACK).execution, cp, where)}
+        "optimizer_offload": get("optimizer_cpu_offload"),
+        # stated only where it differs from the stack's convention (None: the stack's)
+        "grad_reduce_fp32": None if (not get("grad_reduce_in_bf16")) == stack(stack_name).conventions.grad_reduce_fp32
+        else not get("grad_reduce_in_bf16"),
+        "stack": stack_name, "execution": _execution(get, stack(stack_name).execution, cp, where)}
     # etp as stated (Megatron's default when absent is tp: stacks.toml megatron.conventions expert_tp)
     layout = Layout(**fields, etp=get("expert_tensor_parallel_size"))
     return Imported(model=model, layout=layout, seq_len=get("seq_length"), global_batch=gb,

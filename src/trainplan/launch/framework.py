@@ -107,21 +107,23 @@ class FrameworkRun:
 
 
 def framework_run(plan) -> FrameworkRun | None:
-    """None for trainplan's own trainer; else the plan exported for its stack's framework."""
-    from trainplan.export import exporter, exporters
+    """None for trainplan's own trainer; else the plan exported for its stack's framework (its first
+    export target, export.stack_exporters), which launch/frameworks.toml must say how to start."""
+    from trainplan.export import exporter, stack_exporters
+    from trainplan.stacks import stacks
 
     stack = plan.layout.stack
     if stack == TRAINER_STACK:
         return None
-    known = exporters()
-    if stack not in known:
-        raise TrainplanError(f"launch: stack {stack} has no exporter, so trainplan cannot start it; launch runs the "
-                             f"stacks {TRAINER_STACK} (its own trainer), {', '.join(known)}: re-plan with --stack one of them")
-    module = exporter(stack)
-    spec = data().get(module.FRAMEWORK)
-    if spec is None:
-        raise TrainplanError(f"launch: {module.FRAMEWORK} exports but has no launch entry in "
-                             "launch/frameworks.toml; add one")
+    launchable = [s for s in stacks() if s != TRAINER_STACK and stack_exporters(s) and stack_exporters(s)[0] in data()]
+    targets = stack_exporters(stack)
+    if not targets or targets[0] not in data():
+        exported = f" (it exports: trainplan export --to {' or --to '.join(targets)})" if targets else ""
+        raise TrainplanError(f"launch: trainplan cannot start a plan for stack {stack} yet{exported}; launch runs "
+                             f"the stacks {TRAINER_STACK} (its own trainer), {', '.join(launchable)}: re-plan with "
+                             "--stack one of them")
+    module = exporter(targets[0])
+    spec = data()[targets[0]]
     return FrameworkRun(module.FRAMEWORK, module.RELEASE, module.export(plan), spec, plan.layout)
 
 

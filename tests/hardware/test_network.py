@@ -6,6 +6,7 @@ import pytest
 
 from trainplan.hardware import find_node, network_env_rules, nodes
 from trainplan.hardware.catalog import ENV_WHEN
+from trainplan.hardware.types import NETWORK_KINDS
 from trainplan.units import GBPS_TO_BYTES_PER_S
 
 
@@ -17,15 +18,19 @@ def test_every_network_is_sourced_and_adds_up(name):
 
     raw = tomllib.loads(resources.files("trainplan.hardware").joinpath("instances.toml").read_text())[name]
     net = find_node(name).network
-    assert net.source and net.kind in ("efa", "infiniband")
+    assert net.source and net.kind in NETWORK_KINDS
     if "interfaces" in raw["network"]:
         total_gbps = raw["network"]["interfaces"] * raw["network"]["interface_gbps"]
         assert total_gbps * GBPS_TO_BYTES_PER_S == find_node(name).inter_node_bandwidth
 
 
-def test_aws_instances_are_efa_and_reference_systems_infiniband():
+def test_aws_instances_are_efa_and_the_others_rdma_or_tcpxo():
+    # EFA is AWS's alone; Azure and the reference systems use InfiniBand, Google Cloud RoCE (GPUDirect
+    # RDMA) or, on A3 Mega, GPUDirect-TCPXO (instances.toml GCP-NET, AZ-GB200, AZ-H100)
     for n in nodes().values():
-        assert (n.network.kind == "efa") == n.sagemaker, n.name
+        assert (n.network.kind == "efa") == (n.cloud == "aws") == n.sagemaker, n.name
+        assert n.cloud != "azure" or n.network.kind == "infiniband", n.name
+        assert n.cloud != "gcp" or n.network.kind in ("roce", "tcpxo"), n.name
 
 
 @pytest.mark.parametrize("name, interfaces, rdma", [

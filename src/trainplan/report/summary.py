@@ -161,3 +161,77 @@ def _where_lines(rows, color: bool) -> list[str]:
         if what:
             out += textwrap.wrap(f"{r.instance.removeprefix('ml.')}: {what}", WIDTH, subsequent_indent="    ")
     return out
+
+
+def validate_text(result: dict, color: bool = False) -> str:
+    """The one terminal rendering of `trainplan validate` output (the command prints it, and
+    `trainplan report validate.json`): each record's errors, the skipped ones with their reason,
+    then the summary per metric and group as the command computed it."""
+    def pct(v):
+        return "-" if v is None else f"{v * 100:+.1f}%"
+
+    rows, skipped = [], []
+    for r in result["records"]:
+        if r.get("skipped_reason"):
+            skipped.append(f"{r['id']}: {r['skipped_reason']}")
+            continue
+        p, m, e = r["predicted"], r.get("measured") or {}, r["error"]
+        rows.append([r["id"], r.get("gpu"), r.get("precision"), fmt_count(p["tokens_per_s_per_gpu"]),
+                     fmt_count(m.get("tokens_per_s_per_gpu")), pct(e["tokens_per_s_per_gpu"]),
+                     pct(e["step_time_s"]), pct(e["peak_mem_gib"])])
+    # no MFU column: per record its error is the tokens/s error (the records' own convention)
+    out = [format_table(["id", "gpu", "precision", "tok/s/GPU", "meas", "tok err", "step err", "mem err"],
+                        rows, color=color)]
+    for line in skipped:
+        out += textwrap.wrap(f"skipped {line}", WIDTH, subsequent_indent="    ")
+    s = result["summary"]
+    cv = "cross-validated (leave one source out)" if s["cross_validated"] else "in-sample"
+    out += [""] + textwrap.wrap(
+        f"{s['predicted']} of {s['records']} records predicted ({s['skipped']} skipped, "
+        f"{s['with_assumptions']} with assumed values), profile {s['profile']}, errors {cv}:", WIDTH)
+    stats = []
+    for metric in ("tokens_per_s_per_gpu", "step_time_s", "peak_mem_gib", "mfu"):
+        entry = s[metric]
+        groups = [("all", entry["all"])]
+        # large runs first, under their own name ('gpus>=256'), then the other groupings
+        for g in ("by_scale", "by_model", "by_quality", "by_gpu", "by_precision", "by_framework"):
+            groups += [(k if g == "by_scale" else f"{g[3:]}={k}", v) for k, v in entry.get(g, {}).items()]
+        stats += [[metric, name, st["count"], f"{st['median_abs']:.1%}", f"{st['p90_abs']:.1%}",
+                   f"{st['max_abs']:.1%}", f"{st['mean_signed']:+.1%}"] for name, st in groups if st["count"]]
+    out.append(format_table(["metric", "group", "n", "median", "p90", "max", "mean"], stats, color=color))
+    return "\n".join(out)
+
+
+def print_summary(kind: str, data: dict, dataset: dict | None = None, stream=None) -> None:
+    stream = sys.stdout if stream is None else stream
+    color = use_color(stream)
+    if kind == "plan":
+        text = "\n".join(plan_lines(data, color))
+    elif kind == "compare":
+        text = compare_table(data, color)
+    else:
+        text = validate_text(data, color)
+    print(text, file=stream)
+
+
+def as_json(kind: str, data, dataset: dict | None = None) -> dict:
+    """What the report shows, as JSON (`trainplan report FILE --json`): for a plan, each plan's
+    numbers as plan.json holds them; for compare and validate, the rows and points drawn."""
+    from dataclasses import asdict
+
+    if kind == "plan":
+        from trainplan.report.views import plan_view
+
+        v = plan_view(data)
+        return {"kind": "plan", "title": v.title, "reasons": list(v.plan.reasons),
+                "chosen": v.chosen.summary(), "runners_up": [r.summary() for r in v.runners_up],
+                "pareto": [r.summary() for r in v.pareto]}
+    if kind == "compare":
+        from trainplan.report.records import compare_rows
+
+        return {"kind": "compare", "rows": [asdict(r) for r in compare_rows(data)]}
+    from trainplan.report.records import validate_points
+
+    pts, skipped = validate_points(data, dataset)
+    return {"kind": "validate", "points": [asdict(p) for p in pts],
+            "not_compared": [{"id": i, "reason": r} for i, r in skipped]}

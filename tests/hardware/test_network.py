@@ -48,7 +48,9 @@ def test_efa_devices_from_the_catalog(name, interfaces, rdma):
 
 def test_environment_rules_are_sourced_and_known():
     rules = network_env_rules()
-    assert [r.name for r in rules] == ["FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "RDMAV_FORK_SAFE",
-                                       "NCCL_SOCKET_IFNAME", "NCCL_DEBUG"]
+    # EFA's first, then what every target sets; Google Cloud's gIB and Azure's NCCL settings after (issue #26)
+    assert [r.name for r in rules][:5] == ["FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "RDMAV_FORK_SAFE",
+                                           "NCCL_SOCKET_IFNAME", "NCCL_DEBUG"]
+    assert {r.when for r in rules[5:]} == {"roce", "azure_infiniband"}
     for r in rules:
         assert r.source and r.when in ENV_WHEN

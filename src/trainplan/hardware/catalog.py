@@ -39,7 +39,7 @@ _NODE_KEYS = {
 }
 _NETWORK_KEYS = {"kind", "interfaces", "interface_gbps", "gpudirect_rdma", "source"}
 _ENV_KEYS = {"value", "when", "source"}
-ENV_WHEN = ("efa", "gpudirect_rdma", "host_network", "always")
+ENV_WHEN = ("efa", "gpudirect_rdma", "host_network", "always", "roce", "azure_infiniband")
 
 
 def _gpu(name: str, d: dict) -> GPUSpec:

@@ -69,7 +69,7 @@ class EnvRule:
 
     name: str
     value: str
-    when: str  # "efa" | "gpudirect_rdma" | "host_network" | "always"
+    when: str  # "efa" | "gpudirect_rdma" | "host_network" | "always" | "roce" | "azure_infiniband"
     source: str
 
 

@@ -252,7 +252,8 @@ def pod_job(plan, options: K8sOptions, launcher: Callable[[str], list[str]], tar
         items.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                       "metadata": {**meta, "name": claim}, "spec": pvc})
         notes.append(f"checkpoints go to a new claim {claim} ({size} GiB, ReadWriteMany): its storage class "
-                     "must offer ReadWriteMany (FSx for Lustre, EFS); or pass --checkpoint-pvc")
+                     "must offer ReadWriteMany (FSx for Lustre, EFS; Managed Lustre on GKE and AKS); "
+                     "or pass --checkpoint-pvc")
     if not (ckpt == CHECKPOINT_MOUNT or ckpt.startswith(CHECKPOINT_MOUNT + "/")):
         notes.append(f"{ckpt} is outside the checkpoint volume ({CHECKPOINT_MOUNT}): it is lost when a pod restarts")
     return PodJob(name, meta, labels, items, pod, env, why, notes, net.annotations)

@@ -226,13 +226,21 @@ def _binding(t: StepTime, fits: bool) -> str:
     return max(parts, key=parts.get)
 
 
+def job_goodput(job: Job, layout: Layout, step_s: float, rel: Reliability | None = None) -> Goodput:
+    """Goodput of `layout` at `step_s` seconds per step (costs/goodput.py). `rel` None: the catalog's
+    defaults, saving to the checkpoint storage of the node's cloud where the catalog names one."""
+    rel = rel or reliability(job.cluster.node.checkpoint_storage)
+    ckpt = total_params(job.model) * checkpoint_bytes_per_param(layout.recipe, layout.sharding)
+    return goodput(step_s, job.cluster.num_gpus, ckpt, rel)
+
+
 def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_memory: bool = True,
              rel: Reliability | None = None) -> Estimate:
     """Predict one layout of one job. Assumes check_layout(job, layout) passed.
 
     `with_memory=False` skips the memory model (calibration fits time only); `memory` is then None.
     `rel`: failure rate, restart time and checkpoint storage for the goodput (default: the
-    catalog's defaults, hardware/reliability.toml).
+    catalog's defaults, hardware/reliability.toml, with the node's own checkpoint storage: job_goodput).
     """
     from trainplan.costs.fit import capacity, within
     from trainplan.costs.memory import memory_breakdown
@@ -261,8 +269,7 @@ def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_m
         recipe_peak_tflops_per_gpu=own_peak / TFLOPS,
         cost=cost(c, tps, w.tokens), binding=_binding(r.time, fits),
         band=(per_gpu / (1 + err), per_gpu * (1 + err)), profile=prof.name,
-        goodput=goodput(t, c.num_gpus, total_params(job.model) * checkpoint_bytes_per_param(
-            layout.recipe, layout.sharding), rel or reliability()),
+        goodput=job_goodput(job, layout, t, rel),
         machine=(m.name if (m := prof.machine_for(c.gpu.name)) else None), outside=r.outside,
         derived=r.derived + wide.lines,
     )

@@ -6,6 +6,7 @@ import pytest
 
 from trainplan.hardware import find_node, network_env_rules, nodes
 from trainplan.hardware.catalog import ENV_WHEN
+from trainplan.hardware.types import NETWORK_KINDS
 from trainplan.units import GBPS_TO_BYTES_PER_S
 
 
@@ -17,15 +18,19 @@ def test_every_network_is_sourced_and_adds_up(name):
 
     raw = tomllib.loads(resources.files("trainplan.hardware").joinpath("instances.toml").read_text())[name]
     net = find_node(name).network
-    assert net.source and net.kind in ("efa", "infiniband")
+    assert net.source and net.kind in NETWORK_KINDS
     if "interfaces" in raw["network"]:
         total_gbps = raw["network"]["interfaces"] * raw["network"]["interface_gbps"]
         assert total_gbps * GBPS_TO_BYTES_PER_S == find_node(name).inter_node_bandwidth
 
 
-def test_aws_instances_are_efa_and_reference_systems_infiniband():
+def test_aws_instances_are_efa_and_the_others_rdma_or_tcpxo():
+    # EFA is AWS's alone; Azure and the reference systems use InfiniBand, Google Cloud RoCE (GPUDirect
+    # RDMA) or, on A3 Mega, GPUDirect-TCPXO (instances.toml GCP-NET, AZ-GB200, AZ-H100)
     for n in nodes().values():
-        assert (n.network.kind == "efa") == n.sagemaker, n.name
+        assert (n.network.kind == "efa") == (n.cloud == "aws") == n.sagemaker, n.name
+        assert n.cloud != "azure" or n.network.kind == "infiniband", n.name
+        assert n.cloud != "gcp" or n.network.kind in ("roce", "tcpxo"), n.name
 
 
 @pytest.mark.parametrize("name, interfaces, rdma", [
@@ -45,7 +50,9 @@ def test_efa_devices_from_the_catalog(name, interfaces, rdma):
 
 def test_environment_rules_are_sourced_and_known():
     rules = network_env_rules()
-    assert [r.name for r in rules] == ["FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "RDMAV_FORK_SAFE",
-                                       "NCCL_SOCKET_IFNAME", "NCCL_DEBUG"]
+    # EFA's first, then what every target sets; Google Cloud's gIB and Azure's NCCL settings after (issue #26)
+    assert [r.name for r in rules][:5] == ["FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "RDMAV_FORK_SAFE",
+                                           "NCCL_SOCKET_IFNAME", "NCCL_DEBUG"]
+    assert {r.when for r in rules[5:]} == {"roce", "azure_infiniband"}
     for r in rules:
         assert r.source and r.when in ENV_WHEN

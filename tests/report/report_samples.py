@@ -83,6 +83,25 @@ def compare_result() -> dict:
     ]}
 
 
+def compare_clouds_result() -> dict:
+    """`trainplan compare --json`-shaped, across three clouds (issue #26): each row's cloud, its price
+    with the price's date and source (none published for two of them) and its plan's goodput."""
+    def row(instance, gpu, cloud, nodes, tps, usd_m, hours, price, date, source, storage, goodput):
+        return {"instance": instance, "gpu": gpu, "cloud": cloud, "fits": True, "choice": "cheapest",
+                "nodes": nodes, "tokens_per_s": tps, "usd_per_million_tokens": usd_m, "hours_to_tokens": hours,
+                "price_usd_per_hour": price, "price_kind": "on-demand" if price else "no price published",
+                "price_date": date, "price_source": source, "checkpoint_storage": storage, "goodput": goodput}
+
+    return {"model": "llama-3.1-405b", "tokens": 15_000_000_000_000, "tolerance": 0.1, "instances": [
+        row("ml.p6-b200.48xlarge", "b200-180gb", "aws", 11, 40_100, 8.678, 103_860.0, 113.93, "2026-01-21",
+            "a price table", "fsx-lustre-1000", 0.993),
+        row("a4-highgpu-8g", "b200-180gb", "gcp", 11, 40_100, None, 103_860.0, None, None, "none found",
+            "gcp-managed-lustre-1000", 0.993),
+        row("Standard_ND128isr_GB200_v6", "gb200-186gb", "azure", 22, 54_200, None, 76_815.0, None, None,
+            "quote only", "azure-managed-lustre-500", 0.990),
+    ]}
+
+
 @functools.cache
 def _validate_result() -> dict:
     from trainplan.profile import default_profile

@@ -24,6 +24,7 @@ pytestmark = [
 REPORTS = {
     "plan": (write_plan_report, S.plan, 5),  # memory, Pareto, step time, comm ledger, scaling
     "compare": (write_compare_report, S.compare_result, 1),
+    "compare-clouds": (write_compare_report, S.compare_clouds_result, 1),  # issue #26: priced and unpriced rows
     "validate": (write_validate_report, S.validate_result, 1),
 }
 

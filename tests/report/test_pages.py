@@ -88,3 +88,12 @@ def test_bad_input_leaves_no_file(tmp_path):
     with pytest.raises(TrainplanError, match="no plan found"):
         write_plan_report(path, {"nothing": True})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_compare_page_across_clouds_names_each_price_with_its_date_and_source():
+    # report_samples.compare_clouds_result: one priced AWS row, a GCP and an Azure row without a price
+    c = compare_html(S.compare_clouds_result())
+    assert "Prices and where they come from" in c
+    for text in ("aws", "gcp", "azure", "2026-01-21", "a price table", "quote only", "azure-managed-lustre-500",
+                 "$113.93", "99.3%"):
+        assert text in c, text

@@ -8,12 +8,21 @@ much the nearest misses when none does); with neither, two rows: the cheapest pl
 per token) and the fastest within sizing.TOLERANCE of its dollars per token. Each row: the plan's
 tokens/s, the longest sequence its mesh holds at micro-batch 1, dollars per billion tokens and days
 to the token budget. This is how a team sees what Blackwell changes against Hopper and Ampere.
+
+Instances are named as each cloud spells them (ml.p6-b200.48xlarge, a4-highgpu-8g,
+Standard_ND128isr_GB200_v6); `--cloud aws|gcp|azure` keeps one cloud's (without --instances: every
+instance the catalog rents there). Each row carries its price with the price's date and source, and
+the goodput of its plan with checkpoints saved to the node's cloud storage (hardware/reliability.toml).
+An instance whose cloud publishes no price gets its plans by GPU-hours and no dollars.
 """
 
 from __future__ import annotations
 
 from trainplan.commands._profile_args import add_profile_arguments, check_machine_gpu
 from trainplan.report.cli import add_html_argument, write_html
+
+# hardware/types.py CLOUDS, spelled here so that `--help` does not import the catalog
+CLOUDS = ("aws", "gcp", "azure")
 
 NAME = "compare"
 HELP = "compare instance types for one model: nodes by cost, deadline or budget, tokens/s, cost"
@@ -32,7 +41,10 @@ def add_arguments(p) -> None:
     add_fields(p, Job, ("model",))
     add_from_argument(p, "replaces --model, --seq-len and --global-batch; your layout on its own instance is a "
                          "row of the table")
-    p.add_argument("--instances", type=comma_list, default=DEFAULT_INSTANCES, help="comma list of instance types")
+    p.add_argument("--instances", type=comma_list, default=None,
+                   help=f"comma list of instance types, as each cloud spells them (default: {DEFAULT_INSTANCES}; "
+                        "with --cloud, every instance of that cloud)")
+    p.add_argument("--cloud", choices=CLOUDS, default=None, help="only the instances rented on this cloud")
     add_fields(p, Workload, ("tokens",))
     p.add_argument("--days", type=positive_number, default=None,
                    help="deadline for --tokens: per instance, the cheapest plan that meets it")
@@ -47,7 +59,10 @@ def add_arguments(p) -> None:
 
 
 def _row(c, choice: str, sized, counting, tokens: int) -> dict:
+    from trainplan.estimate import job_goodput
     from trainplan.search.engine import longest_seq
+
+    g = job_goodput(c.job, c.layout, c.metrics.step_time_s)
 
     return {
         "choice": choice,
@@ -63,7 +78,15 @@ def _row(c, choice: str, sized, counting, tokens: int) -> dict:
         "tokens_per_s_per_gpu": c.tokens_per_s_per_gpu,
         "mfu": c.metrics.mfu,
         **c.cost(tokens).to_dict(),  # costs/cost.py: per million tokens, hours
+        "goodput": g.goodput,
+        "checkpoint_storage": g.storage,
     }
+
+
+def price_head(node) -> dict:
+    """Where an instance is rented and what its price is, with the price's date and source."""
+    return {"cloud": node.cloud, "price_usd_per_hour": node.price_per_hour, "price_kind": node.price_kind,
+            "price_date": node.price_date, "price_source": node.sources.get("price")}
 
 
 def compare_one(model, node, args, ev) -> list[dict]:
@@ -74,7 +97,7 @@ def compare_one(model, node, args, ev) -> list[dict]:
 
     q = Query(model, (node,), max_nodes=args.max_nodes, seq_len=args.seq_len, batch=parse_batch(args.global_batch),
               tokens=args.tokens, priority="cost", days=args.days, budget_usd=args.budget)
-    head = {"instance": node.name, "gpu": node.gpu.name, "gpus_per_node": node.gpus_per_node}
+    head = {"instance": node.name, "gpu": node.gpu.name, "gpus_per_node": node.gpus_per_node, **price_head(node)}
     try:
         r = search(q, ev)
     except TrainplanError as e:
@@ -107,7 +130,7 @@ def yours_row(model, found, args, ev, default_node) -> dict:
                                                     long_context=beyond_context(model, im.seq_len)))
     check_layout(job, im.layout)
     counting = ev if isinstance(ev, Counting) else Counting(ev)
-    head = {"instance": node.name, "gpu": node.gpu.name, "gpus_per_node": node.gpus_per_node,
+    head = {"instance": node.name, "gpu": node.gpu.name, "gpus_per_node": node.gpus_per_node, **price_head(node),
             "source": f"{args.from_file} ({mod.FRAMEWORK} {mod.RELEASE})"}
     if not counting.fits(job, im.layout):
         return {**head, "choice": "yours", "fits": False,
@@ -116,10 +139,27 @@ def yours_row(model, found, args, ev, default_node) -> dict:
     return {**head, **_row(c, "yours", None, counting, args.tokens)}
 
 
+def instances(names: list[str] | None, cloud: str | None) -> list:
+    """The node types compared: `names` (default DEFAULT_INSTANCES, or with `cloud` every rented
+    instance of that cloud), kept to `cloud`'s when it is given."""
+    from trainplan.errors import TrainplanError
+    from trainplan.hardware import find_node, nodes
+
+    if names is None and cloud is not None:
+        return [n for n in nodes().values() if n.cloud == cloud]
+    found = [find_node(n) for n in (names or DEFAULT_INSTANCES.split(","))]
+    if cloud is None:
+        return found
+    kept = [n for n in found if n.cloud == cloud]
+    if not kept:
+        raise TrainplanError(f"--cloud {cloud}: none of {', '.join(n.name for n in found)} is rented on {cloud}; "
+                             f"leave out --instances to compare every {cloud} instance")
+    return kept
+
+
 def run(args) -> int:
     from trainplan.commands._common import print_json
     from trainplan.commands._profile_args import load_profiles
-    from trainplan.hardware import find_node
     from trainplan.models import resolve
     from trainplan.models.checks import check_context
     from trainplan.search import model_evaluator
@@ -138,13 +178,13 @@ def run(args) -> int:
         args.model, args.seq_len, args.global_batch = found[1].model, found[1].seq_len, str(found[1].global_batch)
     model = resolve(args.model)
     check_context(model, args.seq_len, args.allow_long_context)
-    nodes = [find_node(n) for n in args.instances]
+    nodes = instances(args.instances, args.cloud)
     check_machine_gpu(args.machine, (n.gpu.name for n in nodes))
     ev = model_evaluator(load_profiles(args.profile, args.machine))
     rows = [row for n in nodes for row in compare_one(model, n, args, ev)]
     if found is not None:
         rows.insert(0, yours_row(model, found, args, ev, nodes[0]))
-    d = {"model": model.name, "seq_len": args.seq_len, "tokens": args.tokens, "days": args.days,
+    d = {"model": model.name, "seq_len": args.seq_len, "tokens": args.tokens, "days": args.days, "cloud": args.cloud,
          "budget_usd": args.budget, "max_nodes": args.max_nodes, "tolerance": TOLERANCE,
          "rule": (f"per instance: {goal.describe()} (search/sizing.py)" if goal.sized else
                   f"per instance: the cheapest plan, and the fastest within {TOLERANCE:.0%} of its $/token"),

@@ -25,7 +25,8 @@ def add_arguments(p) -> None:
     add_fields(p, Workload, ("tokens",))
     p.add_argument("--price", type=positive_number, default=None, help="USD per node-hour (overrides the catalog)")
     add_profile_arguments(p)
-    p.add_argument("--storage", default=None, help="checkpoint storage (hardware/reliability.toml; default fsx-lustre-1000)")
+    p.add_argument("--storage", default=None,
+                   help="checkpoint storage (hardware/reliability.toml; default: the instance's cloud's, else fsx-lustre-1000)")
     p.add_argument("--storage-tib", type=positive_number, default=None, help="the storage's capacity in TiB")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -45,7 +46,8 @@ def run(args) -> int:
     job, layout = build(args)
     check_machine_gpu(args.machine, job.cluster.gpu.name)
     prof = load_profiles(args.profile, args.machine)
-    e = estimate(job, layout, prof, rel=reliability(args.storage, args.storage_tib))
+    storage = args.storage or job.cluster.node.checkpoint_storage
+    e = estimate(job, layout, prof, rel=reliability(storage, args.storage_tib))
     why = setting_reasons(job, layout, prof)
     if args.json:
         print_json({"model": job.model.name, "instance": job.cluster.node.name, "nodes": job.cluster.nodes,

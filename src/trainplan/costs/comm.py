@@ -206,9 +206,13 @@ class CommEntry:
                 "count": self.count, "network_bytes": self.network_bytes}
 
 
+# The ledger's name for each network kind (hardware/types.py NETWORK_KINDS)
+NETWORK_TIERS = {"efa": "efa", "infiniband": "ib", "roce": "roce", "tcpxo": "tcpxo"}
+
+
 def tier_name(sp: Span, node: NodeType) -> str:
     if sp.domains > 1:
-        return "efa" if node.network.kind == "efa" else "ib"
+        return NETWORK_TIERS[node.network.kind]
     return "nvlink" if node.intra_node == "nvswitch" else "pcie"
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from trainplan.errors import TrainplanError, unknown
 from trainplan.hardware.types import (
     ARCH_DTYPES,
+    CLOUDS,
     NETWORK_KINDS,
     Cluster,
     EnvRule,
@@ -37,10 +38,11 @@ _NODE_KEYS = {
     "ec2_name", "aliases", "gpu", "gpus", "nvlink_domain_gpus", "intra_node", "inter_node_gbps",
     "inter_node_fabric", "host_memory_gib", "vcpus", "local_nvme_gb", "cpu_arch",
     "price_usd_per_hour", "price_kind", "spot", "sagemaker", "placement", "network", "sources",
+    "cloud", "price_date", "checkpoint_storage",
 }
 _NETWORK_KEYS = {"kind", "interfaces", "interface_gbps", "gpudirect_rdma", "source"}
 _ENV_KEYS = {"value", "when", "source"}
-ENV_WHEN = ("efa", "gpudirect_rdma", "host_network", "always")
+ENV_WHEN = ("efa", "gpudirect_rdma", "host_network", "always", "roce", "azure_infiniband")
 
 
 def _gpu(name: str, d: dict) -> GPUSpec:
@@ -66,8 +68,19 @@ def _gpu(name: str, d: dict) -> GPUSpec:
 
 
 def _node(name: str, d: dict, gpus: dict[str, GPUSpec]) -> NodeType:
-    optional = {"ec2_name", "aliases", "price_usd_per_hour", "placement"}
+    # host facts no stored source gives stay out (None), as a price that is not published does
+    optional = {"ec2_name", "aliases", "price_usd_per_hour", "placement", "cloud", "price_date",
+                "checkpoint_storage", "host_memory_gib", "vcpus", "local_nvme_gb"}
     check_keys(d, _NODE_KEYS, f"instances.toml [{name}]", required=_NODE_KEYS - optional)
+    # a SageMaker instance type is an AWS one; the other clouds say theirs
+    cloud = d.get("cloud", "aws" if d["sagemaker"] else None)
+    assert cloud is None or cloud in CLOUDS, (name, cloud)
+    assert "price_usd_per_hour" not in d or "price" in d["sources"], (name, "a price needs sources.price")
+    storage = d.get("checkpoint_storage")
+    if storage is not None:
+        from trainplan.hardware.reliability import storages
+
+        assert storage in storages(), (name, storage)
     return NodeType(
         name=name,
         ec2_name=d.get("ec2_name"),
@@ -78,18 +91,25 @@ def _node(name: str, d: dict, gpus: dict[str, GPUSpec]) -> NodeType:
         inter_node_bandwidth=d["inter_node_gbps"] * GBPS_TO_BYTES_PER_S,
         inter_node_fabric=d["inter_node_fabric"],
         network=_network(name, d["network"]),
-        host_memory_bytes=int(d["host_memory_gib"] * GiB),
-        vcpus=d["vcpus"],
-        local_nvme_bytes=int(d["local_nvme_gb"] * GB),
+        host_memory_bytes=_scaled(d.get("host_memory_gib"), GiB),
+        vcpus=d.get("vcpus"),
+        local_nvme_bytes=_scaled(d.get("local_nvme_gb"), GB),
         cpu_arch=d["cpu_arch"],
         price_per_hour=d.get("price_usd_per_hour"),
         price_kind=d["price_kind"],
         spot=d["spot"],
         sagemaker=d["sagemaker"],
         placement=d.get("placement"),
+        cloud=cloud,
+        price_date=d.get("price_date"),
+        checkpoint_storage=storage,
         aliases=tuple(d.get("aliases", ())),
         sources=dict(d["sources"]),
     )
+
+
+def _scaled(value, unit: float) -> int | None:
+    return None if value is None else int(value * unit)
 
 
 def _network(name: str, d: dict) -> Network:

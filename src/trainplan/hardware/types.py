@@ -47,7 +47,12 @@ class GPUSpec:
         return self.peak_flops[dtype]
 
 
-NETWORK_KINDS = ("efa", "infiniband")
+# efa: AWS Elastic Fabric Adapter; infiniband: Azure ND and NVIDIA reference systems; roce: Google
+# Cloud's GPUDirect RDMA over RoCE on ConnectX NICs (MRDMA: A4X, A4, A3 Ultra); tcpxo: Google Cloud's
+# GPUDirect-TCPXO (A3 Mega), GPU memory over TCP without RDMA.
+NETWORK_KINDS = ("efa", "infiniband", "roce", "tcpxo")
+# The clouds a node type is rented on (instances.toml `cloud`; None: a reference system, not for rent).
+CLOUDS = ("aws", "gcp", "azure")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +72,7 @@ class EnvRule:
 
     name: str
     value: str
-    when: str  # "efa" | "gpudirect_rdma" | "host_network" | "always"
+    when: str  # "efa" | "gpudirect_rdma" | "host_network" | "always" | "roce" | "azure_infiniband"
     source: str
 
 
@@ -75,7 +80,7 @@ class EnvRule:
 class NodeType:
     """One instance type (or any node of identical GPUs joined by one fabric)."""
 
-    name: str  # SageMaker name, e.g. "ml.p6-b200.48xlarge"
+    name: str  # as the cloud spells it: "ml.p6-b200.48xlarge", "a4-highgpu-8g", "Standard_ND128isr_GB200_v6"
     ec2_name: str | None  # "p6-b200.48xlarge"; None for non-AWS systems
     gpu: GPUSpec
     gpus_per_node: int
@@ -84,15 +89,18 @@ class NodeType:
     inter_node_bandwidth: float  # bytes/s per node, all NICs together (EFA or InfiniBand)
     inter_node_fabric: str  # "EFA v4 (8x400 Gbps)": the sources' words, for people; code reads `network`
     network: Network
-    host_memory_bytes: int
-    vcpus: int
-    local_nvme_bytes: int
+    host_memory_bytes: int | None  # None: no stored source gives it (host facts are shown, not modelled)
+    vcpus: int | None
+    local_nvme_bytes: int | None
     cpu_arch: str  # "x86_64" | "arm64"
     price_per_hour: float | None  # USD per node-hour; None when not sold on demand
     price_kind: str  # what the price is: "ec2-on-demand us-east-1", "sagemaker ...", "user"
     spot: bool
     sagemaker: bool  # a SageMaker training instance type
     placement: str | None = None  # "ultraserver" when jobs need an UltraServer placement
+    cloud: str | None = None  # one of CLOUDS; None for reference systems
+    price_date: str | None = None  # ISO date the price was read at its source (sources["price"])
+    checkpoint_storage: str | None = None  # reliability.toml storage the goodput prices (None: its default)
     aliases: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
 

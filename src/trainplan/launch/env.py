@@ -22,6 +22,8 @@ def network_env(node: NodeType, *, sagemaker: bool = False) -> tuple[dict[str, s
         "gpudirect_rdma": has_efa(node) and node.network.gpudirect_rdma,
         "host_network": not sagemaker,
         "always": True,
+        "roce": node.network.kind == "roce",
+        "azure_infiniband": node.cloud == "azure" and node.network.kind == "infiniband",
     }
     env: dict[str, str] = {}
     why: dict[str, str] = {}

@@ -4,7 +4,10 @@ The manifest is a `v1` List (ConfigMap with plan.json + PyTorchJob), emitted as 
 valid YAML, so `kubectl apply -f` takes it as it is and no YAML library is needed.
 The operator gives every replica a DNS name `<job>-master-0`; all pods meet at a c10d rendezvous
 there. Each pod asks for the node's GPUs (`nvidia.com/gpu`, NVIDIA device plugin) and EFA
-interfaces (`vpc.amazonaws.com/efa`, AWS EFA device plugin), so one pod fills one instance.
+interfaces (`vpc.amazonaws.com/efa`, AWS EFA device plugin), so one pod fills one instance. On GKE
+and AKS the pod takes what its network kind needs instead (k8s_networks.toml: GKE's RDMA network
+annotations for RoCE nodes, AKS's InfiniBand device resource), with the NCCL environment of
+hardware/network.toml, and selects its nodes by the instance-type label every cloud sets.
 
 Checkpoints go to a PersistentVolumeClaim mounted at /checkpoints, never the container's writable
 layer (gone when the pod restarts): --checkpoint-pvc names an existing claim (FSx for Lustre on EKS,
@@ -16,12 +19,13 @@ ranks and gives them as long (TORCH_ELASTIC_SHUTDOWN_TIMEOUT) to save.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trainplan.errors import TrainplanError
 from trainplan.launch import torchrun
@@ -82,6 +86,47 @@ def from_args(args, common: dict) -> K8sOptions:
                       checkpoint_gib=args.checkpoint_gib, grace_s=args.grace)
 
 
+@dataclass(frozen=True)
+class NetworkPod:
+    """What a pod adds for its node's network kind (k8s_networks.toml)."""
+
+    annotations: dict
+    resources: dict
+    note: str
+
+
+def network_pod(node) -> NetworkPod:
+    d = _network_pods().get(node.network.kind)
+    if d is None:
+        return NetworkPod({}, {}, "")
+    ann = dict(d.get("annotations", {}))
+    r = d.get("rdma_interfaces")
+    if r is not None:
+        if not node.network.interfaces:
+            raise TrainplanError(f"the number of RDMA NICs of {node.name} is not known, so its pod's network "
+                                 "interfaces cannot be written (instances.toml network.interfaces)")
+        nics = [{"interfaceName": r["default_interface"], "network": "default"}]
+        nics += [{"interfaceName": f"{r['interface_prefix']}{r['first_interface'] + i}",
+                  "network": f"{r['network_prefix']}{i}"} for i in range(node.network.interfaces)]
+        ann[r["annotation"]] = json.dumps(nics)
+    return NetworkPod(ann, dict(d.get("resources", {})), d.get("note", ""))
+
+
+@functools.cache
+def _network_pods() -> dict:
+    from pathlib import Path
+
+    from trainplan.hardware.types import NETWORK_KINDS
+    from trainplan.parsing import check_keys, read_toml
+
+    data = read_toml(Path(__file__).with_name("k8s_networks.toml"))
+    for kind, d in data.items():
+        assert kind in NETWORK_KINDS, kind
+        check_keys(d, {"annotations", "rdma_interfaces", "resources", "source", "note"}, f"k8s_networks.toml [{kind}]",
+                   required={"source"})
+    return data
+
+
 def checkpoint_gib(plan) -> int:
     """GiB for the checkpoints the trainer keeps on disk at once."""
     per_param = 6 if plan.layout.recipe.pure else 12
@@ -102,6 +147,7 @@ class PodJob:
     env: dict
     why: dict
     notes: list
+    annotations: dict = field(default_factory=dict)  # of the pod template (k8s_networks.toml)
 
 
 def pod_job(plan, options: K8sOptions, launcher: Callable[[str], list[str]], target: str = NAME,
@@ -119,6 +165,8 @@ def pod_job(plan, options: K8sOptions, launcher: Callable[[str], list[str]], tar
             f"launch {target} needs --image: a container image with trainplan and its torch extra installed"
         )
     resources = {"nvidia.com/gpu": node.gpus_per_node}
+    net = network_pod(node)
+    resources.update(net.resources)
     if has_efa(node):
         efa = options.efa_devices or node.network.interfaces
         if not efa:
@@ -147,6 +195,7 @@ def pod_job(plan, options: K8sOptions, launcher: Callable[[str], list[str]], tar
                              "'-' and '.', starting and ending with a letter or digit")
     out = options.out_dir or "/trainplan-out"
     notes = [torchrun.probe_note(out) + " (copy it off the pod's output volume)"] if options.probe else []
+    notes += [net.note] if net.note else []
     if fw is None:
         argv = launcher(name) + torchrun.entry(options, f"{PLAN_MOUNT}/plan.json", node.name, out_dir=out,
                                                checkpoint_dir=ckpt, data=node_paths(options.data, target))
@@ -182,8 +231,11 @@ def pod_job(plan, options: K8sOptions, launcher: Callable[[str], list[str]], tar
                         {"name": "dshm", "emptyDir": {"medium": "Memory"}}],
             "terminationGracePeriodSeconds": options.grace_s,
         }
-        if node.ec2_name:
-            spec["nodeSelector"] = {"node.kubernetes.io/instance-type": node.ec2_name}
+        # the well-known label every cloud's nodes carry (kubernetes.io/docs/reference/labels-annotations-taints/
+        # #nodekubernetesioinstance-type): EC2's name on EKS, the machine type on GKE, the VM size on AKS
+        instance_type = node.ec2_name or (node.name if node.cloud else None)
+        if instance_type:
+            spec["nodeSelector"] = {"node.kubernetes.io/instance-type": instance_type}
         return spec
 
     namespace = check_dns_name(options.namespace, "k8s namespace", 63, "--namespace")
@@ -200,10 +252,11 @@ def pod_job(plan, options: K8sOptions, launcher: Callable[[str], list[str]], tar
         items.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                       "metadata": {**meta, "name": claim}, "spec": pvc})
         notes.append(f"checkpoints go to a new claim {claim} ({size} GiB, ReadWriteMany): its storage class "
-                     "must offer ReadWriteMany (FSx for Lustre, EFS); or pass --checkpoint-pvc")
+                     "must offer ReadWriteMany (FSx for Lustre, EFS; Managed Lustre on GKE and AKS); "
+                     "or pass --checkpoint-pvc")
     if not (ckpt == CHECKPOINT_MOUNT or ckpt.startswith(CHECKPOINT_MOUNT + "/")):
         notes.append(f"{ckpt} is outside the checkpoint volume ({CHECKPOINT_MOUNT}): it is lost when a pod restarts")
-    return PodJob(name, meta, labels, items, pod, env, why, notes)
+    return PodJob(name, meta, labels, items, pod, env, why, notes, net.annotations)
 
 
 def render(plan, options: K8sOptions) -> Rendered:
@@ -212,8 +265,8 @@ def render(plan, options: K8sOptions) -> Rendered:
                                                             f"{name}-master-0:{DEFAULT_RDZV_PORT}", name))
 
     def replica(count: int) -> dict:
-        return {"replicas": count, "restartPolicy": "OnFailure",
-                "template": {"metadata": {"labels": job.labels}, "spec": job.pod()}}
+        meta = {"labels": job.labels, **({"annotations": job.annotations} if job.annotations else {})}
+        return {"replicas": count, "restartPolicy": "OnFailure", "template": {"metadata": meta, "spec": job.pod()}}
 
     specs = {"Master": replica(1)}
     if nodes > 1:
@@ -239,5 +292,5 @@ def submit(rendered: Rendered, workdir=".", manifest: str = MANIFEST) -> tuple[i
     return code, f"kubectl exited with {code}"
 
 
-TARGET = Target(NAME, "Kubeflow PyTorchJob manifest for Kubernetes (EKS)", K8sOptions, add_arguments, from_args,
+TARGET = Target(NAME, "Kubeflow PyTorchJob manifest for Kubernetes (EKS, GKE, AKS)", K8sOptions, add_arguments, from_args,
                 render, submit)

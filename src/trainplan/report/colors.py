@@ -25,7 +25,8 @@ STEP_TIME = {"GEMM + attention": "#88CCEE", "recompute": "#CC6677", "non-GEMM": 
              "optimizer": "#117733", "bubble": "#888888", "overhead": GREY,
              **{f"exposed comm {d}": c for d, c in DIMENSIONS.items() if d != "offload"},
              "exposed offload copies": DIMENSIONS["offload"]}
-TIERS = {"nvlink": "#117733", "pcie": "#DDCC77", "efa": "#CC6677", "ib": "#CC6677"}
+TIERS = {"nvlink": "#117733", "pcie": "#DDCC77", "efa": "#CC6677", "ib": "#CC6677", "roce": "#CC6677",
+         "tcpxo": "#CC6677"}
 # plotly bar patterns tell the collectives of one dimension apart
 PATTERNS = {"all_gather": "", "reduce_scatter": "/", "all_reduce": "x", "all_to_all": "+", "p2p": ".",
             "d2h": "-", "h2d": "|"}

@@ -111,15 +111,22 @@ def compare_html(result: dict) -> str:
     from trainplan.report.records import compare_rows
 
     rows = compare_rows(result)
-    table_rows = [[r.label, r.gpu, "-" if r.nodes is None else r.nodes, r.layout or r.note,
+    table_rows = [[r.label, r.cloud or "-", r.gpu, "-" if r.nodes is None else r.nodes, r.layout or r.note,
                    "-" if r.micro_batch is None else r.micro_batch,
                    "-" if r.longest_seq_len is None else f"{r.longest_seq_len:,}",
-                   fmt_count(r.tokens_per_s), fmt_pct(r.mfu), _money(per_billion(r.usd_per_million_tokens), 0),
+                   fmt_count(r.tokens_per_s), fmt_pct(r.mfu), fmt_pct(r.goodput),
+                   _money(per_billion(r.usd_per_million_tokens), 0),
                    "-" if r.hours_to_tokens is None else f"{days(r.hours_to_tokens):,.1f}"] for r in rows]
     sections = ["<h2>Instance types</h2>", H.table(
-        ["instance", "GPU", "nodes", "best layout", "micro-batch", "longest sequence", "tokens/s",
-         "MFU (bf16 peak)", "$ per billion tokens", "days to budget"], table_rows,
-        numeric=[False, False, True, False, True, True, True, True, True, True])]
+        ["instance", "cloud", "GPU", "nodes", "best layout", "micro-batch", "longest sequence", "tokens/s",
+         "MFU (bf16 peak)", "goodput", "$ per billion tokens", "days to budget"], table_rows,
+        numeric=[False, False, False, True, False, True, True, True, True, True, True, True])]
+    prices = {r.instance: r for r in rows}
+    sections += ["<h2>Prices and where they come from</h2>", H.table(
+        ["instance", "cloud", "$ per node-hour", "price", "read on", "source", "checkpoints saved to"],
+        [[name, r.cloud or "-", _money(r.price_usd_per_hour), r.price_kind or "-", r.price_date or "-",
+          r.price_source or "-", r.checkpoint_storage or "-"] for name, r in prices.items()],
+        numeric=[False, False, True, False, False, False, False])]
     model = result.get("model") or "model"
     tokens = result.get("tokens")
     sub = f"token budget {fmt_count(tokens)}" if tokens else "no token budget given"

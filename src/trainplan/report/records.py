@@ -7,8 +7,9 @@ compare output (commands/compare.py) is read as
      "instances": [{"instance", "gpu", "gpus_per_node", "fits", "nodes", "layout", "micro_batch",
                     "longest_seq_len", "tokens_per_s", "tokens_per_s_per_gpu", "mfu",
                     <costs.cost.Cost fields: cost_per_hour, usd_per_million_tokens,
-                     hours_to_tokens, usd_to_tokens, price_kind>} | {"instance", "gpu", "fits": false,
-                    "why"}, ...]}
+                     hours_to_tokens, usd_to_tokens, price_kind>, "goodput", "checkpoint_storage",
+                    "cloud", "price_usd_per_hour", "price_date", "price_source"}
+                   | {"instance", "gpu", "fits": false, "why", "cloud", "price_..."}, ...]}
 
 Money stays per million tokens and time in hours, as costs/cost.py defines them; the pages convert
 to dollars per billion tokens and days where they print.
@@ -35,6 +36,10 @@ def _num(x):
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
+def _text(x) -> str | None:
+    return x if isinstance(x, str) and x else None
+
+
 def quantile(vals, q: float) -> float:
     """Quantile of unsorted values: the validation's own percentile (the same numbers `validate` prints)."""
     return percentile(sorted(vals), q)
@@ -57,6 +62,13 @@ class CompareRow:
     choice: str = ""  # cheapest / fastest (no deadline or budget), chosen (commands/compare.py)
     meets: bool | None = None  # the chosen plan meets the deadline and budget
     miss: str = ""  # by how much it misses them
+    cloud: str | None = None  # aws | gcp | azure (hardware/types.py CLOUDS); None: not rented
+    price_usd_per_hour: float | None = None  # per node, as the catalog (or the user) gives it
+    price_kind: str = ""
+    price_date: str | None = None
+    price_source: str | None = None
+    goodput: float | None = None  # of the plan, checkpoints to `checkpoint_storage` (costs/goodput.py)
+    checkpoint_storage: str | None = None
 
     @property
     def label(self) -> str:
@@ -94,7 +106,11 @@ def compare_rows(result: dict) -> list[CompareRow]:
             micro_batch=r.get("micro_batch") if isinstance(r.get("micro_batch"), int) else None,
             longest_seq_len=r.get("longest_seq_len"), mfu=_num(r.get("mfu")),
             tokens_per_s_per_gpu=_num(r.get("tokens_per_s_per_gpu")), choice=str(r.get("choice") or ""),
-            meets=r.get("meets") if isinstance(r.get("meets"), bool) else None, miss=str(r.get("miss") or "")))
+            meets=r.get("meets") if isinstance(r.get("meets"), bool) else None, miss=str(r.get("miss") or ""),
+            cloud=_text(r.get("cloud")), price_usd_per_hour=_num(r.get("price_usd_per_hour")),
+            price_kind=str(r.get("price_kind") or ""), price_date=_text(r.get("price_date")),
+            price_source=_text(r.get("price_source")), goodput=_num(r.get("goodput")),
+            checkpoint_storage=_text(r.get("checkpoint_storage"))))
     return out
 
 

@@ -105,6 +105,10 @@ def _rows_table(rows, varies: tuple[str, ...], color: bool) -> str:
                         color=color)
 
 
+def _pick(r) -> str:
+    return {True: "meets", False: "misses"}.get(r.meets, r.choice if r.choice != "chosen" else "")
+
+
 def compare_table(result: dict, color: bool = False) -> str:
     """The one terminal rendering of `trainplan compare` output (the command prints it too)."""
     from trainplan.report.records import compare_rows
@@ -115,12 +119,9 @@ def compare_table(result: dict, color: bool = False) -> str:
     seq, tokens = result.get("seq_len"), result.get("tokens")
     head = f"{result.get('model', 'model')}" + (f", sequence {seq}" if seq else "") + (
         f", {fmt_count(tokens)} tokens" if tokens else "")
-    def pick(r) -> str:
-        return {True: "meets", False: "misses"}.get(r.meets, r.choice if r.choice != "chosen" else "")
-
     table = format_table(
         ["instance", "pick", "nodes", "max seq", "tok/s", "tok/s/GPU", "$/B tok", "days"],
-        [[r.instance.removeprefix("ml."), pick(r), r.nodes, fmt_count(r.longest_seq_len),
+        [[r.instance.removeprefix("ml."), _pick(r), r.nodes, fmt_count(r.longest_seq_len),
           fmt_count(r.tokens_per_s), fmt_count(r.tokens_per_s_per_gpu),
           "-" if r.usd_per_million_tokens is None else f"{per_billion(r.usd_per_million_tokens):,.0f}",
           "-" if r.hours_to_tokens is None else f"{days(r.hours_to_tokens):,.1f}"] for r in rows],
@@ -134,7 +135,32 @@ def compare_table(result: dict, color: bool = False) -> str:
     rule = result.get("rule") or "per instance: the plan the search chose"
     lines += textwrap.wrap(f"nodes and layout {rule}, up to {result.get('max_nodes', '?')} nodes; max seq: "
                            "the mesh with full checkpointing at micro-batch 1. Prices: `trainplan hardware`.", WIDTH)
+    if any(r.cloud or r.goodput is not None for r in rows):
+        lines += ["", *_where_lines(rows, color)]
     return "\n".join(lines)
+
+
+def _where_lines(rows, color: bool) -> list[str]:
+    """Where each instance is rented: its cloud, price per node-hour and the price's date, the
+    goodput of each row's plan; then per instance the price's kind and source and the checkpoint
+    storage the goodput saves to."""
+    def price(r) -> str:
+        return "-" if r.price_usd_per_hour is None else f"{r.price_usd_per_hour:,.2f}"
+
+    out = [format_table(
+        ["instance", "pick", "cloud", "$/node-h", "priced", "goodput"],
+        [[r.instance.removeprefix("ml."), _pick(r), r.cloud or "-", price(r), r.price_date or "-",
+          fmt_pct(r.goodput)] for r in rows], color=color)]
+    seen = set()
+    for r in rows:
+        if r.instance in seen:
+            continue
+        seen.add(r.instance)
+        what = "; ".join(x for x in (r.price_kind, r.price_source,
+                                     r.checkpoint_storage and f"checkpoints to {r.checkpoint_storage}") if x)
+        if what:
+            out += textwrap.wrap(f"{r.instance.removeprefix('ml.')}: {what}", WIDTH, subsequent_indent="    ")
+    return out
 
 
 def validate_text(result: dict, color: bool = False) -> str:

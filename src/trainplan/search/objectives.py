@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from trainplan.errors import TrainplanError, unknown
+from trainplan.errors import unknown
 from trainplan.search.candidate import Candidate
 
 
@@ -46,18 +46,19 @@ def rank_context(cands: list[Candidate], tokens: int, tolerance: float) -> list[
     return sorted(cands, key=lambda c: (-c.seq_len, -c.tokens_per_s, c.nodes))
 
 
-def _priced(cands: list[Candidate]) -> list[Candidate]:
-    priced = [c for c in cands if c.usd_per_hour is not None]
-    if cands and not priced:
-        raise TrainplanError(
-            f"no price known for {cands[0].instance}; give one with --price or TRAINPLAN_PRICES"
-        )
-    return priced
+def _gpu_hours_per_million_tokens(c: Candidate) -> float:
+    return c.gpus / (c.tokens_per_s * 3600.0) * 1e6
 
 
 def rank_cost(cands: list[Candidate], tokens: int, tolerance: float) -> list[Candidate]:
-    """Least dollars per token (the same order as dollars to the token budget); ties: less time."""
-    return sorted(_priced(cands), key=lambda c: (c.usd_per_million_tokens, -c.tokens_per_s))
+    """Least dollars per token (the same order as dollars to the token budget); ties: less time.
+    Unpriced plans are left out when any is priced (dollars and GPU-hours do not compare); where no
+    plan has a price (an instance whose cloud publishes none), least GPU-hours per token: for one
+    instance type the same order any price per GPU-hour would give (search/sizing.py spend)."""
+    priced = [c for c in cands if c.usd_per_hour is not None]
+    if not priced:
+        return sorted(cands, key=lambda c: (_gpu_hours_per_million_tokens(c), -c.tokens_per_s))
+    return sorted(priced, key=lambda c: (c.usd_per_million_tokens, -c.tokens_per_s))
 
 
 def rank_time(cands: list[Candidate], tokens: int, tolerance: float) -> list[Candidate]:

@@ -160,10 +160,12 @@ FOUR = {
 }
 # (config, baseline, rel. tolerance on the two losses, on the two grad norms). bf16 compute: an
 # expert's gradient summed in one matmul over two ranks' rows instead of in the reduce-scatter
-# rounds differently; nothing else differs.
-MATCH = [("ep2", "ep1", 1e-5, 1e-3), ("ep4", "ep1", 1e-5, 1e-3), ("free_ep4", "free_ep1", 1e-5, 1e-3),
-         ("aux_ep2", "aux_ep1", 1e-5, 1e-3), ("hsdp_ep2", "ep1", 1e-5, 1e-3),
-         ("pp2_ep2", "untied_ep1", 1e-5, 1e-3)]
+# rounds differently; nothing else differs. The grad norms agree to 1e-3; the second loss follows
+# one update made from those gradients, so it may differ by about 1e-3 of the loss drop (0.11 of
+# 5.4: 2e-5 relative, seen 1.3e-5 on ep2 with this venv's torch 2.13.0 CPU); 1e-4 bounds that.
+MATCH = [("ep2", "ep1", 1e-4, 1e-3), ("ep4", "ep1", 1e-4, 1e-3), ("free_ep4", "free_ep1", 1e-4, 1e-3),
+         ("aux_ep2", "aux_ep1", 1e-4, 1e-3), ("hsdp_ep2", "ep1", 1e-4, 1e-3),
+         ("pp2_ep2", "untied_ep1", 1e-4, 1e-3)]
 
 
 @pytest.mark.torch

@@ -15,6 +15,7 @@ import functools
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from trainplan.band import Band, bands_of, scale_group
 from trainplan.errors import TrainplanError
 from trainplan.parsing import check_keys, check_types, read_json
 
@@ -84,6 +85,9 @@ class Profile:
     name: str = "prior"
     cv_error: dict = field(default_factory=dict, compare=False, hash=False)
     folds: dict = field(default_factory=dict, compare=False, hash=False)
+    # Coefficients of the out-of-sample splits beside LOSO (validation/splits.py): split key
+    # ('time<2025-06-01', 'family=llama', 'generation=hopper') -> the coefficients fitted without it.
+    splits: dict = field(default_factory=dict, compare=False, hash=False)
     source: str = "priors in trainplan/profile.py"
     # When and on what the profile was fitted, and the coefficients' bounds (calibration/build.py).
     meta: dict = field(default_factory=dict, compare=False, hash=False)
@@ -113,6 +117,22 @@ class Profile:
         if source_key in self.folds:
             return replace(self, **self.folds[source_key], name=f"{self.name} (without {source_key})")
         return self
+
+    def split_fold(self, key: str) -> Profile | None:
+        """The profile of split fold `key` (validation/splits.py), or None when it has none."""
+        if key in self.splits:
+            return replace(self, **self.splits[key], name=f"{self.name} ({key})")
+        return None
+
+    def throughput_band(self, generation: str, moe: bool, num_gpus: int, stack: str,
+                        features: tuple[str, ...] = ()) -> Band:
+        """The band of a plan's tokens/s (band.py, the one home): the p90 out-of-sample error of
+        the measured runs most like it, widened where nothing like it was measured. A profile
+        without out-of-sample errors (a team's calibration, the bare priors) carries its own
+        cross-validated error (throughput_error), with no basis of its own (band_basis names it)."""
+        if (b := bands_of(self.cv_error)) is not None:
+            return b.band(generation, "moe" if moe else "dense", scale_group(num_gpus), stack, "full", features)
+        return Band(self.throughput_error(moe), "", 0)
 
     def throughput_error(self, moe: bool) -> float:
         """The relative error a prediction of tokens/s carries (its band): the cross-validated p90
@@ -156,7 +176,8 @@ class Profile:
     def to_dict(self) -> dict:
         return {"schema": SCHEMA, "name": self.name, "source": self.source, "meta": self.meta,
                 **({"fitted_on": self.fitted_on.to_dict()} if self.fitted_on else {}),
-                "coefficients": self.coefficients(), "cv_error": self.cv_error, "folds": self.folds}
+                "coefficients": self.coefficients(), "cv_error": self.cv_error, "folds": self.folds,
+                **({"splits": self.splits} if self.splits else {})}
 
     def describe(self, gpus=(), model: str | None = None) -> str:
         """The one line a plan priced with this profile prints (describe() below)."""
@@ -169,7 +190,8 @@ TABLES = ("arch_gemm_eff", "framework_time")
 
 
 def profile_from_dict(d: dict, where: str) -> Profile:
-    check_keys(d, {"schema", "name", "source", "meta", "coefficients", "cv_error", "folds", "data", "fitted_on"},
+    check_keys(d, {"schema", "name", "source", "meta", "coefficients", "cv_error", "folds", "splits", "data",
+                   "fitted_on"},
                where, required={"schema", "coefficients"})
     if d["schema"] != SCHEMA:
         raise TrainplanError(f"{where}: unknown schema {d['schema']!r}; expected {SCHEMA!r}")
@@ -183,7 +205,8 @@ def profile_from_dict(d: dict, where: str) -> Profile:
     return Profile(**{k: float(v) for k, v in co.items() if k in COEFFICIENTS},
                    **{t: {k: float(v) for k, v in (co.get(t) or {}).items()} for t in TABLES},
                    name=d.get("name", "custom"), source=d.get("source", where),
-                   cv_error=d.get("cv_error", {}), folds=d.get("folds", {}), meta=d.get("meta", {}),
+                   cv_error=d.get("cv_error", {}), folds=d.get("folds", {}), splits=d.get("splits", {}),
+                   meta=d.get("meta", {}),
                    fitted_on=fitted_on_from_dict(d["fitted_on"], f"{where}: fitted_on") if "fitted_on" in d else None)
 
 

@@ -80,3 +80,10 @@ def table_records(path: Path = HOLDOUT_DATASET) -> list[dict]:
             raise TrainplanError(f"{row['id']} duplicates dev record(s) {', '.join(twins)}: not a holdout")
         out.append(rec)
     return out
+
+
+def holdout_cases(path: Path = HOLDOUT_DATASET) -> list:
+    """The table-only records as validation cases (validate's out-of-sample pool, calibration/build.py)."""
+    from trainplan.validation.dataset import to_case
+
+    return [to_case(r) for r in table_records(path)]

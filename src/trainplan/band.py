@@ -10,7 +10,7 @@ kept out of every fit), the signed tokens/s error and what the run was:
   quality     how fully the source specified the run ('full', 'layout'; a plan is 'full')
 
 Nearest group: all five attributes equal to the plan's; when that group holds fewer than MIN_RUNS
-distinct runs, the last attribute of ATTRIBUTES is let go, then the next, down to every run. The
+distinct runs from MIN_SOURCES sources, the last attribute of ATTRIBUTES is let go, then the next, down to every run. The
 band is the p90 of the group's fold errors, max(p/m, m/p) - 1, so that "x/(1+e) to x*(1+e)" holds
 nine runs in ten of that group.
 
@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 # Distinct runs a group needs before its p90 sets the band: with fewer, the p90 is the largest
 # error or one interpolated next to it, and a group of three lucky runs would promise 3%.
 MIN_RUNS = 10
+# ... from at least this many sources: one source's runs share its setup and its errors move together
+# (a perf table of one framework release), so ten runs of one source are nearer one observation than ten.
+MIN_SOURCES = 3
 ATTRIBUTES = ("generation", "model", "scale", "stack", "quality")  # most alike first; let go from the end
 UNSEEN = {"generation": "leave one GPU generation out", "architecture": "leave one model family out"}
 
@@ -94,6 +97,7 @@ class Bands:
     runs: tuple[RunError, ...]
     unseen: dict  # 'generation' / 'architecture' -> p90 fold error of that split (UNSEEN)
     min_runs: int = MIN_RUNS
+    min_sources: int = MIN_SOURCES
     _memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     def band(self, generation: str, model: str, scale: str, stack: str, quality: str = "full",
@@ -112,7 +116,8 @@ class Bands:
         for n in range(len(ATTRIBUTES), -1, -1):
             matched = ATTRIBUTES[:n]
             group = [r for r in pool if all(getattr(r, k) == want[k] for k in matched)]
-            if len({r.id for r in group}) >= self.min_runs or n == 0:
+            if (len({r.id for r in group}) >= self.min_runs and len({r.source_key for r in group}) >= self.min_sources) \
+                    or n == 0:
                 break
         runs = len({r.id for r in group})
         err = p90([r.fold for r in group])
@@ -132,14 +137,14 @@ class Bands:
                 err = self.unseen[w]
         if widened:
             splits = " and ".join(f"{UNSEEN[w]} ({self.unseen[w]:.0%})" for w in widened)
-            basis = f"{'; '.join(why)}: widened to the p90 error of runs predicted {splits}; {basis}"
+            basis += f", widened: {' and '.join(why)}, so the p90 error of runs predicted {splits}"
         return Band(err, basis, runs, tuple((k, want[k]) for k in matched), tuple(widened))
 
 
 def bands_from_dict(d: dict) -> Bands:
     """The `out_of_sample` object of a profile's cv_error (written by calibration/build.py)."""
     runs = tuple(RunError(**{**r, "features": tuple(r.get("features", ()))}) for r in d["runs"])
-    return Bands(runs, dict(d.get("unseen", {})), d.get("min_runs", MIN_RUNS))
+    return Bands(runs, dict(d.get("unseen", {})), d.get("min_runs", MIN_RUNS), d.get("min_sources", MIN_SOURCES))
 
 
 _PARSED: dict[int, tuple[dict, Bands]] = {}  # id of a profile's out_of_sample dict -> (it, parsed)
@@ -176,4 +181,5 @@ def coverage(bands: Bands) -> dict:
         out[f"by_{key}"] = {k: share(v) for k, v in sorted(groups.items())}
     out["target"] = 0.9
     out["min_runs"] = bands.min_runs
+    out["min_sources"] = bands.min_sources
     return out

@@ -37,12 +37,12 @@ def table(oos: dict) -> str:
            "|---|---|---|---|---|---|---|"]
     out += [f"| {label} | {_cell(loso, *k)} | {_cell(time, *k)} |" for label, *k in ROWS]
     out += ["", "| tokens/s per GPU, split | runs | median | p90 |", "|---|---|---|---|"]
-    for name, m in oos["methods"].items():
+    for m in oos["methods"].values():
         if m["available"]:
             out.append(f"| {m['description']} | {_cell(m, 'tokens_per_s_per_gpu', None, None)} |")
     cov = oos["coverage"]["all"]
-    out += ["", f"Band coverage: {cov['inside']} of {cov['count']} out-of-sample predictions "
-                f"({cov['share']:.0%}) inside their p90 band (target 90%)."]
+    out += ["", (f"Band coverage: {cov['inside']} of {cov['count']} out-of-sample predictions "
+                 f"({cov['share']:.0%}) inside their p90 band (target 90%).")]
     return "\n".join(out)
 
 

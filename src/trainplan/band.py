@@ -133,12 +133,31 @@ class Bands:
             widened.append("architecture")
             why.append(f"no measured run had {', '.join(new)}")
         for w in widened:
-            if self.unseen[w] > err:
-                err = self.unseen[w]
+            err = max(err, self.unseen[w])
         if widened:
             splits = " and ".join(f"{UNSEEN[w]} ({self.unseen[w]:.0%})" for w in widened)
             basis += f", widened: {' and '.join(why)}, so the p90 error of runs predicted {splits}"
         return Band(err, basis, runs, tuple((k, want[k]) for k in matched), tuple(widened))
+
+
+# The band of a profile without any measured error (the bare priors, a profile written by hand).
+ASSUMED_ERROR = 0.25
+
+
+def cross_validated_error(cv_error: dict, moe: bool, min_records: int) -> float:
+    """The band of a profile without out-of-sample errors (a team's `trainplan calibrate`, a profile
+    written before them): the cross-validated p90 |error| of its fully specified runs (cv_error
+    tokens_per_s_per_gpu.p90_abs; ASSUMED_ERROR when it has none), widened to the p90 of the model's
+    own kind (group 'model=moe' / 'model=dense') where at least `min_records` runs of it were
+    measured, in the cross-validation or on published runs kept out of the fit (cv_error.holdout)."""
+    group = f"model={'moe' if moe else 'dense'}"
+    cv = cv_error.get("tokens_per_s_per_gpu", {})
+    held = cv_error.get("holdout", {}).get("tokens_per_s_per_gpu", {})
+    err = cv.get("p90_abs", ASSUMED_ERROR)
+    for kind in (cv.get(group, {}), held.get(group, {})):
+        if kind.get("count", 0) >= min_records and kind.get("p90_abs") is not None:
+            err = max(err, kind["p90_abs"])
+    return err
 
 
 def bands_from_dict(d: dict) -> Bands:

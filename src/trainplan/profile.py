@@ -15,7 +15,7 @@ import functools
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from trainplan.band import Band, bands_of, scale_group
+from trainplan.band import ASSUMED_ERROR, Band, bands_of, cross_validated_error, scale_group
 from trainplan.errors import TrainplanError
 from trainplan.parsing import check_keys, check_types, read_json
 
@@ -135,21 +135,9 @@ class Profile:
         return Band(self.throughput_error(moe), "", 0)
 
     def throughput_error(self, moe: bool) -> float:
-        """The relative error a prediction of tokens/s carries (its band): the cross-validated p90
-        |error| of the fully specified runs (cv_error tokens_per_s_per_gpu.p90_abs; ASSUMED_ERROR when
-        the profile has none), widened to the p90 of the model's own kind (MoE or dense, group
-        'model=...') where the profile measured one on at least MODEL_KIND_MIN_RECORDS records, in
-        the cross-validation or on the published runs kept out of the fit (cv_error.holdout,
-        validation/holdout.py): an MoE plan is not promised the accuracy measured on dense runs, nor
-        the dev set's where runs it never saw showed less."""
-        group = f"model={'moe' if moe else 'dense'}"
-        cv = self.cv_error.get("tokens_per_s_per_gpu", {})
-        held = self.cv_error.get("holdout", {}).get("tokens_per_s_per_gpu", {})
-        err = cv.get("p90_abs", ASSUMED_ERROR)
-        for kind in (cv.get(group, {}), held.get(group, {})):
-            if kind.get("count", 0) >= MODEL_KIND_MIN_RECORDS and kind.get("p90_abs") is not None:
-                err = max(err, kind["p90_abs"])
-        return err
+        """The band of a profile without out-of-sample errors (band.cross_validated_error): its own
+        cross-validated p90, widened to the p90 of the model's kind where it measured enough runs."""
+        return cross_validated_error(self.cv_error, moe, MODEL_KIND_MIN_RECORDS)
 
     def memory_band(self, moe: bool) -> MemoryBand:
         """The band a plan's peak memory must leave below capacity (costs/fit.py within): the
@@ -245,8 +233,6 @@ def band_basis(profile_name: str) -> str:
 # (the published records of the packaged profile); stated beside every plan priced with --profile.
 
 FITTED_KINDS = {"runs": "run", "published": "published record"}  # kind -> what one of `count` is
-# The band of a profile without a cross-validated error (Profile.throughput_error's fallback).
-ASSUMED_ERROR = 0.25
 
 
 @dataclass(frozen=True, slots=True)

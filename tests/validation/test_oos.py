@@ -172,3 +172,15 @@ def test_coverage_counts_runs_inside_a_band_made_without_their_own_source():
 def test_an_under_prediction_is_inside_its_band_as_far_as_an_over_prediction():
     # the band is x/(1+e)..x*(1+e): predicting half the measurement is a fold error of 100%
     assert fold_error(-0.5) == pytest.approx(1.0) and fold_error(1.0) == pytest.approx(1.0)
+
+
+def test_the_packaged_band_widens_for_a_generation_it_never_measured():
+    # the packaged pool has Ampere, Hopper and Blackwell runs, no Ada (L40S): a plan there takes the
+    # leave-one-generation-out p90 and says so; a Hopper plan does not
+    from trainplan.profile import default_profile
+
+    p = default_profile()
+    ada = p.throughput_band("ada", False, 32, "trainplan", ("dense",))
+    hopper = p.throughput_band("hopper", False, 32, "trainplan", ("dense",))
+    assert ada.widened == ("generation",) and "no ada run was ever measured" in ada.basis
+    assert ada.error >= p.cv_error["out_of_sample"]["unseen"]["generation"] and not hopper.widened

@@ -29,7 +29,8 @@ def published_fitted_on(train) -> FittedOn:
 def holdout_error(prof: Profile) -> dict:
     """The tokens/s error of the published runs kept out of every fit (validation/holdout.py, their
     table-only records), each predicted as validate predicts a record (the fold without its source):
-    all of them and by model kind, the groups Profile.throughput_error reads."""
+    all of them and by model kind, the groups band.cross_validated_error reads for a profile without an
+    out-of-sample pool."""
     from trainplan.validation.holdout import HOLDOUT_DATASET, holdout_cases
     from trainplan.validation.run import run
 

@@ -9,7 +9,7 @@ one of two ways:
           layout fields the table leaves out).
 
 calibration/build.py reports the error of the `table` records in a profile's cv_error (`holdout`),
-which widens the band of plans of their kind (Profile.throughput_error); bench/moe_out_of_sample.py
+and adds them to the out-of-sample pool a plan's band is drawn from (band.py); bench/moe_out_of_sample.py
 prints both. The rows are never fitted on: their error is out of sample by construction.
 """
 

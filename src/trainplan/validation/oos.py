@@ -22,8 +22,17 @@ from trainplan.profile import Profile
 from trainplan.validation.dates import source_dates
 from trainplan.validation.errors import METRICS, model_group, rel_error, scale_group, summarize
 from trainplan.validation.run import predict_case
-from trainplan.validation.splits import (DESCRIPTION, FAMILY, GENERATION, LOSO, TIME, family, generation,
-                                         predicting_key, time_key)
+from trainplan.validation.splits import (
+    DESCRIPTION,
+    FAMILY,
+    GENERATION,
+    LOSO,
+    TIME,
+    family,
+    generation,
+    predicting_key,
+    time_key,
+)
 
 POOL_QUALITIES = ("full", "layout")
 GROUPINGS = ("quality", "generation", "model", "scale", "stack", "family")

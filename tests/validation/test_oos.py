@@ -184,3 +184,22 @@ def test_the_packaged_band_widens_for_a_generation_it_never_measured():
     hopper = p.throughput_band("hopper", False, 32, "trainplan", ("dense",))
     assert ada.widened == ("generation",) and "no ada run was ever measured" in ada.basis
     assert ada.error >= p.cv_error["out_of_sample"]["unseen"]["generation"] and not hopper.widened
+
+
+def test_the_packaged_band_pool_has_not_drifted_from_the_cost_model():
+    # The band is drawn from the errors stored at fit time (calibration/build.py, dated in meta).
+    # When the cost model moves them, this fails: refit with `trainplan validate --fit`.
+    from trainplan.band import p90
+    from trainplan.profile import default_profile
+    from trainplan.validation.dataset import DEV_DATASET, load_dataset
+    from trainplan.validation.holdout import holdout_cases
+    from trainplan.validation.oos import out_of_sample
+
+    p = default_profile()
+    _, cases = load_dataset(DEV_DATASET)
+    now = out_of_sample(cases, p, holdout=holdout_cases())["band"]
+    stored = p.cv_error["out_of_sample"]
+    assert len(now["runs"]) == len(stored["runs"])
+    for run in (now, stored):
+        run["p90"] = p90([fold_error(r["error"]) for r in run["runs"]])
+    assert now["p90"] == pytest.approx(stored["p90"], abs=0.02), "cost model changed since the fit: refit the profile"

@@ -16,7 +16,15 @@ unseen-architecture widths are the p90 fold errors of the generation and family 
 
 from __future__ import annotations
 
-from trainplan.band import MIN_RUNS, RunError, bands_from_dict, coverage, fold_error, p90
+from trainplan.band import (
+    MIN_RUNS,
+    MIN_SOURCES,
+    RunError,
+    bands_from_dict,
+    coverage,
+    fold_error,
+    p90,
+)
 from trainplan.models.layers import model_features
 from trainplan.profile import Profile
 from trainplan.validation.dates import source_dates
@@ -118,8 +126,9 @@ def out_of_sample(cases, prof: Profile, holdout=(), dates=None) -> dict:
     pool += _run_errors(hold_rows, HOLDOUT)
     unseen = {k: v for k, v in (("generation", _p90_fold(rows_of.get(GENERATION))),
                                 ("architecture", _p90_fold(rows_of.get(FAMILY)))) if v is not None}
-    band_data = {"min_runs": MIN_RUNS, "methods": [LOSO, primary, HOLDOUT][: 3 if hold_rows else 2],
-                 "unseen": unseen, "runs": [r.to_dict() for r in pool]}
+    band_data = {"min_runs": MIN_RUNS, "min_sources": MIN_SOURCES,
+                 "methods": [LOSO, primary, HOLDOUT][: 3 if hold_rows else 2], "unseen": unseen,
+                 "runs": [r.to_dict() for r in pool]}
     undated = sorted({c.source_key for c in cases if not c.skipped_reason and dates.of(c.record) is None})
     return {"split_dates": [d.isoformat() for d in dates.split_dates], "primary": dates.primary.isoformat(),
             "undated_sources": undated, "methods": methods, "band": band_data,

@@ -27,6 +27,7 @@ from trainplan.hardware.evidence import ceiling_widening
 from trainplan.hardware.reliability import Reliability, reliability
 from trainplan.job import Job
 from trainplan.layout import Layout
+from trainplan.models.layers import model_features
 from trainplan.precision import mfu_peak
 from trainplan.profile import Profile, default_profile
 from trainplan.units import TFLOPS, GiB
@@ -49,13 +50,16 @@ class Estimate:
     recipe_peak_tflops_per_gpu: float  # the denominator of mfu_recipe_peak
     cost: Cost
     binding: str  # one of BINDINGS
-    band: tuple[float, float]  # tokens/s per GPU, low and high, from the cross-validated error
+    band: tuple[float, float]  # tokens/s per GPU, low and high, from the out-of-sample error (band.py)
     profile: str
     goodput: Goodput | None = None  # failures and checkpoint saves (costs/goodput.py)
     machine: str | None = None  # the machine profile whose measured rates were used (trainplan/machine)
     outside: tuple[str, ...] = ()  # its lookups beyond a table's range: the table's edge was used
     # GEMMs priced as the compute dtype's measured rows x a cited ratio (the band is widened for it)
     derived: tuple[str, ...] = ()
+    # what the band is the error of, in words (band.py); "" where the profile has no out-of-sample
+    # errors and its name says it (profile.band_basis)
+    band_basis: str = ""
 
     @property
     def step_time_s(self) -> float:
@@ -113,6 +117,7 @@ class Estimate:
             "hardware_flops_per_step": self.hardware_flops_per_step,
             "binding": self.binding,
             "band": list(self.band),  # tokens/s per GPU, low and high
+            **({"band_basis": self.band_basis} if self.band_basis else {}),
             "time_s": self.time.to_dict(),
             "comm": [c.to_dict() for c in self.comm],
             "memory": None if self.memory is None else self.memory.to_dict(),
@@ -124,7 +129,7 @@ class Estimate:
 
 
 # Estimate.to_dict() keys that are not fields: derived totals, and the Cost fields it flattens.
-_DERIVED = {"peak_mem_gib", "step_time_s", "time_s", "comm", "memory", "band", "goodput", "machine"}
+_DERIVED = {"peak_mem_gib", "step_time_s", "time_s", "comm", "memory", "band", "band_basis", "goodput", "machine"}
 _COST_KEYS = set(Cost.__slots__)
 _SCALARS = ("flops_per_step", "hardware_flops_per_step", "tokens_per_s", "tokens_per_s_per_gpu", "mfu",
             "mfu_noncausal", "hfu", "mfu_recipe_peak", "peak_tflops_per_gpu", "recipe_peak_tflops_per_gpu",
@@ -146,7 +151,8 @@ def estimate_from_dict(d: dict, where: str = "estimate") -> Estimate:
     keys = set(_SCALARS) | _DERIVED | _COST_KEYS
     # goodput came later: a plan written before it reads back without one
     # machine (the machine profile used) came later too
-    check_keys(d, keys, where, required=keys - {"peak_mem_gib", "step_time_s", "goodput", "machine"})
+    # band_basis came with out-of-sample bands
+    check_keys(d, keys, where, required=keys - {"peak_mem_gib", "step_time_s", "goodput", "machine", "band_basis"})
     check_types(Estimate, {k: d[k] for k in _SCALARS}, where)
     check_types(Cost, {k: d[k] for k in _COST_KEYS}, where)
     try:
@@ -176,6 +182,8 @@ def estimate_from_dict(d: dict, where: str = "estimate") -> Estimate:
         if not isinstance(d["band"], list) or len(d["band"]) != 2 or not all(_number(x) for x in d["band"]):
             raise TrainplanError(f"{where}: band must be a list of two numbers, got {d['band']!r}")
         band = tuple(float(x) for x in d["band"])
+        if not isinstance(d.get("band_basis", ""), str):
+            raise TrainplanError(f"{where}: band_basis must be text, got {d['band_basis']!r}")
         mach = d.get("machine") or {}
         check_keys(mach, {"profile", "outside_grid", "derived"}, f"{where}.machine")
         if (not isinstance(mach.get("profile"), (str, type(None))) or not isinstance(mach.get("outside_grid") or [], list)
@@ -189,7 +197,7 @@ def estimate_from_dict(d: dict, where: str = "estimate") -> Estimate:
     except (TypeError, ValueError, AttributeError) as e:
         raise TrainplanError(f"{where}: malformed ({e})") from None
     return Estimate(memory=mem, time=time, comm=comm, cost=cost_, band=band, goodput=gp, **machine,
-                    **{k: d[k] for k in _SCALARS})
+                    band_basis=d.get("band_basis", ""), **{k: d[k] for k in _SCALARS})
 
 
 def _fields(d: dict, cls, where: str, also_required: set[str] = frozenset()) -> dict:
@@ -257,10 +265,12 @@ def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_m
     noncausal = w.tokens_per_step * mf.model_per_token(w.seq_len, causal=False)
     mem = memory_breakdown(job, layout) if with_memory else None
     fits = mem is None or within(mem.total, capacity(job))  # the point estimate: no band
-    # a GEMM priced through a cited ratio carries the ratio table's own error on top (costs/measured.py),
-    # and a GPU whose matmul ceiling nobody measured the spread of its siblings' (hardware/evidence.py)
+    # the out-of-sample error of runs like this one (band.py); a GEMM priced through a cited ratio
+    # carries the ratio table's own error on top (costs/measured.py), and a GPU whose matmul ceiling
+    # nobody measured the spread of its siblings' (hardware/evidence.py)
+    b = prof.throughput_band(c.gpu.arch, job.model.moe is not None, c.num_gpus, layout.stack, model_features(job.model))
     wide = ceiling_widening(c.gpu)
-    err = prof.throughput_error(job.model.moe is not None) + r.microbatch.derived_error + wide.error
+    err = b.error + r.microbatch.derived_error + wide.error
     return Estimate(
         memory=mem, time=r.time, comm=r.comm, flops_per_step=r.model_flops,
         hardware_flops_per_step=r.hardware_flops, tokens_per_s=tps, tokens_per_s_per_gpu=per_gpu,
@@ -268,7 +278,7 @@ def estimate(job: Job, layout: Layout, profile: Profile | None = None, *, with_m
         mfu_recipe_peak=r.model_flops / t / (c.num_gpus * own_peak), peak_tflops_per_gpu=mfu_peak(c.gpu) / TFLOPS,
         recipe_peak_tflops_per_gpu=own_peak / TFLOPS,
         cost=cost(c, tps, w.tokens), binding=_binding(r.time, fits),
-        band=(per_gpu / (1 + err), per_gpu * (1 + err)), profile=prof.name,
+        band=(per_gpu / (1 + err), per_gpu * (1 + err)), band_basis=b.basis, profile=prof.name,
         goodput=job_goodput(job, layout, t, rel),
         machine=(m.name if (m := prof.machine_for(c.gpu.name)) else None), outside=r.outside,
         derived=r.derived + wide.lines,

@@ -15,6 +15,7 @@ import functools
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from trainplan.band import ASSUMED_ERROR, Band, bands_of, cross_validated_error, scale_group
 from trainplan.errors import TrainplanError
 from trainplan.parsing import check_keys, check_types, read_json
 
@@ -84,6 +85,9 @@ class Profile:
     name: str = "prior"
     cv_error: dict = field(default_factory=dict, compare=False, hash=False)
     folds: dict = field(default_factory=dict, compare=False, hash=False)
+    # Coefficients of the out-of-sample splits beside LOSO (validation/splits.py): split key
+    # ('time<2025-06-01', 'family=llama', 'generation=hopper') -> the coefficients fitted without it.
+    splits: dict = field(default_factory=dict, compare=False, hash=False)
     source: str = "priors in trainplan/profile.py"
     # When and on what the profile was fitted, and the coefficients' bounds (calibration/build.py).
     meta: dict = field(default_factory=dict, compare=False, hash=False)
@@ -114,22 +118,26 @@ class Profile:
             return replace(self, **self.folds[source_key], name=f"{self.name} (without {source_key})")
         return self
 
+    def split_fold(self, key: str) -> Profile | None:
+        """The profile of split fold `key` (validation/splits.py), or None when it has none."""
+        if key in self.splits:
+            return replace(self, **self.splits[key], name=f"{self.name} ({key})")
+        return None
+
+    def throughput_band(self, generation: str, moe: bool, num_gpus: int, stack: str,
+                        features: tuple[str, ...] = ()) -> Band:
+        """The band of a plan's tokens/s (band.py, the one home): the p90 out-of-sample error of
+        the measured runs most like it, widened where nothing like it was measured. A profile
+        without out-of-sample errors (a team's calibration, the bare priors) carries its own
+        cross-validated error (throughput_error), with no basis of its own (band_basis names it)."""
+        if (b := bands_of(self.cv_error)) is not None:
+            return b.band(generation, "moe" if moe else "dense", scale_group(num_gpus), stack, "full", features)
+        return Band(self.throughput_error(moe), "", 0)
+
     def throughput_error(self, moe: bool) -> float:
-        """The relative error a prediction of tokens/s carries (its band): the cross-validated p90
-        |error| of the fully specified runs (cv_error tokens_per_s_per_gpu.p90_abs; ASSUMED_ERROR when
-        the profile has none), widened to the p90 of the model's own kind (MoE or dense, group
-        'model=...') where the profile measured one on at least MODEL_KIND_MIN_RECORDS records, in
-        the cross-validation or on the published runs kept out of the fit (cv_error.holdout,
-        validation/holdout.py): an MoE plan is not promised the accuracy measured on dense runs, nor
-        the dev set's where runs it never saw showed less."""
-        group = f"model={'moe' if moe else 'dense'}"
-        cv = self.cv_error.get("tokens_per_s_per_gpu", {})
-        held = self.cv_error.get("holdout", {}).get("tokens_per_s_per_gpu", {})
-        err = cv.get("p90_abs", ASSUMED_ERROR)
-        for kind in (cv.get(group, {}), held.get(group, {})):
-            if kind.get("count", 0) >= MODEL_KIND_MIN_RECORDS and kind.get("p90_abs") is not None:
-                err = max(err, kind["p90_abs"])
-        return err
+        """The band of a profile without out-of-sample errors (band.cross_validated_error): its own
+        cross-validated p90, widened to the p90 of the model's kind where it measured enough runs."""
+        return cross_validated_error(self.cv_error, moe, MODEL_KIND_MIN_RECORDS)
 
     def memory_band(self, moe: bool) -> MemoryBand:
         """The band a plan's peak memory must leave below capacity (costs/fit.py within): the
@@ -156,7 +164,8 @@ class Profile:
     def to_dict(self) -> dict:
         return {"schema": SCHEMA, "name": self.name, "source": self.source, "meta": self.meta,
                 **({"fitted_on": self.fitted_on.to_dict()} if self.fitted_on else {}),
-                "coefficients": self.coefficients(), "cv_error": self.cv_error, "folds": self.folds}
+                "coefficients": self.coefficients(), "cv_error": self.cv_error, "folds": self.folds,
+                **({"splits": self.splits} if self.splits else {})}
 
     def describe(self, gpus=(), model: str | None = None) -> str:
         """The one line a plan priced with this profile prints (describe() below)."""
@@ -169,7 +178,8 @@ TABLES = ("arch_gemm_eff", "framework_time")
 
 
 def profile_from_dict(d: dict, where: str) -> Profile:
-    check_keys(d, {"schema", "name", "source", "meta", "coefficients", "cv_error", "folds", "data", "fitted_on"},
+    check_keys(d, {"schema", "name", "source", "meta", "coefficients", "cv_error", "folds", "splits", "data",
+                   "fitted_on"},
                where, required={"schema", "coefficients"})
     if d["schema"] != SCHEMA:
         raise TrainplanError(f"{where}: unknown schema {d['schema']!r}; expected {SCHEMA!r}")
@@ -183,7 +193,8 @@ def profile_from_dict(d: dict, where: str) -> Profile:
     return Profile(**{k: float(v) for k, v in co.items() if k in COEFFICIENTS},
                    **{t: {k: float(v) for k, v in (co.get(t) or {}).items()} for t in TABLES},
                    name=d.get("name", "custom"), source=d.get("source", where),
-                   cv_error=d.get("cv_error", {}), folds=d.get("folds", {}), meta=d.get("meta", {}),
+                   cv_error=d.get("cv_error", {}), folds=d.get("folds", {}), splits=d.get("splits", {}),
+                   meta=d.get("meta", {}),
                    fitted_on=fitted_on_from_dict(d["fitted_on"], f"{where}: fitted_on") if "fitted_on" in d else None)
 
 
@@ -222,8 +233,6 @@ def band_basis(profile_name: str) -> str:
 # (the published records of the packaged profile); stated beside every plan priced with --profile.
 
 FITTED_KINDS = {"runs": "run", "published": "published record"}  # kind -> what one of `count` is
-# The band of a profile without a cross-validated error (Profile.throughput_error's fallback).
-ASSUMED_ERROR = 0.25
 
 
 @dataclass(frozen=True, slots=True)

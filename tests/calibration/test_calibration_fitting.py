@@ -128,3 +128,21 @@ def test_packaged_memory_error_has_not_drifted_from_the_memory_model():
     stored = p.cv_error["peak_mem_gib"]["all"]
     for k in ("median_abs", "p90_abs"):
         assert now[k] == pytest.approx(stored[k], abs=0.01), f"memory model changed since the fit ({k}): refit the profile"
+
+
+def test_packaged_profile_keeps_only_what_the_time_split_supports():
+    # issue 23: every coefficient the primary time split did not support sits at its prior, every
+    # fold and split fold too; the support table says why for each
+    from trainplan.calibration.fitting import FITTED
+
+    p, prior = default_profile(), Profile()
+    sup = p.meta["support"]
+    assert set(sup["coefficients"]) == {*FITTED, "framework_time"}
+    for k in sup["dropped"]:
+        assert not sup["coefficients"][k]["supported"]
+        if k == "framework_time":
+            assert p.framework_time == {} and all(not f["framework_time"] for f in (*p.folds.values(), *p.splits.values()))
+        else:
+            assert getattr(p, k) == getattr(prior, k) and all(f[k] == getattr(prior, k) for f in p.splits.values())
+    assert set(p.meta["fitted"]) == set(sup["kept"])
+    assert any(k.startswith("time<") for k in p.splits) and any(k.startswith("generation=") for k in p.splits)

@@ -183,19 +183,25 @@ def test_a_stack_the_user_chose_is_kept_and_the_refusal_is_the_answer(cli):
     assert "can be run by trainplan's trainer" in err and "--stack megatron" in err and len(err.splitlines()) == 1
 
 
-def test_the_plan_states_its_throughput_band_the_wider_for_moe(cli):
-    from trainplan.profile import default_profile
-
-    prof = default_profile()
-    for model, moe in (("llama-3.1-8b", False), ("mixtral-8x7b", True)):
+def test_the_plan_states_its_throughput_band_from_runs_like_it(cli):
+    # issue 23: the band is the p90 out-of-sample error of measured runs like the plan's (band.py),
+    # named in words beside it, and the one the plan holds
+    bands = {}
+    for model in ("llama-3.1-8b", "mixtral-8x7b"):
         code, out, err = cli("plan", "--model", model)
         assert code == 0, err
-        line = next(x for x in out.splitlines() if "at the p90 error of published runs" in x)
+        text = " ".join(x.strip() for x in out.splitlines())  # the band's line wraps
+        line = text.split(" tokens/s at ", 1)[1][: text.split(" tokens/s at ", 1)[1].index("(x/") + 10]
+        assert line.startswith("the p90 error of ") and "out-of-sample runs" in line
         # an fp8 plan priced from bf16 rows x a cited ratio says so, and its band carries the ratio's error
         ratio = next((x for x in out.splitlines() if "GEMMs priced as bf16 measured x cited" in x), None)
         widen = float(ratio.split("band +")[1].split("%")[0]) / 100 if ratio else 0.0
-        assert line.endswith(f"(x/{1 + prof.throughput_error(moe) + widen:.2f})")
-    assert prof.throughput_error(True) > prof.throughput_error(False)
+        ratio_printed = float(line.rsplit("(x/", 1)[1].split(")")[0])
+        bands[model] = ratio_printed - 1 - widen
+        d = json.loads(cli("plan", "--model", model, "--json")[1])
+        e = d["plan"]["estimate"]
+        assert e["band_basis"].split(" (")[0] in line and e["band"][1] / e["tokens_per_s_per_gpu"] == pytest.approx(ratio_printed, abs=0.006)
+    assert bands["mixtral-8x7b"] != bands["llama-3.1-8b"]  # each from its own kind's runs
 
 
 def test_context_and_seq_len_max_never_answer_below_the_workloads_sequence(cli):
@@ -228,10 +234,10 @@ def test_deepseek_v3_throughput_on_p5en_is_not_starved_or_says_why_in_numbers(cl
 
 def test_a_deadline_picks_the_cheapest_count_that_meets_it_and_says_so(cli):
     base = ("--model", "llama-3.1-8b", "--instance", "ml.p5.48xlarge", "--max-nodes", "8", "--tokens", "1T")
-    loose, tight = _plan(cli, *base, "--days", "10000"), _plan(cli, *base, "--days", "20")
+    loose, tight = _plan(cli, *base, "--days", "10000"), _plan(cli, *base, "--days", "25")
     assert loose["sizing"]["meets"] and loose["reasons"][0].endswith(
         "the cheapest plan that trains 1T tokens within 10000 days")
-    assert tight["chosen"]["hours_to_tokens"] <= 20 * 24 < loose["chosen"]["hours_to_tokens"]
+    assert tight["chosen"]["hours_to_tokens"] <= 25 * 24 < loose["chosen"]["hours_to_tokens"]
     assert tight["chosen"]["usd_per_million_tokens"] >= loose["chosen"]["usd_per_million_tokens"]
 
 

@@ -86,3 +86,24 @@ def test_large_runs_are_reported_on_their_own(cli):
     code, text, _ = cli("validate", "--dataset", str(DEV))
     assert code == 0
     assert any(line.split()[1:2] == ["gpus>=256"] for line in text.splitlines() if line.strip())
+
+
+def test_out_of_sample_splits_and_coverage_are_reported(cli):
+    # issue 23: beside LOSO, the time split (its dates stated), family and generation splits, and
+    # the band's coverage, from the packaged profile's folds
+    code, out, err = cli("validate", "--json")
+    assert code == 0, err
+    o = json.loads(out)["out_of_sample"]
+    assert o["primary"] in o["split_dates"]
+    assert set(o["methods"]) == {"loso", "family", "generation", *(f"time<{d}" for d in o["split_dates"])}
+    assert all(m["available"] for m in o["methods"].values())
+    t = o["methods"][f"time<{o['primary']}"]
+    assert o["primary"] in t["description"] and t["predicted"] > 0
+    # the time split predicts only records published on or after its date; LOSO predicts them all
+    assert t["predicted"] < o["methods"]["loso"]["predicted"]
+    cov = o["coverage"]
+    assert cov["all"]["count"] == len(o["band"]["runs"]) and 0 < cov["all"]["share"] <= 1
+    assert set(cov["by_method"]) == set(o["band"]["methods"])
+    text = cli("validate")[1]
+    assert f"time split at {', '.join(o['split_dates'])}" in text and "band coverage:" in text
+    assert max(len(line) for line in text.splitlines()) <= 80

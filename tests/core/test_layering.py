@@ -18,6 +18,7 @@ LAYERS: list[set[str]] = [
     {"__init__", "errors", "units", "memo", "spelling"},  # `trainplan` itself holds only __version__; spelling: flags/text/JSON keys of input fields
     {"parsing", "fileio", "torch_logs"},  # torch_logs: filters installed before torch is imported
     {"machine"},  # measured kernel and collective rates (trainplan-machine/1), read by costs via profile
+    {"band"},  # a plan's throughput band from out-of-sample errors of runs like it, read through profile
     {"hardware", "profile"},  # profile: the step-time coefficients, read by costs, fitted by calibration
     {"models"},
     {"stacks"},  # the software that runs a layout and its execution settings (stacks.toml)

@@ -119,7 +119,13 @@ def test_full_recompute_costs_one_layer_forward_in_megatron_less_the_down_projec
 KORTHIKANTI_22B = {"hidden_size": 6144, "num_layers": 48, "num_attention_heads": 64, "num_kv_heads": 64,
                    "ffn_hidden_size": 24576, "vocab_size": 51200, "mlp": "gelu", "family": "gpt",
                    "name": "GPT 22B", "arch_extra": {"position_embedding": "learned"}}
-TABLE4 = [("none", False, 7.7, 19.6), ("none", True, 7.2, 19.0), ("full", False, 7.7, 27.2),
+# The sequence-parallel row is an expected failure since the packaged profile keeps only the
+# coefficients the time split supports (issue 23; calibration/support.py pinned hbm_eff and d_half
+# at their priors): the model prices sequence parallelism no faster than none (21.2 vs 21.1 ms per
+# layer, Table 4: 19.0 vs 19.6), 11% over (the fitted hbm_eff and d_half gave 20.5). A term to derive
+# (issue 23 item 3), not a coefficient to fit back; strict, so the fix removes this mark.
+_SP_GAP = pytest.mark.xfail(strict=True, reason="sequence parallel priced no faster than none (issue 23)")
+TABLE4 = [("none", False, 7.7, 19.6), pytest.param("none", True, 7.2, 19.0, marks=_SP_GAP), ("full", False, 7.7, 27.2),
           ("selective", False, 7.7, 20.9), ("selective", True, 7.2, 20.3)]
 
 

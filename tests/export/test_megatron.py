@@ -24,7 +24,7 @@ def plans(tmp_path_factory):
 
 def _resolved(L):
     """A layout with its expert tp stated (the exporter writes the resolved etp; etp None is the same run)."""
-    return L.with_(etp=L.expert_groups.etp) if L.ep > 1 or L.etp is not None else L
+    return L.with_(etp=L.expert_groups.etp)  # etp None and the etp it resolves to are one run
 
 
 def _imported_estimate(imp, tokens):

@@ -30,7 +30,7 @@ def plans(tmp_path_factory):
 
 
 def _resolved(L):
-    return L.with_(etp=L.expert_groups.etp) if L.ep > 1 or L.etp is not None else L
+    return L.with_(etp=L.expert_groups.etp)  # etp None and the etp it resolves to are one run
 
 
 def test_registry_names_both_targets_and_a_stack_name_still_gives_its_first():

@@ -133,19 +133,28 @@ def _search(cases, prof: Profile, sweeps, params, progress) -> Profile:
     return prof
 
 
-def loso(cases: Sequence, start: Profile | None = None, progress: Callable[[str], None] | None = None,
-         **kw) -> dict[str, Profile]:
-    """One profile per source, each fitted on all the other sources (folds run in parallel
-    processes: each is an independent fit)."""
+def fit_many(jobs: dict, start: Profile | None = None, progress: Callable[[str], None] | None = None,
+             **kw) -> dict[str, Profile]:
+    """name -> (cases, extra fit keywords): one independent fit per name, in parallel processes."""
     import os
     from concurrent.futures import ProcessPoolExecutor
 
-    keys = sorted({c.source_key for c in cases})
-    folds = {}
-    with ProcessPoolExecutor(max_workers=max(1, min(len(keys), os.cpu_count() or 1))) as pool:
-        futures = {k: pool.submit(fit, [c for c in cases if c.source_key != k], start, **kw) for k in keys}
-        for key in keys:
-            folds[key] = futures[key].result()
+    out = {}
+    with ProcessPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
+        futures = {k: pool.submit(fit, cases, start, **(kw | extra)) for k, (cases, extra) in jobs.items()}
+        for k in jobs:
+            out[k] = futures[k].result()
             if progress:
-                progress(f"fold without {key}: {folds[key].coefficients()}")
+                progress(f"fold {k}: {out[k].coefficients()}")
+    return out
+
+
+def loso(cases: Sequence, start: Profile | None = None, progress: Callable[[str], None] | None = None,
+         **kw) -> dict[str, Profile]:
+    """One profile per source, each fitted on all the other sources."""
+    keys = sorted({c.source_key for c in cases})
+    folds = fit_many({k: ([c for c in cases if c.source_key != k], {}) for k in keys}, start, **kw)
+    if progress:
+        for k in keys:
+            progress(f"fold without {k}: {folds[k].coefficients()}")
     return folds

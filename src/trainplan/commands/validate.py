@@ -32,6 +32,7 @@ def run(args) -> int:
 
     # the packaged dataset is named as such in a fitted profile, not by this checkout's path
     dataset_name = args.dataset or "the packaged dev dataset (trainplan/validation/data/published_dev.json)"
+    packaged = args.dataset is None
     if args.dataset is None:
         from trainplan.validation.dataset import DEV_DATASET
 
@@ -47,12 +48,19 @@ def run(args) -> int:
         machines = None
         if args.machine:
             machines = load_profiles(None, args.machine).machines
-        prof = build_profile(cases, dataset_name, progress=lambda s: print(s, file=sys.stderr), machines=machines)
+        prof = build_profile(cases, dataset_name, progress=lambda s: print(s, file=sys.stderr), machines=machines,
+                             holdout=packaged)
         write_atomic(args.fit, json.dumps(prof.to_dict(), indent=1) + "\n")
         print(f"wrote {args.fit}", file=sys.stderr)
     else:
         prof = load_profiles(args.profile, args.machine) or default_profile()
     result = run_validation(cases, prof, cross_validated=not args.in_sample)
+    if not args.in_sample:
+        from trainplan.validation.holdout import holdout_cases
+        from trainplan.validation.oos import out_of_sample
+
+        # the published runs kept out of every fit belong to the packaged dataset's sources
+        result["out_of_sample"] = out_of_sample(cases, prof, holdout=holdout_cases() if packaged else ())
     if args.json:
         print_json(result)
     else:

@@ -54,3 +54,13 @@ def layer_kinds(m: ModelSpec) -> tuple[str, ...]:
 def moe_flags(m: ModelSpec) -> tuple[bool, ...]:
     """True for each MoE layer of `m`, in order (the memory model's per-layer switch)."""
     return tuple(k == MOE for k in layer_kinds(m))
+
+
+@memoised()
+def model_features(m: ModelSpec) -> tuple[str, ...]:
+    """The architecture features a plan's band asks were ever measured (band.py): the FFN kind and
+    each departure from plain (grouped-query or multi-head) attention that the cost model prices."""
+    out = [MOE if m.moe is not None else DENSE]
+    out += ["mla"] * (m.mla is not None) + ["sliding-window"] * (m.sliding_window_layers > 0)
+    out += ["mtp"] * (m.mtp_layers > 0)
+    return tuple(out)

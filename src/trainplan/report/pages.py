@@ -158,6 +158,14 @@ def validate_html(result: dict, dataset: dict | None = None) -> str:
         numeric=[False, True, True, True, True]),
         "<p>error = predicted / measured - 1, over the records that have both.</p>",
         "<h2>Median |error| by GPU</h2>", _by_gpu_table(pts, METRICS)]
+    if result.get("out_of_sample"):
+        from trainplan.report import oos
+
+        o = result["out_of_sample"]
+        sections += ["<h2>Out of sample: tokens/s error per split</h2>", *(f"<p>{H.esc(x)}</p>" for x in oos.header(o)),
+                     H.table(oos.ERROR_HEAD, oos.split_rows(o), numeric=[False, False] + [True] * 5)]
+        if rows := oos.coverage_rows(o):
+            sections += ["<h2>Band coverage</h2>", H.table(oos.COVERAGE_HEAD, rows, numeric=[False, True, True, True])]
     if skipped:
         sections += [f"<h2>Records not compared ({len(skipped)})</h2>",
                      H.table(["id", "reason"], skipped)]

@@ -40,7 +40,7 @@ def plan_lines(plan, color: bool = False, priority: str | None = None) -> list[s
             (f"  seq {w.seq_len}, global batch {w.global_batch}; {fmt_count(e.tokens_per_s)} tokens/s "
              f"({fmt_count(e.tokens_per_s_per_gpu)}/GPU), MFU {fmt_pct(e.mfu)} of bf16 peak, step {fmt_seconds(e.step_time_s)}"),
             (f"  {fmt_count(e.cluster_band[0])}-{fmt_count(e.cluster_band[1])} "
-             f"tokens/s at {band_basis(e.profile)} (x/{e.band[1] / e.tokens_per_s_per_gpu:.2f})"),
+             f"tokens/s at {e.band_basis or band_basis(e.profile)} (x/{e.band[1] / e.tokens_per_s_per_gpu:.2f})"),
             *(f"  {d}" for d in e.derived),  # the band above carries the ratio's error
             (f"  memory {e.peak_mem_gib:.1f} of {ch.capacity_gib:.1f} GiB per GPU; inter-node "
              f"{fmt_count(inter)}B per token"),
@@ -199,6 +199,14 @@ def validate_text(result: dict, color: bool = False) -> str:
         stats += [[metric, name, st["count"], f"{st['median_abs']:.1%}", f"{st['p90_abs']:.1%}",
                    f"{st['max_abs']:.1%}", f"{st['mean_signed']:+.1%}"] for name, st in groups if st["count"]]
     out.append(format_table(["metric", "group", "n", "median", "p90", "max", "mean"], stats, color=color))
+    if result.get("out_of_sample"):
+        from trainplan.report import oos
+
+        o = result["out_of_sample"]
+        out += [""] + [w for line in oos.header(o) for w in textwrap.wrap(line, WIDTH, subsequent_indent="  ")]
+        out.append(format_table(oos.ERROR_HEAD, oos.split_rows(o), color=color))
+        if rows := oos.coverage_rows(o):
+            out.append(format_table(oos.COVERAGE_HEAD, rows, color=color))
     return "\n".join(out)
 
 

@@ -131,7 +131,7 @@ def model_evaluator(profile=None) -> Evaluator:
 def metrics_from_estimate(est, job: Job, memory: float, memory_error: float) -> Metrics:
     """The numbers the search compares, read from a `trainplan.estimate.Estimate`; traffic per
     token by costs/comm.traffic_per_token (the bytes that cross the network, as timed); the
-    throughput band is the estimate's own (Profile.throughput_error), over every GPU."""
+    throughput band is the estimate's own (band.py, through Profile.throughput_band), over every GPU."""
     from trainplan.costs.comm import traffic_per_token
 
     inter, total = traffic_per_token(est.comm, job.cluster.num_gpus, job.workload.tokens_per_step)

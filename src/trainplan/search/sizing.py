@@ -32,8 +32,8 @@ from trainplan.search.objectives import Objective, objective
 
 # A tenth: the time-bounded choice pays at most 10% more per token than the cheapest plan, and a
 # count is "starved" when another gives over 10% more tokens/s per GPU. Smaller differences lie
-# inside the estimate's own throughput band (x/1.20 at p90 for Llama 3.1 70B, x/1.34 for
-# DeepSeek-V3: README, "How far to trust it"), so the planner cannot tell them apart.
+# inside the estimate's own throughput band (the p90 out-of-sample error of runs like the plan's,
+# band.py, README "How far to trust it"), so the planner cannot tell them apart.
 TOLERANCE = 0.10
 HOURS_PER_DAY = 24.0
 

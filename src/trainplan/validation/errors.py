@@ -3,6 +3,8 @@ count / median |error| / p90 |error| / max |error| / mean signed error per group
 
 from __future__ import annotations
 
+from trainplan.band import LARGE_SCALE_GPUS, scale_group  # noqa: F401  (one home: the band groups runs by scale)
+
 METRICS = ("peak_mem_gib", "step_time_s", "tokens_per_s_per_gpu", "mfu")
 
 
@@ -34,17 +36,6 @@ def stats(errors: list[float]) -> dict:
         "max_abs": a[-1],
         "mean_signed": sum(errors) / len(errors),
     }
-
-
-# Runs this large are few and where a wrong plan costs most: their errors are reported on their own.
-LARGE_SCALE_GPUS = 256
-
-
-def scale_group(num_gpus: int | None) -> str:
-    """The scale group of a record: 'gpus>=256' or 'gpus<256' (None: GPU count not published)."""
-    if isinstance(num_gpus, bool) or not isinstance(num_gpus, int):  # not published, or not a count
-        return "gpus=?"
-    return f"gpus>={LARGE_SCALE_GPUS}" if num_gpus >= LARGE_SCALE_GPUS else f"gpus<{LARGE_SCALE_GPUS}"
 
 
 def model_group(num_experts) -> str:

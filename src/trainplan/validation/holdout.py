@@ -9,7 +9,7 @@ one of two ways:
           layout fields the table leaves out).
 
 calibration/build.py reports the error of the `table` records in a profile's cv_error (`holdout`),
-which widens the band of plans of their kind (Profile.throughput_error); bench/moe_out_of_sample.py
+and adds them to the out-of-sample pool a plan's band is drawn from (band.py); bench/moe_out_of_sample.py
 prints both. The rows are never fitted on: their error is out of sample by construction.
 """
 
@@ -80,3 +80,10 @@ def table_records(path: Path = HOLDOUT_DATASET) -> list[dict]:
             raise TrainplanError(f"{row['id']} duplicates dev record(s) {', '.join(twins)}: not a holdout")
         out.append(rec)
     return out
+
+
+def holdout_cases(path: Path = HOLDOUT_DATASET) -> list:
+    """The table-only records as validation cases (validate's out-of-sample pool, calibration/build.py)."""
+    from trainplan.validation.dataset import to_case
+
+    return [to_case(r) for r in table_records(path)]

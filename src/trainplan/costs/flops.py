@@ -66,6 +66,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from collections.abc import Callable
+
+from trainplan.models import layers as L
 from trainplan.models.spec import ModelSpec
 
 
@@ -80,16 +83,21 @@ class LayerFlops:
 
     gemms: tuple[tuple[int, int, int, str], ...]
     attn_pair_flops: int  # FLOP per (query, key) pair, all heads: 2*heads*(d_qk + d_v)
-    window: int | None  # sliding window (keys per query) or None
+    window: int | None  # sliding window or chunk (keys per query at most) or None
     count: int  # how many layers of this kind
     # Per GEMM, the output widths of the separate matmuls it stands for, in the execution order of
     # the reference (torchtitan / Hugging Face) code: q, k, v for a fused qkv; gate, up for a fused
     # gate/up. Empty for routed experts (grouped GEMMs). Used by the per-op selective policy (step 11).
     parts: tuple[tuple[int, ...], ...] = ()
+    attention: str = L.FULL  # the layers' attention variant (models/layers.py ATTENTION)
 
     @property
     def linear_per_token(self) -> int:
         return sum(2 * k * n * c for k, n, c, _ in self.gemms)
+
+    def keys_per_query(self, seq_len: int, causal: bool = True) -> float:
+        """Average keys a query of this kind attends to (step 3), by its attention variant."""
+        return KEYS_PER_QUERY[self.attention](seq_len, self.window, causal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +112,7 @@ class ModelFlops:
         return sum(x.linear_per_token * x.count for x in self.layers)
 
     def attention_per_token(self, seq_len: int, causal: bool = True) -> float:
-        return sum(x.attn_pair_flops * keys_per_query(seq_len, x.window, causal) * x.count
-                   for x in self.layers)
+        return sum(x.attn_pair_flops * x.keys_per_query(seq_len, causal) * x.count for x in self.layers)
 
     def forward_per_token(self, seq_len: int, causal: bool = True) -> float:
         return self.linear_per_token() + self.attention_per_token(seq_len, causal) + self.head_per_token
@@ -122,6 +129,30 @@ def keys_per_query(s: int, window: int | None, causal: bool = True) -> float:
     if window is None or window >= s:
         return s / 2.0
     return (window * s - window * window / 2.0) / s
+
+
+def chunked_keys_per_query(s: int, chunk: int | None, causal: bool = True) -> float:
+    """Average keys a query sees when attention stays inside chunks of `chunk` tokens (Llama 4 local
+    layers): s = n chunk + r gives n full chunks and one of r tokens; a causal chunk of c tokens is
+    c^2/2 (query, key) pairs (the s/2 convention of step 3), a non-causal one c^2."""
+    n, r = divmod(s, chunk)
+    pairs = n * chunk * chunk + r * r
+    return pairs / s if not causal else pairs / (2.0 * s)
+
+
+def _full_keys(s: int, _window: int | None, causal: bool = True) -> float:
+    return keys_per_query(s, None, causal)
+
+
+# How many keys a query of each attention variant attends to (the one cost function a new variant
+# adds, besides its row in models/layers.py ATTENTION).
+KEYS_PER_QUERY: dict[str, Callable[[int, int | None, bool], float]] = {
+    L.FULL: _full_keys,
+    L.NOPE: _full_keys,
+    L.MLA: _full_keys,
+    L.SLIDING: keys_per_query,
+    L.CHUNKED: chunked_keys_per_query,
+}
 
 
 def _parts(gemms, split: dict | None = None) -> tuple[tuple[int, ...], ...]:
@@ -165,32 +196,30 @@ def _layer_parts(m: ModelSpec, gemms) -> tuple[tuple[int, ...], ...]:
     return _parts(gemms, split)
 
 
+def _kind_gemms(m: ModelSpec, kind: L.LayerKind, attn) -> tuple[tuple[int, int, int, str], ...]:
+    """The GEMMs of one layer of `kind`: attention projections, then its MLP (step 4) or MoE (step 5)."""
+    if kind.mlp == L.DENSE:
+        return attn + _mlp_gemms(m, kind.ffn_size, 1, "mlp")
+    if kind.mlp == L.NO_MLP:
+        return attn
+    e = m.moe
+    g = attn + ((m.hidden_size, e.num_experts, 1, "mlp"),)
+    if e.num_shared_experts:
+        g += _mlp_gemms(m, e.shared_expert_ffn_size, 1, "mlp")
+    return g + _mlp_gemms(m, e.expert_ffn_size, e.experts_per_token, "expert")
+
+
 @functools.lru_cache(maxsize=256)
 def model_flops(m: ModelSpec) -> ModelFlops:
+    """One LayerFlops per distinct layer kind (models/layers.py), dense kinds first and, within an MLP
+    variant, windowed before unbounded attention (the order the sums have always run in)."""
     attn, pair = _attention_gemms(m)
-    windowed = m.sliding_window_layers if m.sliding_window else 0
-    kinds: list[LayerFlops] = []
-
-    def add(gemms, count):
-        # Split a kind into its sliding-window and full-attention layers (Gemma, gpt-oss).
-        win = min(windowed, count)
-        parts = _layer_parts(m, gemms)
-        if win:
-            kinds.append(LayerFlops(gemms, pair, m.sliding_window, win, parts))
-        if count - win:
-            kinds.append(LayerFlops(gemms, pair, None, count - win, parts))
-        return win
-
-    dense = m.num_dense_layers
-    if dense:
-        windowed -= add(attn + _mlp_gemms(m, m.ffn_size, 1, "mlp"), dense)
-    if m.num_moe_layers:
-        e = m.moe
-        g = attn + ((m.hidden_size, e.num_experts, 1, "mlp"),)
-        if e.num_shared_experts:
-            g += _mlp_gemms(m, e.shared_expert_ffn_size, 1, "mlp")
-        g += _mlp_gemms(m, e.expert_ffn_size, e.experts_per_token, "expert")
-        add(g, m.num_moe_layers)
+    counts = L.kind_counts(m)
+    order = sorted(counts, key=lambda k: (k.is_moe, k.window is None))
+    kinds = []
+    for k in order:
+        gemms = _kind_gemms(m, k, attn)
+        kinds.append(LayerFlops(gemms, pair, k.window, counts[k], _layer_parts(m, gemms), k.attention))
     return ModelFlops(tuple(kinds), 2 * m.hidden_size * m.vocab_size, m.num_layers)
 
 
@@ -288,6 +317,6 @@ def recompute_per_token(mf: ModelFlops, seq_len: int, ac: str, family: str, ac_l
         for kind in mf.layers:
             r = layer_recompute(kind, policy, family)
             linear += share * kind.count * sum(2 * k * n * c * f for (k, n, c, _), f in zip(kind.gemms, r.gemms))
-            attention += share * kind.count * r.attention * kind.attn_pair_flops * keys_per_query(
-                seq_len, kind.window, causal)
+            attention += share * kind.count * r.attention * kind.attn_pair_flops * kind.keys_per_query(
+                seq_len, causal)
     return RecomputeFlops(linear, attention)

@@ -26,7 +26,7 @@ from trainplan.parsing import check_types
 LIMITS = {
     "num_layers": 4096, "hidden_size": 1 << 20, "num_heads": 1 << 16, "num_kv_heads": 1 << 16,
     "head_dim": 1 << 16, "ffn_size": 1 << 24, "vocab_size": 1 << 24, "max_position_embeddings": 1 << 30,
-    "sliding_window": 1 << 30, "norms_per_layer": 16, "mtp_layers": 64,
+    "sliding_window": 1 << 30, "attention_chunk_size": 1 << 30, "norms_per_layer": 16, "mtp_layers": 64,
     "num_experts": 1 << 16, "expert_ffn_size": 1 << 24, "num_shared_experts": 1 << 10,
     "shared_expert_ffn_size": 1 << 24, "kv_lora_rank": 1 << 20, "q_lora_rank": 1 << 20,
     "qk_nope_head_dim": 1 << 16, "qk_rope_head_dim": 1 << 16, "v_head_dim": 1 << 16,
@@ -70,6 +70,8 @@ def check_spec(m: ModelSpec, where: str) -> ModelSpec:
         raise bad(f"sliding_window_layers must be between 0 and num_layers ({m.num_layers}), got {m.sliding_window_layers}")
     if m.sliding_window_layers and m.sliding_window is None:
         raise bad("sliding_window_layers > 0 needs a sliding_window")
+    if m.attention_layers or m.attention_chunk_size is not None:
+        _check_attention_layers(m, size, bad)
     if m.moe is not None:
         _check_moe(m, size, bad)
     elif not m.ffn_size:
@@ -81,6 +83,26 @@ def check_spec(m: ModelSpec, where: str) -> ModelSpec:
         if a.q_lora_rank is not None:
             size("q_lora_rank", a.q_lora_rank)
     return m
+
+
+def _check_attention_layers(m: ModelSpec, size, bad) -> None:
+    """The per-layer attention pattern names a known variant for every layer, with its bound."""
+    from trainplan.models.layers import ATTENTION, CHUNKED, MLA, SLIDING
+
+    if m.attention_layers and len(m.attention_layers) != m.num_layers:
+        raise bad(f"attention_layers lists {len(m.attention_layers)} layers, the model has {m.num_layers}")
+    unknown = sorted(set(m.attention_layers) - set(ATTENTION))
+    if unknown:
+        raise bad(f"attention variant {unknown[0]!r} is not one of {', '.join(ATTENTION)}")
+    if (MLA in m.attention_layers) != (m.mla is not None and bool(m.attention_layers)):
+        raise bad("attention_layers lists 'mla' exactly when the model has MLA ranks (mla)")
+    if m.attention_chunk_size is not None:
+        size("attention_chunk_size", m.attention_chunk_size)
+    if CHUNKED in m.attention_layers and m.attention_chunk_size is None:
+        raise bad("chunked attention layers need attention_chunk_size")
+    if SLIDING in m.attention_layers and (m.sliding_window is None
+                                          or m.attention_layers.count(SLIDING) != m.sliding_window_layers):
+        raise bad("sliding attention layers need sliding_window, and sliding_window_layers = their count")
 
 
 def _check_moe(m: ModelSpec, size, bad) -> None:

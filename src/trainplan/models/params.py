@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainplan.models.layers import is_moe_layer
+from trainplan.models.layers import LayerKind, layer_pattern, mtp_kinds
 from trainplan.models.spec import ModelSpec
 
 
@@ -116,13 +116,15 @@ def _attention(m: ModelSpec) -> int:
     return p
 
 
-def _layer(m: ModelSpec, index: int) -> LayerParams:
+def _layer(m: ModelSpec, kind: LayerKind) -> LayerParams:
+    """One decoder layer of `kind`: the attention variants differ in their FLOPs, not their weights
+    (Llama 4's NoPE layers drop the weightless L2 qk-norm only)."""
     h = m.hidden_size
     attn = _attention(m)
     norms = m.norms_per_layer * _norm(m, h)
     moe = m.moe
-    if not is_moe_layer(moe, index):
-        return LayerParams(attn, _mlp(m, m.ffn_size, m.mlp_bias), 0, 0, norms)
+    if not kind.is_moe:
+        return LayerParams(attn, _mlp(m, kind.ffn_size, m.mlp_bias) if kind.ffn_size else 0, 0, 0, norms)
     one_expert = _mlp(m, moe.expert_ffn_size, moe.expert_bias)
     router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
     router += moe.num_experts if moe.router_score_correction_bias else 0
@@ -145,5 +147,14 @@ def count_params(m: ModelSpec) -> ParamCounts:
         embedding=emb,
         lm_head=0 if m.tied_embeddings else m.vocab_size * m.hidden_size,
         final_norm=_norm(m, m.hidden_size),
-        layers=tuple(_layer(m, i) for i in range(m.num_layers)),
+        layers=tuple(_layer(m, k) for k in layer_pattern(m)),
     )
+
+
+def count_mtp_params(m: ModelSpec) -> int:
+    """Parameters of the multi-token-prediction modules, which transformers does not build (so
+    count_params leaves them out). DeepSeek-V3 sec. 2.2: module k has RMSNorms of the hidden state
+    and of the shared embedding's output, a projection M_k (2h -> h), one transformer block like the
+    last layer, and a final norm before the shared output head; embedding and head are shared."""
+    h = m.hidden_size
+    return sum(3 * _norm(m, h) + 2 * h * h + _layer(m, k).total for k in mtp_kinds(m))

@@ -84,6 +84,11 @@ class ModelSpec:
     mla: MLASpec | None = None
     mtp_layers: int = 0  # DeepSeek multi-token-prediction modules (not built by transformers)
     source: str = ""  # where the facts came from (URL of the config.json, paper table)
+    # Per-layer attention variant (models/layers.py ATTENTION keys) when the config gives a pattern
+    # the fields above cannot say (Llama 4: chunked local layers and global NoPE layers); empty: every
+    # layer is full attention (MLA with `mla`), the first sliding_window_layers windowed.
+    attention_layers: tuple[str, ...] = ()
+    attention_chunk_size: int | None = None  # tokens per chunk of the "chunked" layers (Llama 4)
 
     # ---- derived sizes -------------------------------------------------------------------
     @property
@@ -111,10 +116,19 @@ class ModelSpec:
         return self.moe is not None
 
 
+# Fields written to plan.json only when they differ from their default, so that the plan.json of a
+# model the per-layer pattern adds nothing to stays as it was.
+_OMITTED_AT_DEFAULT = {"attention_layers": (), "attention_chunk_size": None}
+
+
 def spec_to_dict(m: ModelSpec) -> dict:
     from dataclasses import asdict
 
-    return asdict(m)
+    d = asdict(m)
+    for k, default in _OMITTED_AT_DEFAULT.items():
+        if d[k] == default:
+            del d[k]
+    return d
 
 
 def spec_from_dict(d: dict, where: str = "model") -> ModelSpec:
@@ -136,6 +150,7 @@ def spec_from_dict(d: dict, where: str = "model") -> ModelSpec:
 
     build(ModelSpec, d, where)
     kw = dict(d)
+    kw["attention_layers"] = tuple(kw.get("attention_layers", ()))  # JSON gives a list
     if kw.get("moe") is not None:
         moe = dict(build(MoESpec, kw["moe"], f"{where}.moe"))
         moe["dense_layers"] = tuple(moe.get("dense_layers", ()))  # JSON gives a list

@@ -209,18 +209,32 @@ def _kind_gemms(m: ModelSpec, kind: L.LayerKind, attn) -> tuple[tuple[int, int, 
     return g + _mlp_gemms(m, e.expert_ffn_size, e.experts_per_token, "expert")
 
 
-@functools.lru_cache(maxsize=256)
-def model_flops(m: ModelSpec) -> ModelFlops:
-    """One LayerFlops per distinct layer kind (models/layers.py), dense kinds first and, within an MLP
-    variant, windowed before unbounded attention (the order the sums have always run in)."""
+def _flops_of(m: ModelSpec, counts: dict, num_layers: int) -> ModelFlops:
+    """One LayerFlops per distinct layer kind of `counts` (kind -> layers), dense kinds first and,
+    within an MLP variant, windowed before unbounded attention (the order the sums have always run in)."""
     attn, pair = _attention_gemms(m)
-    counts = L.kind_counts(m)
-    order = sorted(counts, key=lambda k: (k.is_moe, k.window is None))
     kinds = []
-    for k in order:
+    for k in sorted(counts, key=lambda k: (k.is_moe, k.window is None)):
         gemms = _kind_gemms(m, k, attn)
         kinds.append(LayerFlops(gemms, pair, k.window, counts[k], _layer_parts(m, gemms), k.attention))
-    return ModelFlops(tuple(kinds), 2 * m.hidden_size * m.vocab_size, m.num_layers)
+    return ModelFlops(tuple(kinds), 2 * m.hidden_size * m.vocab_size, num_layers)
+
+
+@functools.lru_cache(maxsize=256)
+def model_flops(m: ModelSpec) -> ModelFlops:
+    """The whole model's layer kinds (models/layers.py) with their counts."""
+    return _flops_of(m, L.kind_counts(m), m.num_layers)
+
+
+@functools.lru_cache(maxsize=4096)
+def stage_flops(m: ModelSpec, layers: tuple[int, ...]) -> ModelFlops:
+    """The layer kinds of the decoder layers `layers` (one pipeline stage): a stage's cost is the sum
+    of its layers, so a stage of dense layers, or of chunked-attention ones, costs what they cost."""
+    pattern = L.layer_pattern(m)
+    counts: dict = {}
+    for i in layers:
+        counts[pattern[i]] = counts.get(pattern[i], 0) + 1
+    return _flops_of(m, counts, len(layers))
 
 
 def recompute_fraction(ac: str, ac_layers: int, layers_per_stage: int) -> float:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from trainplan.errors import TrainplanError
 from trainplan.models.checks import check_spec
 from trainplan.models.config_reader import ConfigReader
-from trainplan.models.layers import CHUNKED, DENSE, FULL, NOPE, ffn_kinds
+from trainplan.models.layers import CHUNKED, DENSE, FULL, NOPE, SLIDING, ffn_kinds
 from trainplan.models.rope import check_rope
 from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
 
@@ -61,15 +61,21 @@ def _head_dim(c: ConfigReader, base: dict, default: int | None) -> int:
 
 
 def _sliding(c: ConfigReader, base: dict, window: int | None, pattern: Callable[[int], bool]):
-    """(sliding_window, how many layers use it): layer_types wins over the per-type pattern."""
+    """(sliding_window, how many layers use it, and which when not all do: attention_layers);
+    layer_types wins over the per-type pattern."""
     if window is None:
         return {"sliding_window": None, "sliding_window_layers": 0}
-    types = c.layer_types(base["num_layers"])
+    n_layers = base["num_layers"]
+    types = c.layer_types(n_layers)
     if types is not None:
-        n = sum(t == "sliding_attention" for t in types)
+        windowed = tuple(t == "sliding_attention" for t in types)
     else:
-        n = sum(pattern(i) for i in range(base["num_layers"]))
-    return {"sliding_window": window if n else None, "sliding_window_layers": n}
+        windowed = tuple(pattern(i) for i in range(n_layers))
+    n = sum(windowed)
+    out = {"sliding_window": window if n else None, "sliding_window_layers": n}
+    if 0 < n < n_layers:  # local and global layers mixed: say which is which (models/layers.py)
+        out["attention_layers"] = tuple(SLIDING if w else FULL for w in windowed)
+    return out
 
 
 def _every_layer(_: int) -> bool:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from trainplan.converter_names import declared
 from trainplan.errors import TrainplanError
 from trainplan.layout import expert_tp
-from trainplan.models.layers import CHUNKED, NOPE
+from trainplan.models.layers import CHUNKED, LINEAR, NOPE
 from trainplan.precision import no_converter, registry
 from trainplan.stacks import COMPLETE_STACK, DEFAULT_STACK, SETTINGS, stack
 
@@ -99,6 +99,10 @@ def own_model_gaps(model) -> tuple[str, ...]:
         gaps.append("chunked local attention")
     if NOPE in variants:
         gaps.append("layers without rotary positions (NoPE)")
+    if LINEAR in variants:
+        gaps.append("gated DeltaNet linear attention")
+    if model.attention_output_gate:
+        gaps.append("gated attention output")
     return tuple(gaps)
 
 

@@ -15,7 +15,7 @@ ISSUE_2_MODELS = [
     "gpt-oss-120b", "gpt3-175b",
 ]
 # Layers that differ from one another (issue 24); released sizes whose config.json could be sourced.
-ISSUE_24_MODELS = ["llama-4-maverick", "glm-4.5", "glm-4.5-air", "kimi-k2"]
+ISSUE_24_MODELS = ["llama-4-maverick", "glm-4.5", "glm-4.5-air", "kimi-k2", "qwen3-next-80b-a3b"]
 
 
 def test_catalog_holds_the_issue_2_and_24_models():
@@ -71,6 +71,13 @@ def test_published_rounded_sizes(name, total_b, active_b, rel):
     c = count_params(catalog()[name])
     assert c.total / 1e9 == pytest.approx(total_b, rel=rel)
     assert c.active / 1e9 == pytest.approx(active_b, rel=rel)
+
+
+def test_qwen3_next_published_size_exactly():
+    # Qwen/Qwen3-Coder-Next (Qwen3-Next-80B-A3B's architecture): 79,674,391,296 parameters in its
+    # safetensors headers, 3,874,929,408 once the inactive experts' tensors are taken out
+    c = count_params(catalog()["qwen3-next-80b-a3b"])
+    assert (c.total, c.active) == (79_674_391_296, 3_874_929_408)
 
 
 def test_glm_4_5_air_published_size():

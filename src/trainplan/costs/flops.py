@@ -152,6 +152,7 @@ KEYS_PER_QUERY: dict[str, Callable[[int, int | None, bool], float]] = {
     L.MLA: _full_keys,
     L.SLIDING: keys_per_query,
     L.CHUNKED: chunked_keys_per_query,
+    L.LINEAR: lambda _s, keys, _causal=True: float(keys),  # LayerFlops.window holds _linear_keys
 }
 
 
@@ -161,8 +162,29 @@ def _parts(gemms, split: dict | None = None) -> tuple[tuple[int, ...], ...]:
     return tuple(split.get(i, (() if g[3] == "expert" else (g[1],))) for i, g in enumerate(gemms))
 
 
-def _attention_gemms(m: ModelSpec) -> tuple[tuple[tuple[int, int, int, str], ...], int]:
+# Gated DeltaNet's chunked form (Yang et al. 2024, arXiv:2412.06464 sec. 3.3; flash-linear-attention
+# chunk_gated_delta_rule, chunks of 64 tokens): per token and value head, causal attention inside its
+# chunk (~C/2 keys for QK^T and for the value sum, and again for the WY representation's K K^T and
+# its products: ~C keys in all) plus the state's read-out, correction and update (3 products of the
+# dk x dv state: 6 dk dv FLOP). Counted as that many (query, key) pairs at 2 (dk + dv) FLOP each:
+# C + 3 dk dv / (dk + dv), a constant per token whatever the sequence (what makes it linear).
+# No measured DeltaNet kernel rate exists in the machine profiles: compute.py prices these pairs as
+# flash attention at that key count, a datasheet-class fallback.
+DELTANET_CHUNK = 64
+
+
+def _linear_keys(m: ModelSpec) -> int:
+    a = m.linear_attention
+    return round(DELTANET_CHUNK + 3 * a.key_head_dim * a.value_head_dim / (a.key_head_dim + a.value_head_dim))
+
+
+def _attention_gemms(m: ModelSpec, attention: str = L.FULL) -> tuple[tuple[tuple[int, int, int, str], ...], int]:
     h = m.hidden_size
+    if attention == L.LINEAR:
+        a = m.linear_attention
+        gemms = ((h, 2 * a.key_dim + 2 * a.value_dim, 1, "attn"), (h, 2 * a.num_value_heads, 1, "attn"),
+                 (a.value_dim, h, 1, "attn"))
+        return gemms, 2 * a.num_value_heads * (a.key_head_dim + a.value_head_dim)
     if m.mla is not None:
         a = m.mla
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
@@ -174,7 +196,8 @@ def _attention_gemms(m: ModelSpec) -> tuple[tuple[tuple[int, int, int, str], ...
               (a.kv_lora_rank, m.num_heads * (a.qk_nope_head_dim + a.v_head_dim), 1, "attn"))
         o = ((m.num_heads * a.v_head_dim, h, 1, "attn"),)
         return q + kv + o, 2 * m.num_heads * (qk + a.v_head_dim)
-    gemms = ((h, m.q_dim + 2 * m.kv_dim, 1, "attn"), (m.q_dim, h, 1, "attn"))
+    q_out = m.q_dim * (2 if m.attention_output_gate else 1)  # q and its output gate
+    gemms = ((h, q_out + 2 * m.kv_dim, 1, "attn"), (m.q_dim, h, 1, "attn"))
     return gemms, 2 * m.num_heads * 2 * m.head_dim
 
 
@@ -184,11 +207,11 @@ def _mlp_gemms(m: ModelSpec, ff: int, count: int, kind: str) -> tuple[tuple[int,
     return ((h, up, count, kind), (ff, h, count, kind))
 
 
-def _layer_parts(m: ModelSpec, gemms) -> tuple[tuple[int, ...], ...]:
+def _layer_parts(m: ModelSpec, gemms, attention: str = L.FULL) -> tuple[tuple[int, ...], ...]:
     """Split the fused qkv and gate/up GEMMs into the matmuls the reference code runs."""
     split = {}
-    if m.mla is None:
-        split[0] = (m.q_dim, m.kv_dim, m.kv_dim)
+    if m.mla is None and attention != L.LINEAR:
+        split[0] = (m.q_dim * (2 if m.attention_output_gate else 1), m.kv_dim, m.kv_dim)
     for i, (k, n, _, kind) in enumerate(gemms):
         if kind == "mlp" and m.gated_mlp and k == m.hidden_size and n % 2 == 0 and i + 1 < len(gemms) \
                 and gemms[i + 1][0] * 2 == n:
@@ -212,11 +235,12 @@ def _kind_gemms(m: ModelSpec, kind: L.LayerKind, attn) -> tuple[tuple[int, int, 
 def _flops_of(m: ModelSpec, counts: dict, num_layers: int) -> ModelFlops:
     """One LayerFlops per distinct layer kind of `counts` (kind -> layers), dense kinds first and,
     within an MLP variant, windowed before unbounded attention (the order the sums have always run in)."""
-    attn, pair = _attention_gemms(m)
     kinds = []
     for k in sorted(counts, key=lambda k: (k.is_moe, k.window is None)):
+        attn, pair = _attention_gemms(m, k.attention)
         gemms = _kind_gemms(m, k, attn)
-        kinds.append(LayerFlops(gemms, pair, k.window, counts[k], _layer_parts(m, gemms), k.attention))
+        window = _linear_keys(m) if k.attention == L.LINEAR else k.window
+        kinds.append(LayerFlops(gemms, pair, window, counts[k], _layer_parts(m, gemms, k.attention), k.attention))
     return ModelFlops(tuple(kinds), 2 * m.hidden_size * m.vocab_size, num_layers)
 
 

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from trainplan.errors import TrainplanError
 from trainplan.models.checks import check_spec
 from trainplan.models.config_reader import ConfigReader
-from trainplan.models.layers import CHUNKED, DENSE, FULL, NOPE, SLIDING, ffn_kinds
+from trainplan.models.layers import CHUNKED, DENSE, FULL, LINEAR, NOPE, SLIDING, ffn_kinds
 from trainplan.models.rope import check_rope
-from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
+from trainplan.models.spec import LinearAttentionSpec, MLASpec, ModelSpec, MoESpec
 
 # hidden_act of a gated MLP (act(x W_gate) * x W_up) -> ModelSpec.mlp
 _GATED_ACT = {
@@ -397,6 +397,40 @@ def glm4_moe(c: ConfigReader) -> dict:
     )
 
 
+def qwen3_next(c: ConfigReader) -> dict:
+    """Qwen3-Next (transformers 5.24 configuration_qwen3_next.py / modeling_qwen3_next.py): layer_types
+    (default: every full_attention_interval-th layer full attention, the others linear attention) mix
+    gated DeltaNet layers with gated attention (q_proj doubled for the output gate, per-head q/k
+    RMSNorm); the MLP is Qwen2-MoE's (one shared expert behind a sigmoid gate) on every
+    decoder_sparse_step-th layer except mlp_only_layers, dense of intermediate_size elsewhere."""
+    b = _base(c, kv_default=2, max_pos_default=32768)
+    n = b["num_layers"]
+    bias = c.flag("attention_bias", False)
+    interval = c.integer("full_attention_interval", 4)
+    types = c.data.get("layer_types")
+    if types is None:
+        types = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
+    allowed = {"linear_attention", "full_attention"}
+    if not isinstance(types, list) or len(types) != n or any(t not in allowed for t in types):
+        raise TrainplanError(f"{c.where}: layer_types must list {n} entries, each 'linear_attention' or "
+                             "'full_attention'; fix the config.json")
+    layers = tuple(LINEAR if t == "linear_attention" else FULL for t in types)
+    linear = LinearAttentionSpec(
+        num_key_heads=c.integer("linear_num_key_heads", 16), num_value_heads=c.integer("linear_num_value_heads", 32),
+        key_head_dim=c.integer("linear_key_head_dim", 128), value_head_dim=c.integer("linear_value_head_dim", 128),
+        conv_kernel=c.integer("linear_conv_kernel_dim", 4),
+    ) if LINEAR in layers else None
+    shared = c.integer("shared_expert_intermediate_size", 512, minimum=0)
+    d = dict(
+        b, head_dim=_head_dim(c, b, 256), mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        tied_embeddings=c.flag("tie_word_embeddings", False),
+        qkv_bias=bias, o_bias=bias, qk_norm=True, attention_output_gate=True,
+        attention_layers=layers if linear is not None else (), linear_attention=linear,
+    )
+    # HF builds the shared expert and its gate whatever its width (Qwen3NextSparseMoeBlock)
+    return _qwen_moe(c, d, num_shared_experts=1, shared_expert_ffn_size=shared, shared_expert_gate=True)
+
+
 ADAPTERS: dict[str, Callable[[ConfigReader], dict]] = {
     "llama": llama,
     "mistral": mistral,
@@ -414,6 +448,7 @@ ADAPTERS: dict[str, Callable[[ConfigReader], dict]] = {
     "glm4_moe": glm4_moe,
     "llama4": llama4,
     "llama4_text": llama4_text,
+    "qwen3_next": qwen3_next,
     "gpt_oss": gpt_oss,
     "gpt2": gpt2,
 }

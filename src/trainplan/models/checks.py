@@ -16,7 +16,15 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from trainplan.errors import TrainplanError
-from trainplan.models.spec import MLP_KINDS, NORMS, POSITION_EMBEDDINGS, MLASpec, ModelSpec, MoESpec
+from trainplan.models.spec import (
+    MLP_KINDS,
+    NORMS,
+    POSITION_EMBEDDINGS,
+    LinearAttentionSpec,
+    MLASpec,
+    ModelSpec,
+    MoESpec,
+)
 from trainplan.parsing import check_types
 
 # Sanity bounds, far past the largest published decoders (Llama 3.1 405B: 126 layers, hidden
@@ -42,7 +50,7 @@ def check_spec(m: ModelSpec, where: str) -> ModelSpec:
     # Types first: a spec built in code from a record (validation) has not been through a reader.
     d = asdict(m)
     check_types(ModelSpec, d, where)
-    for k, cls in (("moe", MoESpec), ("mla", MLASpec)):
+    for k, cls in (("moe", MoESpec), ("mla", MLASpec), ("linear_attention", LinearAttentionSpec)):
         if d[k] is not None:
             check_types(cls, d[k], f"{where}.{k}")
 
@@ -70,7 +78,7 @@ def check_spec(m: ModelSpec, where: str) -> ModelSpec:
         raise bad(f"sliding_window_layers must be between 0 and num_layers ({m.num_layers}), got {m.sliding_window_layers}")
     if m.sliding_window_layers and m.sliding_window is None:
         raise bad("sliding_window_layers > 0 needs a sliding_window")
-    if m.attention_layers or m.attention_chunk_size is not None:
+    if m.attention_layers or m.attention_chunk_size is not None or m.linear_attention is not None:
         _check_attention_layers(m, size, bad)
     if m.moe is not None:
         _check_moe(m, size, bad)
@@ -87,7 +95,7 @@ def check_spec(m: ModelSpec, where: str) -> ModelSpec:
 
 def _check_attention_layers(m: ModelSpec, size, bad) -> None:
     """The per-layer attention pattern names a known variant for every layer, with its bound."""
-    from trainplan.models.layers import ATTENTION, CHUNKED, MLA, SLIDING
+    from trainplan.models.layers import ATTENTION, CHUNKED, LINEAR, MLA, SLIDING
 
     if m.attention_layers and len(m.attention_layers) != m.num_layers:
         raise bad(f"attention_layers lists {len(m.attention_layers)} layers, the model has {m.num_layers}")
@@ -98,6 +106,13 @@ def _check_attention_layers(m: ModelSpec, size, bad) -> None:
         raise bad("attention_layers lists 'mla' exactly when the model has MLA ranks (mla)")
     if m.attention_chunk_size is not None:
         size("attention_chunk_size", m.attention_chunk_size)
+    if (LINEAR in m.attention_layers) != (m.linear_attention is not None):
+        raise bad("attention_layers lists 'linear' exactly when the model has linear_attention sizes")
+    if m.linear_attention is not None:
+        a = m.linear_attention
+        for k in ("num_key_heads", "num_value_heads", "key_head_dim", "value_head_dim", "conv_kernel"):
+            if not 1 <= getattr(a, k) <= 1 << 16:
+                raise bad(f"linear_attention.{k} must be between 1 and 65536, got {getattr(a, k)}")
     if CHUNKED in m.attention_layers and m.attention_chunk_size is None:
         raise bad("chunked attention layers need attention_chunk_size")
     if SLIDING in m.attention_layers and (m.sliding_window is None

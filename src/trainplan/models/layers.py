@@ -43,6 +43,7 @@ SLIDING = "sliding"  # causal, the last `window` keys (Mistral, Gemma local laye
 CHUNKED = "chunked"  # causal inside fixed chunks of `window` tokens (Llama 4 local layers)
 NOPE = "nope"  # global causal attention without rotary positions (Llama 4's every 4th layer)
 MLA = "mla"  # DeepSeek multi-head latent attention, full causal
+LINEAR = "linear"  # gated DeltaNet linear attention: a recurrent state, no key/value cache (Qwen3-Next)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,8 @@ ATTENTION: dict[str, AttentionVariant] = {
                                           "chunked_attention (transformers 5.24 configuration_llama4.py)"),
     NOPE: AttentionVariant(False, False, "Llama 4 global layers without RoPE (no_rope_layers 0)"),
     MLA: AttentionVariant(False, True, "DeepSeek-V2 sec. 2.1 multi-head latent attention"),
+    LINEAR: AttentionVariant(False, False, "Yang et al. 2024 gated delta networks (arXiv:2412.06464); HF "
+                                           "linear_attention (transformers 5.24 modeling_qwen3_next.py)"),
 }
 
 

@@ -7,12 +7,14 @@ from dataclasses import replace
 
 import pytest
 
+from trainplan.costs import flops
 from trainplan.costs.memory import memory_breakdown
 from trainplan.costs.states import stage_params
 from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
-from trainplan.models import count_params, hf_config, spec_from_config
+from trainplan.models import catalog, count_params, hf_config, spec_from_config
+from trainplan.models import layers as L
 from trainplan.models.layers import DENSE, MOE, layer_kinds, moe_flags
 from trainplan.trace.config import layer_kinds as trace_kinds
 
@@ -57,9 +59,6 @@ def test_trainer_builds_the_ffn_the_spec_says():
 
 
 # ---- layers that differ from one another (issue 24) ---------------------------------------------
-from trainplan.costs import flops  # noqa: E402
-from trainplan.models import catalog  # noqa: E402
-from trainplan.models import layers as L  # noqa: E402
 
 
 def test_llama4_maverick_interleaves_moe_and_dense_and_chunked_and_nope():
@@ -131,3 +130,20 @@ def test_an_unknown_attention_variant_is_refused_in_one_line():
         check_spec(replace(m, attention_layers=("banded",) * m.num_layers), "x.json")
     with pytest.raises(TrainplanError, match="lists 3 layers, the model has 32"):
         check_spec(replace(m, attention_layers=(L.FULL,) * 3), "x.json")
+
+
+def test_linear_attention_costs_the_same_per_token_at_any_length():
+    # Qwen3-Next: 36 gated DeltaNet layers (a recurrent state) and 12 full-attention layers
+    m = catalog()["qwen3-next-80b-a3b"]
+    mf = flops.model_flops(m)
+    linear = [k for k in mf.layers if k.attention == L.LINEAR]
+    assert sum(k.count for k in linear) == 36
+    assert {k.keys_per_query(4096) for k in linear} == {k.keys_per_query(262144) for k in linear}
+    full = [k for k in mf.layers if k.attention == L.FULL]
+    assert full[0].keys_per_query(262144) == 64 * full[0].keys_per_query(4096)
+    # in_proj_qkvz + in_proj_ba + out_proj, 2 FLOP per weight: the layer's matmul weights less the conv
+    a, h = m.linear_attention, m.hidden_size
+    per_token = linear[0].linear_per_token  # + the MoE (router, shared and routed experts)
+    proj = h * (2 * a.key_dim + 2 * a.value_dim) + h * 2 * a.num_value_heads + a.value_dim * h
+    attn_gemms = sum(2 * k * n * c for k, n, c, what in linear[0].gemms if what == "attn")
+    assert attn_gemms == 2 * proj and per_token > attn_gemms

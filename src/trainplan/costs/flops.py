@@ -64,9 +64,8 @@ Recompute (hardware FLOPs, and the time compute.py charges for it), per checkpoi
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from trainplan.models import layers as L
 from trainplan.models.spec import ModelSpec

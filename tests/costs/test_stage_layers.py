@@ -44,3 +44,16 @@ def test_the_slowest_stage_is_the_one_with_more_global_attention():
     # the step prices the slowest stage: one of 9 layers (the last also holds the head)
     assert slowest_stage(job, L, Profile()).layers == 9 and step_time(job, L, Profile()).time.total > 0
 
+
+
+def test_the_expert_all_to_all_runs_on_the_stages_moe_layers_only():
+    # Llama 4 Maverick: MoE on every other layer, 12 layers per stage on 4 stages: 6 MoE layers each;
+    # DeepSeek-V3's last stage (15 layers, all MoE) pays for 15, not for its 58/61 share
+    job = Job(resolve("llama-4-maverick"), Cluster(find_node("ml.p6-b200.48xlarge"), 4), Workload(8192, 64))
+    L = Layout(dp_shard=2, tp=2, pp=4, micro_batch=1, grad_accum=32, ep=2)
+    assert slowest_stage(job, L, Profile()).moe_layers == 6
+    job = Job(resolve("deepseek-v3"), Cluster(find_node("ml.p6-b200.48xlarge"), 4), Workload(4096, 64))
+    L = Layout(dp_shard=4, tp=2, pp=4, micro_batch=1, grad_accum=16, ep=8, ac="full")
+    st = slowest_stage(job, L, Profile())
+    held = stage_layers(61, 4)
+    assert st.moe_layers in {sum(i >= 3 for i in h) for h in held} and st.moe_layers == int(st.moe_layers)

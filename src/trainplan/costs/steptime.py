@@ -27,7 +27,7 @@ from trainplan.costs.flops import model_flops, recompute_fraction, stage_flops
 from trainplan.costs.step_terms import exposed, shard_calls
 from trainplan.job import Job
 from trainplan.layout import Layout
-from trainplan.models.layers import kind_counts
+from trainplan.models.layers import kind_counts, moe_flags
 from trainplan.models.stages import stage_layers
 from trainplan.profile import Profile
 from trainplan.stacks import stack as stack_preset
@@ -115,9 +115,10 @@ def slowest_stage(job: Job, L: Layout, prof: Profile) -> terms.Stage:
         for i, held in enumerate(stage_layers(m.num_layers, L.pp, L.vp, L.uneven)):
             got = stage_compute(len(held), i == L.pp - 1, stage_flops(m, held) if held else mf)
             if best is None or got[0].total > best[0].total:
-                best = (*got, len(held))
-        mb, r, layers_stage = best
-        return terms.Stage(m, L, prof, rec, c.node, gpu, prof.machine_for(gpu.name), mb, r, layers_stage, tokens)
+                best = (*got, held)
+        mb, r, held = best
+        moe = sum(moe_flags(m)[j] for j in held)  # the all-to-all runs on these layers only
+        return terms.Stage(m, L, prof, rec, c.node, gpu, prof.machine_for(gpu.name), mb, r, len(held), tokens, moe)
     # one layer kind: a stage's layers are its share of the model's (bit for bit the numbers of before)
     layers_stage, head_only = _stage_counts(m.num_layers, L)
     (mb, r) = stage_compute(layers_stage, L.pp == 1)

@@ -11,14 +11,16 @@ split's per-stage kinds (costs/states.py), the reference trainer (runtime/model.
 tracer's layer kinds (trace/config.py). Two copies of the rule once disagreed: Qwen3-MoE's
 `mlp_only_layers` made 46 MoE layers in the parameter count and 48 in the memory model.
 
-Which attention each layer runs comes from `ModelSpec.attention_layers` when the adapter read a
-per-layer pattern (Llama 4's chunked / NoPE layers); older specs say only how many layers use a
-sliding window (`sliding_window_layers`), not which, and every cost term that reads them needs only
-that count: those layers are then listed first.
+Which attention each layer runs comes from `ModelSpec.attention_layers` when the layers differ
+(the adapters write it: Gemma 2/3 and gpt-oss local and global layers, Llama 4's chunked and NoPE
+layers, Qwen3-Next's linear and full ones); a spec written before it (an older plan.json, a
+validation record) says only how many layers use a sliding window (`sliding_window_layers`): those
+layers are then taken to be the first ones.
 
 A new layer kind is one row of ATTENTION (what the variant is) plus one cost function
 (costs/flops.py KEYS_PER_QUERY: how many keys a query attends to); tests/models/test_layers.py adds
-a fake one.
+a fake one. Weights and saved tensors of a new mixer (as the linear attention's) are its own
+functions in models/params.py and costs/activations.py.
 """
 
 from __future__ import annotations

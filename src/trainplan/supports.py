@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from trainplan.converter_names import declared
 from trainplan.errors import TrainplanError
 from trainplan.layout import expert_tp
+from trainplan.models.layers import CHUNKED, LINEAR, NOPE
 from trainplan.precision import no_converter, registry
 from trainplan.stacks import COMPLETE_STACK, DEFAULT_STACK, SETTINGS, stack
 
@@ -92,6 +93,16 @@ def own_model_gaps(model) -> tuple[str, ...]:
         gaps.append("sliding-window attention")
     if model.norms_per_layer != 2:
         gaps.append(f"{model.norms_per_layer} norms per layer")
+    # runtime/model.py runs full causal attention with RoPE on every layer (models/layers.py kinds)
+    variants = set(model.attention_layers)
+    if CHUNKED in variants:
+        gaps.append("chunked local attention")
+    if NOPE in variants:
+        gaps.append("layers without rotary positions (NoPE)")
+    if LINEAR in variants:
+        gaps.append("gated DeltaNet linear attention")
+    if model.attention_output_gate:
+        gaps.append("gated attention output")
     return tuple(gaps)
 
 

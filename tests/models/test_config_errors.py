@@ -5,7 +5,7 @@ import json
 import pytest
 
 from trainplan.errors import TrainplanError
-from trainplan.models import ADAPTERS, hf_config, resolve
+from trainplan.models import ADAPTERS, hf_config, names, resolve
 
 LLAMA = {"model_type": "llama", "vocab_size": 1000, "hidden_size": 64, "num_hidden_layers": 2,
          "num_attention_heads": 4, "intermediate_size": 96}
@@ -97,7 +97,7 @@ def test_layer_types_of_the_wrong_length(tmp_path):
 def test_unknown_name_suggests_the_nearest():
     msg = _error("mixtral-8x7")
     assert msg.startswith("unknown model 'mixtral-8x7': did you mean 'mixtral-8x7b'? known: ")
-    assert msg.endswith("qwen3-8b. Or give the path of a HF config.json.")
+    assert msg.endswith(f"{names()[-1]}. Or give the path of a HF config.json.")  # the known names, sorted
 
 
 def test_path_that_does_not_exist(tmp_path):

@@ -14,13 +14,15 @@ ISSUE_2_MODELS = [
     "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gemma-2-9b", "gemma-2-27b", "deepseek-v3",
     "gpt-oss-120b", "gpt3-175b",
 ]
+# Layers that differ from one another (issue 24); released sizes whose config.json could be sourced.
+ISSUE_24_MODELS = ["llama-4-maverick", "glm-4.5", "glm-4.5-air", "kimi-k2", "qwen3-next-80b-a3b"]
 
 
-def test_catalog_holds_the_issue_2_models():
-    assert sorted(names()) == sorted(ISSUE_2_MODELS)
+def test_catalog_holds_the_issue_2_and_24_models():
+    assert sorted(names()) == sorted(ISSUE_2_MODELS + ISSUE_24_MODELS)
 
 
-@pytest.mark.parametrize("name", ISSUE_2_MODELS)
+@pytest.mark.parametrize("name", ISSUE_2_MODELS + ISSUE_24_MODELS)
 def test_entry_is_named_sourced_and_supported(name):
     assert re.fullmatch(r"[a-z0-9][a-z0-9.-]*", name)
     m = catalog()[name]
@@ -29,7 +31,7 @@ def test_entry_is_named_sourced_and_supported(name):
     assert "_source" not in hf_config(name)  # hf_config is a loadable config.json
 
 
-@pytest.mark.parametrize("name", ISSUE_2_MODELS)
+@pytest.mark.parametrize("name", ISSUE_2_MODELS + ISSUE_24_MODELS)
 def test_spec_survives_the_plan_json_round_trip(name):
     m = catalog()[name]
     assert spec_from_dict(json.loads(json.dumps(spec_to_dict(m)))) == m
@@ -55,6 +57,44 @@ def test_published_sizes(name, total_b, active_b):
     c = count_params(catalog()[name])
     assert c.total / 1e9 == pytest.approx(total_b, abs=0.006)
     assert c.active / 1e9 == pytest.approx(active_b, abs=0.006)
+
+
+# Sizes the model cards round (billions, total and active per token): Llama 4 Maverick model card
+# (meta-llama/Llama-4-Maverick-17B-128E README): 400B total, 17B active; Kimi K2 README
+# (moonshotai/Kimi-K2-Instruct): 1T total, 32B activated; GLM-4.5 README (zai-org/GLM-4.5): Air
+# 106B total, 12B active (the card counts neither the embedding nor the head in the active ones).
+@pytest.mark.parametrize("name, total_b, active_b, rel", [
+    ("llama-4-maverick", 400, 17, 0.02),
+    ("kimi-k2", 1000, 32, 0.03),
+])
+def test_published_rounded_sizes(name, total_b, active_b, rel):
+    c = count_params(catalog()[name])
+    assert c.total / 1e9 == pytest.approx(total_b, rel=rel)
+    assert c.active / 1e9 == pytest.approx(active_b, rel=rel)
+
+
+def test_qwen3_next_published_size_exactly():
+    # Qwen/Qwen3-Coder-Next (Qwen3-Next-80B-A3B's architecture): 79,674,391,296 parameters in its
+    # safetensors headers, 3,874,929,408 once the inactive experts' tensors are taken out
+    c = count_params(catalog()["qwen3-next-80b-a3b"])
+    assert (c.total, c.active) == (79_674_391_296, 3_874_929_408)
+
+
+def test_glm_4_5_air_published_size():
+    c = count_params(catalog()["glm-4.5-air"])
+    assert c.total / 1e9 == pytest.approx(106, abs=1)
+    assert (c.active - c.embedding - c.lm_head) / 1e9 == pytest.approx(12, abs=0.5)
+
+
+def test_deepseek_v3_mtp_module_is_the_checkpoints_14b():
+    # DeepSeek-V3 README (deepseek-ai/DeepSeek-V3): 685B on the hub = 671B main model + 14B MTP
+    # module, whose checkpoint stores its own copies of the shared embedding and output head.
+    from trainplan.models.params import count_mtp_params
+
+    m = catalog()["deepseek-v3"]
+    c = count_params(m)
+    assert (count_mtp_params(m) + c.embedding + c.lm_head) / 1e9 == pytest.approx(14, abs=0.6)
+    assert (c.total + count_mtp_params(m) + c.embedding + c.lm_head) / 1e9 == pytest.approx(685, abs=0.6)
 
 
 def test_llama_3_1_8b_exact_count():

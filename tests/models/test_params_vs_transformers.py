@@ -17,9 +17,18 @@ transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.torch
 
 
+# model_types transformers builds under another class: Kimi K2's config.json names DeepseekV3ForCausalLM;
+# a Llama 4 config.json's language model is its text_config (Llama4ForCausalLM).
+HF_CLASS_OF = {"kimi_k2": "deepseek_v3"}
+
+
 def _hf_counts(config_json: str) -> tuple[int, int, int, tuple[int, ...]]:
     """(total, embedding incl. learned positions, lm_head, per-layer totals) of the HF model."""
-    cfg = transformers.AutoConfig.for_model(**json.loads(config_json))
+    config = json.loads(config_json)
+    if config["model_type"] == "llama4":
+        config = dict(config["text_config"], model_type="llama4_text")
+    config["model_type"] = HF_CLASS_OF.get(config["model_type"], config["model_type"])
+    cfg = transformers.AutoConfig.for_model(**config)
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(cfg)
     total = sum(p.numel() for p in model.parameters())  # tied weights are yielded once
@@ -29,7 +38,7 @@ def _hf_counts(config_json: str) -> tuple[int, int, int, tuple[int, ...]]:
         emb += base.wpe.weight.numel()
     head = model.get_output_embeddings().weight
     lm_head = 0 if head is model.get_input_embeddings().weight else head.numel()
-    layers = base.layers if hasattr(base, "layers") else base.h
+    layers = base.layers if hasattr(base, "layers") else base.h if hasattr(base, "h") else model.model.layers
     per_layer = tuple(sum(p.numel() for p in layer.parameters()) for layer in layers)
     return total, emb, lm_head, per_layer
 
@@ -79,6 +88,28 @@ BRANCHES = {
                                        num_experts_per_tok=2, moe_intermediate_size=16,
                                        n_shared_experts=2, first_k_dense_replace=1, n_group=2,
                                        topk_group=1, attention_bias=True),
+    "llama4_text-interleaved": dict(TINY, model_type="llama4_text", num_key_value_heads=2, head_dim=16,
+                                    num_local_experts=4, interleave_moe_layer_step=2, intermediate_size_mlp=80,
+                                    attention_bias=True, attention_chunk_size=8),
+    "llama4-moe-layers-listed": {"model_type": "llama4", "text_config": dict(
+        TINY, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, moe_layers=[0, 3],
+        intermediate_size_mlp=72, no_rope_layers=[1, 0, 1, 0])},
+    "glm4_moe-qk-norm-bias": dict(TINY, model_type="glm4_moe", num_key_value_heads=2, head_dim=24,
+                                  n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=16,
+                                  n_shared_experts=2, first_k_dense_replace=1, use_qk_norm=True,
+                                  attention_bias=True),
+    "glm4_moe-minimal": dict(TINY, model_type="glm4_moe", num_key_value_heads=2, n_routed_experts=8,
+                             num_experts_per_tok=2, moe_intermediate_size=16),
+    "kimi_k2-minimal": dict(TINY, model_type="kimi_k2", num_key_value_heads=4, q_lora_rank=16,
+                            kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=8,
+                            n_routed_experts=12, num_experts_per_tok=2, moe_intermediate_size=16,
+                            n_shared_experts=1, first_k_dense_replace=1, n_group=1, topk_group=1,
+                            num_nextn_predict_layers=0),
+    "qwen3_next-hybrid": dict(TINY, model_type="qwen3_next", num_key_value_heads=2, head_dim=16, num_experts=8,
+                              num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=24,
+                              linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                              linear_value_head_dim=12, linear_conv_kernel_dim=4, mlp_only_layers=[1],
+                              attention_bias=True),
     "gpt_oss-minimal": dict(TINY, model_type="gpt_oss", num_key_value_heads=2, head_dim=16,
                             num_local_experts=4),
     "gpt2-minimal": {"model_type": "gpt2", "vocab_size": 1000, "n_embd": 64, "n_layer": 3,

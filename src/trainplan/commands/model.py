@@ -48,9 +48,24 @@ def _architecture(m: ModelSpec) -> list[str]:
             f"  moe        {e.num_experts} experts{shared}, top-{e.experts_per_token}, "
             f"expert ffn {e.expert_ffn_size}; {m.num_moe_layers} MoE, {m.num_dense_layers} dense"
         )
+    if m.attention_layers:
+        lines.append(f"  layers     {_pattern(m)}")
     if m.mtp_layers:
-        lines.append(f"  mtp        {m.mtp_layers} module(s), not counted: transformers omits them")
+        from trainplan.models.params import count_mtp_params
+
+        lines.append(f"  mtp        {m.mtp_layers} module(s), {count_mtp_params(m):,} parameters, not in the total: "
+                     "transformers omits them")
     return lines
+
+
+def _pattern(m: ModelSpec) -> str:
+    """How many layers of each attention variant (models/layers.py), with their bound."""
+    from trainplan.models.layers import kind_counts
+
+    by_attention: dict[tuple[str, int | None], int] = {}
+    for k, n in kind_counts(m).items():
+        by_attention[(k.attention, k.window)] = by_attention.get((k.attention, k.window), 0) + n
+    return ", ".join(f"{n} {a}" + (f" ({w} tokens)" if w else "") for (a, w), n in by_attention.items())
 
 
 def describe(m: ModelSpec, c: ParamCounts) -> str:

@@ -38,12 +38,13 @@ def summary(name: str, m: ModelSpec) -> dict:
 
 def table(rows: list[dict]) -> str:
     """An 80-column table; parameter counts in billions (1e9)."""
-    head = (f"{'name':<16} {'type':<11} {'layers':>6} {'hidden':>6} "
+    w = max([16] + [len(r["name"]) for r in rows])  # the longest name (qwen3-next-80b-a3b) sets the column
+    head = (f"{'name':<{w}} {'type':<11} {'layers':>6} {'hidden':>6} "
             f"{'total B':>8} {'active B':>8} {'context':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
-            f"{r['name']:<16} {r['model_type']:<11} {r['num_layers']:>6} {r['hidden_size']:>6} "
+            f"{r['name']:<{w}} {r['model_type']:<11} {r['num_layers']:>6} {r['hidden_size']:>6} "
             f"{r['params_total'] / _B:>8.2f} {r['params_active'] / _B:>8.2f} "
             f"{r['context_length']:>8}"
         )

@@ -138,7 +138,7 @@ def _heads_per_rank(n: int, tp: int) -> float:
     return max(n / tp, 1.0)
 
 
-def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActivations:
+def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext, linear: bool = False) -> LayerActivations:
     """Bytes/token saved by one layer with no recomputation (the 'none' policy).
 
     Tensor parallelism divides what lives inside the TP region (q/k/v, attention, MLP hidden);
@@ -170,15 +170,21 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActi
         q_lat = 2 * e * a.q_lora_rank if a.q_lora_rank else 0  # q_a output and its norm output
         kv_lat = e * (a.kv_lora_rank + a.qk_rope_head_dim) + e * a.kv_lora_rank
         mla = (q_lat + kv_lat) / sp
+    elif linear:
+        qkv, attn_core_linear, out_dim = _deltanet(m, e, t)
     else:
         kv_heads = _heads_per_rank(m.num_kv_heads, t)
         qkv = e * m.head_dim * (q_heads + 2 * kv_heads)
+        if m.attention_output_gate:  # the sigmoid gate's input, out of q_proj (Qwen3-Next)
+            qkv += e * m.head_dim * q_heads
         if m.qk_norm:
             # per-head RMSNorm on q and k (Qwen3, Gemma 3) keeps its input and an fp32 1/rms per head
             qkv += (norm_in * m.head_dim + (FP32 if c.norm_stats else 0)) * (q_heads + kv_heads)
         out_dim = q_heads * m.head_dim
     attn_output = e * out_dim + (c.lowp_bytes * out_dim if c.fp8_linear_inputs else 0)
-    if c.flash_attention:
+    if linear:
+        attn_core = attn_core_linear
+    elif c.flash_attention:
         attn_core = FP32 * q_heads  # log-sum-exp per head per query
     else:
         # softmax output (e per score) [+ dropout mask (1 byte) + dropped-out probs (e)]
@@ -204,6 +210,25 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActi
         mlp_input=mlp_input, mlp_hidden=hidden, dropout_masks=dropout_masks,
         moe_routing=routing, moe_dispatch=dispatch, mla_latents=mla,
     )
+
+
+# flash-linear-attention's chunked gated delta rule keeps one dk x dv state per value head and chunk
+# of this many tokens for its backward (fla/ops/gated_delta_rule/chunk.py, chunk_size 64), in fp32
+DELTANET_CHUNK = 64
+
+
+def _deltanet(m: ModelSpec, e: int, t: int) -> tuple[float, float, float]:
+    """(qkv, attn_core, out_dim) bytes per token of a gated DeltaNet layer (Qwen3-Next): the in_proj
+    outputs (q, k, v, the output gate z, beta and the decay input), the depthwise conv's output over
+    q, k, v, and the fp32 chunk states and per-head decay and beta the kernel keeps; the gated norm's
+    input feeds the output projection (out_dim wide). Heads split over tp as attention heads do."""
+    a = m.linear_attention
+    proj = 2 * a.key_dim + 2 * a.value_dim + 2 * a.num_value_heads
+    conv = 2 * a.key_dim + a.value_dim
+    qkv = e * (proj + conv) / t
+    states = FP32 * a.num_value_heads * a.key_head_dim * a.value_head_dim / DELTANET_CHUNK
+    core = (states + 2 * FP32 * a.num_value_heads) / t
+    return qkv, core, a.value_dim / t
 
 
 def _norm_input_bytes(m: ModelSpec, e: int, c: ActivationContext) -> float:
@@ -232,7 +257,7 @@ def _mlp_hidden(m: ModelSpec, f: float, e: int, c: ActivationContext) -> float:
     return e * f + down_in
 
 
-def layer_selective(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> LayerActivations:
+def layer_selective(m: ModelSpec, moe_layer: bool, c: ActivationContext, linear: bool = False) -> LayerActivations:
     """Bytes/token saved with selective recomputation.
 
     Megatron (and any run with materialised attention): attention-core recompute (Korthikanti
@@ -243,7 +268,9 @@ def layer_selective(m: ModelSpec, moe_layer: bool, c: ActivationContext) -> Laye
     attention output with its log-sum-exp, and the outputs of every second matmul (q, v, MLP gate,
     MLP down); recompute norms, rope, the other matmuls and all element-wise ops.
     """
-    full = layer_none(m, moe_layer, c)
+    full = layer_none(m, moe_layer, c, linear)
+    if linear:  # no per-op policy is modelled for the DeltaNet mixer: it keeps what 'none' keeps
+        return full
     if not (c.flash_attention and c.per_op_selective):
         return LayerActivations(**{**full.to_dict(), "attn_core": 0.0})
     e, t = c.elem_bytes, c.tp
@@ -290,12 +317,14 @@ def layer_full(m: ModelSpec, c: ActivationContext) -> LayerActivations:
     return LayerActivations(residual=c.elem_bytes * m.hidden_size / sp)
 
 
-def layer_activations(m: ModelSpec, moe_layer: bool, c: ActivationContext, policy: str) -> LayerActivations:
-    """Bytes/token kept by one layer under a per-layer policy: 'none', 'selective', 'full', 'offload'."""
+def layer_activations(m: ModelSpec, moe_layer: bool, c: ActivationContext, policy: str,
+                      linear: bool = False) -> LayerActivations:
+    """Bytes/token kept by one layer under a per-layer policy: 'none', 'selective', 'full', 'offload';
+    `linear`: a linear-attention (gated DeltaNet) layer, whose mixer keeps other tensors (_deltanet)."""
     if policy == "none":
-        return layer_none(m, moe_layer, c)
+        return layer_none(m, moe_layer, c, linear)
     if policy == "selective":
-        return layer_selective(m, moe_layer, c)
+        return layer_selective(m, moe_layer, c, linear)
     if policy == "full":
         return layer_full(m, c)
     if policy == "offload":

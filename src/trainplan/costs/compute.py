@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from trainplan.costs import measured
-from trainplan.costs.flops import ModelFlops, keys_per_query, layer_recompute
+from trainplan.costs.flops import ModelFlops, layer_recompute
 from trainplan.costs.moe import router_bytes_per_token
 from trainplan.hardware.types import GPUSpec
 from trainplan.memo import memoised
@@ -220,7 +220,7 @@ def microbatch_compute(
             if lowp:  # quantisation terms (module docstring); weights once per micro-batch
                 n_w = m.moe.num_experts / ep if what == "expert" else c  # weight matrices held here
                 cast_bytes += count * (n_w * kk * nn * lp.weight_cast_bytes + rows * (kk * cast_k + nn * cast_n))
-        kpq = keys_per_query(seq_len, kind.window)
+        kpq = kind.keys_per_query(seq_len)
         af = count * tokens * kind.attn_pair_flops * kpq / tp
         seqs = tokens / seq_len  # sequences (of this GPU's share of a sequence) in the micro-batch
         rates = measured.attention_rates(
@@ -239,7 +239,7 @@ def microbatch_compute(
         scores = 0.0
         if not flash:  # materialised scores: the full s x s is written, soft-maxed (read + write), read
             heads = m.num_heads / tp
-            scores = count * tokens * heads * keys_per_query(seq_len, kind.window, causal=False) * 4 * BF16_BYTES
+            scores = count * tokens * heads * kind.keys_per_query(seq_len, causal=False) * 4 * BF16_BYTES
         ng_fwd_bytes += layer_ng + scores
         for share, r in rec:
             rec_time += share * r.attention * af / a_rate

@@ -64,8 +64,10 @@ Recompute (hardware FLOPs, and the time compute.py charges for it), per checkpoi
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from trainplan.models import layers as L
 from trainplan.models.spec import ModelSpec
 
 
@@ -80,16 +82,21 @@ class LayerFlops:
 
     gemms: tuple[tuple[int, int, int, str], ...]
     attn_pair_flops: int  # FLOP per (query, key) pair, all heads: 2*heads*(d_qk + d_v)
-    window: int | None  # sliding window (keys per query) or None
+    window: int | None  # sliding window or chunk (keys per query at most) or None
     count: int  # how many layers of this kind
     # Per GEMM, the output widths of the separate matmuls it stands for, in the execution order of
     # the reference (torchtitan / Hugging Face) code: q, k, v for a fused qkv; gate, up for a fused
     # gate/up. Empty for routed experts (grouped GEMMs). Used by the per-op selective policy (step 11).
     parts: tuple[tuple[int, ...], ...] = ()
+    attention: str = L.FULL  # the layers' attention variant (models/layers.py ATTENTION)
 
     @property
     def linear_per_token(self) -> int:
         return sum(2 * k * n * c for k, n, c, _ in self.gemms)
+
+    def keys_per_query(self, seq_len: int, causal: bool = True) -> float:
+        """Average keys a query of this kind attends to (step 3), by its attention variant."""
+        return KEYS_PER_QUERY[self.attention](seq_len, self.window, causal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +111,7 @@ class ModelFlops:
         return sum(x.linear_per_token * x.count for x in self.layers)
 
     def attention_per_token(self, seq_len: int, causal: bool = True) -> float:
-        return sum(x.attn_pair_flops * keys_per_query(seq_len, x.window, causal) * x.count
-                   for x in self.layers)
+        return sum(x.attn_pair_flops * x.keys_per_query(seq_len, causal) * x.count for x in self.layers)
 
     def forward_per_token(self, seq_len: int, causal: bool = True) -> float:
         return self.linear_per_token() + self.attention_per_token(seq_len, causal) + self.head_per_token
@@ -124,14 +130,60 @@ def keys_per_query(s: int, window: int | None, causal: bool = True) -> float:
     return (window * s - window * window / 2.0) / s
 
 
+def chunked_keys_per_query(s: int, chunk: int | None, causal: bool = True) -> float:
+    """Average keys a query sees when attention stays inside chunks of `chunk` tokens (Llama 4 local
+    layers): s = n chunk + r gives n full chunks and one of r tokens; a causal chunk of c tokens is
+    c^2/2 (query, key) pairs (the s/2 convention of step 3), a non-causal one c^2."""
+    n, r = divmod(s, chunk)
+    pairs = n * chunk * chunk + r * r
+    return pairs / s if not causal else pairs / (2.0 * s)
+
+
+def _full_keys(s: int, _window: int | None, causal: bool = True) -> float:
+    return keys_per_query(s, None, causal)
+
+
+# How many keys a query of each attention variant attends to (the one cost function a new variant
+# adds, besides its row in models/layers.py ATTENTION).
+KEYS_PER_QUERY: dict[str, Callable[[int, int | None, bool], float]] = {
+    L.FULL: _full_keys,
+    L.NOPE: _full_keys,
+    L.MLA: _full_keys,
+    L.SLIDING: keys_per_query,
+    L.CHUNKED: chunked_keys_per_query,
+    L.LINEAR: lambda _s, keys, _causal=True: float(keys),  # LayerFlops.window holds _linear_keys
+}
+
+
 def _parts(gemms, split: dict | None = None) -> tuple[tuple[int, ...], ...]:
     """Matmuls behind each GEMM (LayerFlops.parts): one each, unless `split` (index -> widths)."""
     split = split or {}
     return tuple(split.get(i, (() if g[3] == "expert" else (g[1],))) for i, g in enumerate(gemms))
 
 
-def _attention_gemms(m: ModelSpec) -> tuple[tuple[tuple[int, int, int, str], ...], int]:
+# Gated DeltaNet's chunked form (Yang et al. 2024, arXiv:2412.06464 sec. 3.3; flash-linear-attention
+# chunk_gated_delta_rule, chunks of 64 tokens): per token and value head, causal attention inside its
+# chunk (~C/2 keys for QK^T and for the value sum, and again for the WY representation's K K^T and
+# its products: ~C keys in all) plus the state's read-out, correction and update (3 products of the
+# dk x dv state: 6 dk dv FLOP). Counted as that many (query, key) pairs at 2 (dk + dv) FLOP each:
+# C + 3 dk dv / (dk + dv), a constant per token whatever the sequence (what makes it linear).
+# No measured DeltaNet kernel rate exists in the machine profiles: compute.py prices these pairs as
+# flash attention at that key count, a datasheet-class fallback.
+DELTANET_CHUNK = 64
+
+
+def _linear_keys(m: ModelSpec) -> int:
+    a = m.linear_attention
+    return round(DELTANET_CHUNK + 3 * a.key_head_dim * a.value_head_dim / (a.key_head_dim + a.value_head_dim))
+
+
+def _attention_gemms(m: ModelSpec, attention: str = L.FULL) -> tuple[tuple[tuple[int, int, int, str], ...], int]:
     h = m.hidden_size
+    if attention == L.LINEAR:
+        a = m.linear_attention
+        gemms = ((h, 2 * a.key_dim + 2 * a.value_dim, 1, "attn"), (h, 2 * a.num_value_heads, 1, "attn"),
+                 (a.value_dim, h, 1, "attn"))
+        return gemms, 2 * a.num_value_heads * (a.key_head_dim + a.value_head_dim)
     if m.mla is not None:
         a = m.mla
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
@@ -143,7 +195,8 @@ def _attention_gemms(m: ModelSpec) -> tuple[tuple[tuple[int, int, int, str], ...
               (a.kv_lora_rank, m.num_heads * (a.qk_nope_head_dim + a.v_head_dim), 1, "attn"))
         o = ((m.num_heads * a.v_head_dim, h, 1, "attn"),)
         return q + kv + o, 2 * m.num_heads * (qk + a.v_head_dim)
-    gemms = ((h, m.q_dim + 2 * m.kv_dim, 1, "attn"), (m.q_dim, h, 1, "attn"))
+    q_out = m.q_dim * (2 if m.attention_output_gate else 1)  # q and its output gate
+    gemms = ((h, q_out + 2 * m.kv_dim, 1, "attn"), (m.q_dim, h, 1, "attn"))
     return gemms, 2 * m.num_heads * 2 * m.head_dim
 
 
@@ -153,11 +206,11 @@ def _mlp_gemms(m: ModelSpec, ff: int, count: int, kind: str) -> tuple[tuple[int,
     return ((h, up, count, kind), (ff, h, count, kind))
 
 
-def _layer_parts(m: ModelSpec, gemms) -> tuple[tuple[int, ...], ...]:
+def _layer_parts(m: ModelSpec, gemms, attention: str = L.FULL) -> tuple[tuple[int, ...], ...]:
     """Split the fused qkv and gate/up GEMMs into the matmuls the reference code runs."""
     split = {}
-    if m.mla is None:
-        split[0] = (m.q_dim, m.kv_dim, m.kv_dim)
+    if m.mla is None and attention != L.LINEAR:
+        split[0] = (m.q_dim * (2 if m.attention_output_gate else 1), m.kv_dim, m.kv_dim)
     for i, (k, n, _, kind) in enumerate(gemms):
         if kind == "mlp" and m.gated_mlp and k == m.hidden_size and n % 2 == 0 and i + 1 < len(gemms) \
                 and gemms[i + 1][0] * 2 == n:
@@ -165,33 +218,46 @@ def _layer_parts(m: ModelSpec, gemms) -> tuple[tuple[int, ...], ...]:
     return _parts(gemms, split)
 
 
+def _kind_gemms(m: ModelSpec, kind: L.LayerKind, attn) -> tuple[tuple[int, int, int, str], ...]:
+    """The GEMMs of one layer of `kind`: attention projections, then its MLP (step 4) or MoE (step 5)."""
+    if kind.mlp == L.DENSE:
+        return attn + _mlp_gemms(m, kind.ffn_size, 1, "mlp")
+    if kind.mlp == L.NO_MLP:
+        return attn
+    e = m.moe
+    g = attn + ((m.hidden_size, e.num_experts, 1, "mlp"),)
+    if e.num_shared_experts:
+        g += _mlp_gemms(m, e.shared_expert_ffn_size, 1, "mlp")
+    return g + _mlp_gemms(m, e.expert_ffn_size, e.experts_per_token, "expert")
+
+
+def _flops_of(m: ModelSpec, counts: dict, num_layers: int) -> ModelFlops:
+    """One LayerFlops per distinct layer kind of `counts` (kind -> layers), dense kinds first and,
+    within an MLP variant, windowed before unbounded attention (the order the sums have always run in)."""
+    kinds = []
+    for k in sorted(counts, key=lambda k: (k.is_moe, k.window is None)):
+        attn, pair = _attention_gemms(m, k.attention)
+        gemms = _kind_gemms(m, k, attn)
+        window = _linear_keys(m) if k.attention == L.LINEAR else k.window
+        kinds.append(LayerFlops(gemms, pair, window, counts[k], _layer_parts(m, gemms, k.attention), k.attention))
+    return ModelFlops(tuple(kinds), 2 * m.hidden_size * m.vocab_size, num_layers)
+
+
 @functools.lru_cache(maxsize=256)
 def model_flops(m: ModelSpec) -> ModelFlops:
-    attn, pair = _attention_gemms(m)
-    windowed = m.sliding_window_layers if m.sliding_window else 0
-    kinds: list[LayerFlops] = []
+    """The whole model's layer kinds (models/layers.py) with their counts."""
+    return _flops_of(m, L.kind_counts(m), m.num_layers)
 
-    def add(gemms, count):
-        # Split a kind into its sliding-window and full-attention layers (Gemma, gpt-oss).
-        win = min(windowed, count)
-        parts = _layer_parts(m, gemms)
-        if win:
-            kinds.append(LayerFlops(gemms, pair, m.sliding_window, win, parts))
-        if count - win:
-            kinds.append(LayerFlops(gemms, pair, None, count - win, parts))
-        return win
 
-    dense = m.num_dense_layers
-    if dense:
-        windowed -= add(attn + _mlp_gemms(m, m.ffn_size, 1, "mlp"), dense)
-    if m.num_moe_layers:
-        e = m.moe
-        g = attn + ((m.hidden_size, e.num_experts, 1, "mlp"),)
-        if e.num_shared_experts:
-            g += _mlp_gemms(m, e.shared_expert_ffn_size, 1, "mlp")
-        g += _mlp_gemms(m, e.expert_ffn_size, e.experts_per_token, "expert")
-        add(g, m.num_moe_layers)
-    return ModelFlops(tuple(kinds), 2 * m.hidden_size * m.vocab_size, m.num_layers)
+@functools.lru_cache(maxsize=4096)
+def stage_flops(m: ModelSpec, layers: tuple[int, ...]) -> ModelFlops:
+    """The layer kinds of the decoder layers `layers` (one pipeline stage): a stage's cost is the sum
+    of its layers, so a stage of dense layers, or of chunked-attention ones, costs what they cost."""
+    pattern = L.layer_pattern(m)
+    counts: dict = {}
+    for i in layers:
+        counts[pattern[i]] = counts.get(pattern[i], 0) + 1
+    return _flops_of(m, counts, len(layers))
 
 
 def recompute_fraction(ac: str, ac_layers: int, layers_per_stage: int) -> float:
@@ -288,6 +354,6 @@ def recompute_per_token(mf: ModelFlops, seq_len: int, ac: str, family: str, ac_l
         for kind in mf.layers:
             r = layer_recompute(kind, policy, family)
             linear += share * kind.count * sum(2 * k * n * c * f for (k, n, c, _), f in zip(kind.gemms, r.gemms))
-            attention += share * kind.count * r.attention * kind.attn_pair_flops * keys_per_query(
-                seq_len, kind.window, causal)
+            attention += share * kind.count * r.attention * kind.attn_pair_flops * kind.keys_per_query(
+                seq_len, causal)
     return RecomputeFlops(linear, attention)

@@ -29,7 +29,7 @@ from trainplan.costs.moe import layout_load
 from trainplan.costs.states import StageParams, stage_params, state_bytes
 from trainplan.layout import Layout
 from trainplan.memo import memoised
-from trainplan.models.layers import moe_flags
+from trainplan.models.layers import LINEAR, layer_pattern, moe_flags
 from trainplan.models.stages import EVEN, Uneven
 from trainplan.units import GiB
 
@@ -288,9 +288,9 @@ def _context(seq_len, tp, sequence_parallel, cp, flash, compiled, torchtitan, lo
 
 
 @functools.lru_cache(maxsize=4096)
-def _layer(m, is_moe: bool, ctx: ActivationContext, policy: str) -> tuple[LayerActivations, float]:
+def _layer(m, is_moe: bool, ctx: ActivationContext, policy: str, linear: bool = False) -> tuple[LayerActivations, float]:
     """One layer kind under one policy: (kept tensors, their total)."""
-    kept = layer_activations(m, is_moe, ctx, policy)
+    kept = layer_activations(m, is_moe, ctx, policy, linear)
     return kept, kept.total
 
 
@@ -299,29 +299,38 @@ def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, layer
     """Bytes per token of one micro-batch on the stage holding `layers`: (saved, recompute
     working set, activation gradients in one layer's backward, saved by group).
 
-    Each distinct (layer kind, policy) is evaluated once and multiplied by its count."""
-    counts: dict[tuple[bool, str], int] = {}  # in the order of the layers' first occurrence
+    Each distinct (layer kind, policy) is evaluated once and multiplied by its count. A layer's kind
+    here is what decides its saved tensors: MoE or not, and a linear-attention mixer or attention
+    (windowed, chunked and global attention keep the same tensors with a flash kernel)."""
+    counts: dict[tuple[tuple[bool, bool], str], int] = {}  # in the order of the layers' first occurrence
     moe = moe_flags(m)
-    flags = [moe[index] for index in layers]
+    mixer = _linear_flags(m)
+    flags = [(moe[index], mixer[index]) for index in layers]
     runs = ((flags[:ac_layers], "full"), (flags[ac_layers:], "none")) if ac == "partial" else ((flags, ac),)
     for run, policy in runs:  # the layers of one policy: their kinds, counted
-        for is_moe in dict.fromkeys(run):
-            counts[(is_moe, policy)] = run.count(is_moe)
+        for kind in dict.fromkeys(run):
+            counts[(kind, policy)] = run.count(kind)
     groups = dict.fromkeys(GROUPS, 0.0)
     saved = working = grads = 0.0
-    for (is_moe, policy), count in counts.items():
-        kept, kept_total = _layer(m, is_moe, ctx, policy)
+    for ((is_moe, linear), policy), count in counts.items():
+        kept, kept_total = _layer(m, is_moe, ctx, policy, linear)
         saved += count * kept_total
         for g, v in kept.to_dict().items():
             groups[g] += count * v
         grads = max(grads, layer_backward_grads(m, is_moe, ctx))
         if policy != "none":
             # backward recomputes one layer at a time; the dropped tensors are alive again meanwhile
-            working = max(working, _layer(m, is_moe, ctx, "none")[1] - kept_total)
+            working = max(working, _layer(m, is_moe, ctx, "none", linear)[1] - kept_total)
     if ac == "offload":
         # the next layer's input is prefetched from host while the current one is recomputed
         working += 2 * _layer(m, False, ctx, "full")[1]
     return saved, working, grads, groups
+
+
+@functools.lru_cache(maxsize=256)
+def _linear_flags(m) -> tuple[bool, ...]:
+    """True for each linear-attention layer of `m` (models/layers.py)."""
+    return tuple(k.attention == LINEAR for k in layer_pattern(m))
 
 
 def _linears(m) -> int:

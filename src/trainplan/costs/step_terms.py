@@ -66,6 +66,9 @@ class Stage:
     r: float  # its recompute fraction
     layers: int  # its layers
     tokens: float  # tokens of one micro-batch on one GPU
+    # its MoE layers when the model's layers differ (steptime.slowest_stage counts them); None: the
+    # stage's share of the model's MoE layers
+    moe_layers: int | None = None
 
     @property
     def n_mb(self) -> int:
@@ -149,8 +152,10 @@ def moe_tokens(st: Stage) -> tuple[float, int]:
 
 
 def _moe_layers(st: Stage) -> float:
-    """MoE layers on the slowest stage."""
+    """MoE layers on the slowest stage: the expert all-to-all and the dispatcher run on those only."""
     m = st.m
+    if st.moe_layers is not None:
+        return float(st.moe_layers)
     return m.num_moe_layers * st.layers / m.num_layers if m.moe is not None else 0.0
 
 

@@ -23,10 +23,11 @@ from trainplan.costs import moe as moe_cost
 from trainplan.costs import step_terms as terms
 from trainplan.costs.comm import CommEntry
 from trainplan.costs.compute import MicrobatchCompute, microbatch_compute
-from trainplan.costs.flops import model_flops, recompute_fraction
+from trainplan.costs.flops import model_flops, recompute_fraction, stage_flops
 from trainplan.costs.step_terms import exposed, shard_calls
 from trainplan.job import Job
 from trainplan.layout import Layout
+from trainplan.models.layers import kind_counts, moe_flags
 from trainplan.models.stages import stage_layers
 from trainplan.profile import Profile
 from trainplan.stacks import stack as stack_preset
@@ -96,7 +97,7 @@ def slowest_stage(job: Job, L: Layout, prof: Profile) -> terms.Stage:
     tokens = L.micro_batch * s / L.cp  # tokens of one micro-batch on one GPU
     st = stack_preset(L.stack)
 
-    def stage_compute(layers: int, head: bool) -> tuple[MicrobatchCompute, float]:
+    def stage_compute(layers: int, head: bool, mf=mf) -> tuple[MicrobatchCompute, float]:
         r = recompute_fraction(L.ac, L.ac_layers, layers) if layers else 0.0
         return microbatch_compute(
             m, mf, gpu, prof, recipe=rec, tokens=tokens, seq_len=s, tp=L.tp, ep=L.ep, etp=L.expert_groups.etp,
@@ -107,6 +108,18 @@ def slowest_stage(job: Job, L: Layout, prof: Profile) -> terms.Stage:
             moe_load=moe_cost.layout_load(L), lowp_experts=L.conventions.lowp_experts,
         ), r
 
+    if L.pp > 1 and len(kind_counts(m)) > 1:
+        # layers that differ: each stage costs the sum of its own layers (flops.stage_flops); the
+        # slowest one sets the pace. Stages holding the same kinds cost the same (memoised).
+        best = None
+        for i, held in enumerate(stage_layers(m.num_layers, L.pp, L.vp, L.uneven)):
+            got = stage_compute(len(held), i == L.pp - 1, stage_flops(m, held) if held else mf)
+            if best is None or got[0].total > best[0].total:
+                best = (*got, held)
+        mb, r, held = best
+        moe = sum(moe_flags(m)[j] for j in held)  # the all-to-all runs on these layers only
+        return terms.Stage(m, L, prof, rec, c.node, gpu, prof.machine_for(gpu.name), mb, r, len(held), tokens, moe)
+    # one layer kind: a stage's layers are its share of the model's (bit for bit the numbers of before)
     layers_stage, head_only = _stage_counts(m.num_layers, L)
     (mb, r) = stage_compute(layers_stage, L.pp == 1)
     if L.pp > 1:

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from trainplan.errors import TrainplanError
 from trainplan.models.checks import check_spec
 from trainplan.models.config_reader import ConfigReader
-from trainplan.models.layers import DENSE, ffn_kinds
+from trainplan.models.layers import CHUNKED, DENSE, FULL, LINEAR, NOPE, SLIDING, ffn_kinds
 from trainplan.models.rope import check_rope
-from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
+from trainplan.models.spec import LinearAttentionSpec, MLASpec, ModelSpec, MoESpec
 
 # hidden_act of a gated MLP (act(x W_gate) * x W_up) -> ModelSpec.mlp
 _GATED_ACT = {
@@ -61,15 +61,21 @@ def _head_dim(c: ConfigReader, base: dict, default: int | None) -> int:
 
 
 def _sliding(c: ConfigReader, base: dict, window: int | None, pattern: Callable[[int], bool]):
-    """(sliding_window, how many layers use it): layer_types wins over the per-type pattern."""
+    """(sliding_window, how many layers use it, and which when not all do: attention_layers);
+    layer_types wins over the per-type pattern."""
     if window is None:
         return {"sliding_window": None, "sliding_window_layers": 0}
-    types = c.layer_types(base["num_layers"])
+    n_layers = base["num_layers"]
+    types = c.layer_types(n_layers)
     if types is not None:
-        n = sum(t == "sliding_attention" for t in types)
+        windowed = tuple(t == "sliding_attention" for t in types)
     else:
-        n = sum(pattern(i) for i in range(base["num_layers"]))
-    return {"sliding_window": window if n else None, "sliding_window_layers": n}
+        windowed = tuple(pattern(i) for i in range(n_layers))
+    n = sum(windowed)
+    out = {"sliding_window": window if n else None, "sliding_window_layers": n}
+    if 0 < n < n_layers:  # local and global layers mixed: say which is which (models/layers.py)
+        out["attention_layers"] = tuple(SLIDING if w else FULL for w in windowed)
+    return out
 
 
 def _every_layer(_: int) -> bool:
@@ -295,6 +301,136 @@ def gpt_oss(c: ConfigReader) -> dict:
     return d
 
 
+def llama4_text(c: ConfigReader) -> dict:
+    """Llama 4 text decoder (transformers 5.24 configuration_llama4.py / modeling_llama4.py,
+    Llama4TextConfig defaults): MoE on the layers `moe_layers` lists (default every
+    interleave_moe_layer_step-th), a dense MLP of intermediate_size_mlp on the others; each MoE layer
+    has one shared expert of intermediate_size beside the routed ones, a bias-free router, top-k
+    sigmoid scores. Attention: layers with RoPE attend inside chunks of attention_chunk_size
+    (layer_types chunked_attention), the NoPE layers (no_rope_layers 0: every
+    no_rope_layer_interval-th) globally. The L2 qk-norm has no weight: no parameters."""
+    b = _base(c, kv_default=8, max_pos_default=4096 * 32)
+    n = b["num_layers"]
+    bias = c.flag("attention_bias", False)
+    step = c.integer("interleave_moe_layer_step", 1)
+    listed = c.data.get("moe_layers")
+    moe_layers = set(c.int_list("moe_layers", [])) if listed is not None else None
+    moe = MoESpec(
+        num_experts=c.integer("num_local_experts", 16),
+        experts_per_token=c.integer("num_experts_per_tok", 1),
+        expert_ffn_size=c.integer("intermediate_size", 8192),
+        num_shared_experts=1, shared_expert_ffn_size=c.integer("intermediate_size", 8192),
+        # an explicit moe_layers list overrides the step (Llama4TextConfig.__post_init__)
+        moe_layer_freq=1 if moe_layers is not None else step,
+        dense_layers=tuple(i for i in range(n) if i not in moe_layers) if moe_layers is not None else (),
+        router_score="sigmoid",
+        aux_loss_coef=c.number("router_aux_loss_coef", 0.001),
+    )
+    dense = ffn_kinds(moe, n).count(DENSE)
+    return dict(
+        b, head_dim=_head_dim(c, b, 128), ffn_size=c.integer("intermediate_size_mlp", 16384) if dense else 0,
+        mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        tied_embeddings=c.flag("tie_word_embeddings", False),
+        qkv_bias=bias, o_bias=bias, moe=moe, **_llama4_attention(c, n),
+    )
+
+
+def _llama4_attention(c: ConfigReader, n: int) -> dict:
+    """attention_layers of Llama 4: chunked (RoPE layers with a chunk size), nope (no RoPE: global),
+    full (RoPE without a chunk size, or layer_types full_attention)."""
+    interval = c.integer("no_rope_layer_interval", 4)
+    rope = c.int_list("no_rope_layers", []) or tuple(int((i + 1) % interval != 0) for i in range(n))
+    if len(rope) != n or any(x not in (0, 1) for x in rope):
+        raise TrainplanError(f"{c.where}: no_rope_layers must list {n} entries of 0 or 1; fix the config.json")
+    chunk = c.optional_int("attention_chunk_size", 8192)
+    types = c.data.get("layer_types")
+    if types is None:
+        types = ["chunked_attention" if r and chunk is not None else "full_attention" for r in rope]
+    allowed = {"chunked_attention", "full_attention"}
+    if not isinstance(types, list) or len(types) != n or any(t not in allowed for t in types):
+        raise TrainplanError(f"{c.where}: layer_types must list {n} entries, each 'chunked_attention' or "
+                             "'full_attention'; fix the config.json")
+    if "chunked_attention" in types and chunk is None:
+        raise TrainplanError(f"{c.where}: chunked_attention layers need attention_chunk_size; fix the config.json")
+    layers = tuple(CHUNKED if t == "chunked_attention" else FULL if r else NOPE for t, r in zip(types, rope))
+    return {"attention_layers": layers, "attention_chunk_size": chunk if CHUNKED in layers else None}
+
+
+def llama4(c: ConfigReader) -> dict:
+    """A Llama 4 config.json (Llama4ForConditionalGeneration): its text part, under text_config."""
+    text = c.data.get("text_config")
+    if not isinstance(text, dict):
+        raise TrainplanError(f"{c.where}: a llama4 config.json needs its text_config object (the language "
+                             "model's sizes); give the model's own config.json")
+    d = llama4_text(ConfigReader(text, f"{c.where} text_config", "llama4_text"))
+    return dict(d, model_type=c.model_type)
+
+
+def glm4_moe(c: ConfigReader) -> dict:
+    """GLM-4.5 / 4.6 (transformers 5.24 configuration_glm4_moe.py / modeling_glm4_moe.py): GQA with
+    biases on q, k, v only (attention_bias) and optional qk RMSNorms (use_qk_norm), the first
+    first_k_dense_replace layers dense, then MoE with n_shared_experts shared experts (one MLP of
+    n_shared_experts x moe_intermediate_size) and a sigmoid router whose e_score_correction_bias is a
+    buffer (not counted), as in DeepSeek-V3; MTP modules (num_nextn_predict_layers) not built."""
+    b = _base(c, kv_default=8, max_pos_default=131072)
+    n_shared = c.integer("n_shared_experts", 1, minimum=0)
+    expert_ffn = c.integer("moe_intermediate_size", 1408)
+    moe = MoESpec(
+        num_experts=c.integer(("n_routed_experts", "num_local_experts"), 128),
+        experts_per_token=c.integer("num_experts_per_tok", 8),
+        expert_ffn_size=expert_ffn,
+        num_shared_experts=n_shared,
+        shared_expert_ffn_size=n_shared * expert_ffn,
+        first_dense_layers=c.integer("first_k_dense_replace", 1, minimum=0),
+        num_groups=c.integer("n_group", 1),
+        topk_groups=c.integer("topk_group", 1),
+        router_score="sigmoid",
+        load_balance="aux_free",  # e_score_correction_bias: DeepSeek-V3's bias-based balancing
+    )
+    return dict(
+        b, head_dim=_head_dim(c, b, None),
+        ffn_size=c.integer("intermediate_size", 10944) if moe.first_dense_layers else 0,
+        mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        tied_embeddings=c.flag("tie_word_embeddings", False),
+        qkv_bias=c.flag("attention_bias", False), qk_norm=c.flag("use_qk_norm", False), moe=moe,
+        mtp_layers=c.integer(("num_nextn_predict_layers", "num_mtp_layers"), 1, minimum=0),
+    )
+
+
+def qwen3_next(c: ConfigReader) -> dict:
+    """Qwen3-Next (transformers 5.24 configuration_qwen3_next.py / modeling_qwen3_next.py): layer_types
+    (default: every full_attention_interval-th layer full attention, the others linear attention) mix
+    gated DeltaNet layers with gated attention (q_proj doubled for the output gate, per-head q/k
+    RMSNorm); the MLP is Qwen2-MoE's (one shared expert behind a sigmoid gate) on every
+    decoder_sparse_step-th layer except mlp_only_layers, dense of intermediate_size elsewhere."""
+    b = _base(c, kv_default=2, max_pos_default=32768)
+    n = b["num_layers"]
+    bias = c.flag("attention_bias", False)
+    interval = c.integer("full_attention_interval", 4)
+    types = c.data.get("layer_types")
+    if types is None:
+        types = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
+    allowed = {"linear_attention", "full_attention"}
+    if not isinstance(types, list) or len(types) != n or any(t not in allowed for t in types):
+        raise TrainplanError(f"{c.where}: layer_types must list {n} entries, each 'linear_attention' or "
+                             "'full_attention'; fix the config.json")
+    layers = tuple(LINEAR if t == "linear_attention" else FULL for t in types)
+    linear = LinearAttentionSpec(
+        num_key_heads=c.integer("linear_num_key_heads", 16), num_value_heads=c.integer("linear_num_value_heads", 32),
+        key_head_dim=c.integer("linear_key_head_dim", 128), value_head_dim=c.integer("linear_value_head_dim", 128),
+        conv_kernel=c.integer("linear_conv_kernel_dim", 4),
+    ) if LINEAR in layers else None
+    shared = c.integer("shared_expert_intermediate_size", 512, minimum=0)
+    d = dict(
+        b, head_dim=_head_dim(c, b, 256), mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        tied_embeddings=c.flag("tie_word_embeddings", False),
+        qkv_bias=bias, o_bias=bias, qk_norm=True, attention_output_gate=True,
+        attention_layers=layers if linear is not None else (), linear_attention=linear,
+    )
+    # HF builds the shared expert and its gate whatever its width (Qwen3NextSparseMoeBlock)
+    return _qwen_moe(c, d, num_shared_experts=1, shared_expert_ffn_size=shared, shared_expert_gate=True)
+
+
 ADAPTERS: dict[str, Callable[[ConfigReader], dict]] = {
     "llama": llama,
     "mistral": mistral,
@@ -306,6 +442,13 @@ ADAPTERS: dict[str, Callable[[ConfigReader], dict]] = {
     "gemma2": gemma2,
     "gemma3_text": gemma3_text,
     "deepseek_v3": deepseek_v3,
+    # Kimi K2 is DeepSeek-V3's architecture with its own model_type (moonshotai/Kimi-K2-Instruct
+    # config.json, architectures DeepseekV3ForCausalLM); transformers has no kimi_k2 class.
+    "kimi_k2": deepseek_v3,
+    "glm4_moe": glm4_moe,
+    "llama4": llama4,
+    "llama4_text": llama4_text,
+    "qwen3_next": qwen3_next,
     "gpt_oss": gpt_oss,
     "gpt2": gpt2,
 }

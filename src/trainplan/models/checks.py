@@ -16,7 +16,15 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from trainplan.errors import TrainplanError
-from trainplan.models.spec import MLP_KINDS, NORMS, POSITION_EMBEDDINGS, MLASpec, ModelSpec, MoESpec
+from trainplan.models.spec import (
+    MLP_KINDS,
+    NORMS,
+    POSITION_EMBEDDINGS,
+    LinearAttentionSpec,
+    MLASpec,
+    ModelSpec,
+    MoESpec,
+)
 from trainplan.parsing import check_types
 
 # Sanity bounds, far past the largest published decoders (Llama 3.1 405B: 126 layers, hidden
@@ -26,7 +34,7 @@ from trainplan.parsing import check_types
 LIMITS = {
     "num_layers": 4096, "hidden_size": 1 << 20, "num_heads": 1 << 16, "num_kv_heads": 1 << 16,
     "head_dim": 1 << 16, "ffn_size": 1 << 24, "vocab_size": 1 << 24, "max_position_embeddings": 1 << 30,
-    "sliding_window": 1 << 30, "norms_per_layer": 16, "mtp_layers": 64,
+    "sliding_window": 1 << 30, "attention_chunk_size": 1 << 30, "norms_per_layer": 16, "mtp_layers": 64,
     "num_experts": 1 << 16, "expert_ffn_size": 1 << 24, "num_shared_experts": 1 << 10,
     "shared_expert_ffn_size": 1 << 24, "kv_lora_rank": 1 << 20, "q_lora_rank": 1 << 20,
     "qk_nope_head_dim": 1 << 16, "qk_rope_head_dim": 1 << 16, "v_head_dim": 1 << 16,
@@ -42,7 +50,7 @@ def check_spec(m: ModelSpec, where: str) -> ModelSpec:
     # Types first: a spec built in code from a record (validation) has not been through a reader.
     d = asdict(m)
     check_types(ModelSpec, d, where)
-    for k, cls in (("moe", MoESpec), ("mla", MLASpec)):
+    for k, cls in (("moe", MoESpec), ("mla", MLASpec), ("linear_attention", LinearAttentionSpec)):
         if d[k] is not None:
             check_types(cls, d[k], f"{where}.{k}")
 
@@ -70,6 +78,8 @@ def check_spec(m: ModelSpec, where: str) -> ModelSpec:
         raise bad(f"sliding_window_layers must be between 0 and num_layers ({m.num_layers}), got {m.sliding_window_layers}")
     if m.sliding_window_layers and m.sliding_window is None:
         raise bad("sliding_window_layers > 0 needs a sliding_window")
+    if m.attention_layers or m.attention_chunk_size is not None or m.linear_attention is not None:
+        _check_attention_layers(m, size, bad)
     if m.moe is not None:
         _check_moe(m, size, bad)
     elif not m.ffn_size:
@@ -81,6 +91,33 @@ def check_spec(m: ModelSpec, where: str) -> ModelSpec:
         if a.q_lora_rank is not None:
             size("q_lora_rank", a.q_lora_rank)
     return m
+
+
+def _check_attention_layers(m: ModelSpec, size, bad) -> None:
+    """The per-layer attention pattern names a known variant for every layer, with its bound."""
+    from trainplan.models.layers import ATTENTION, CHUNKED, LINEAR, MLA, SLIDING
+
+    if m.attention_layers and len(m.attention_layers) != m.num_layers:
+        raise bad(f"attention_layers lists {len(m.attention_layers)} layers, the model has {m.num_layers}")
+    unknown = sorted(set(m.attention_layers) - set(ATTENTION))
+    if unknown:
+        raise bad(f"attention variant {unknown[0]!r} is not one of {', '.join(ATTENTION)}")
+    if (MLA in m.attention_layers) != (m.mla is not None and bool(m.attention_layers)):
+        raise bad("attention_layers lists 'mla' exactly when the model has MLA ranks (mla)")
+    if m.attention_chunk_size is not None:
+        size("attention_chunk_size", m.attention_chunk_size)
+    if (LINEAR in m.attention_layers) != (m.linear_attention is not None):
+        raise bad("attention_layers lists 'linear' exactly when the model has linear_attention sizes")
+    if m.linear_attention is not None:
+        a = m.linear_attention
+        for k in ("num_key_heads", "num_value_heads", "key_head_dim", "value_head_dim", "conv_kernel"):
+            if not 1 <= getattr(a, k) <= 1 << 16:
+                raise bad(f"linear_attention.{k} must be between 1 and 65536, got {getattr(a, k)}")
+    if CHUNKED in m.attention_layers and m.attention_chunk_size is None:
+        raise bad("chunked attention layers need attention_chunk_size")
+    if SLIDING in m.attention_layers and (m.sliding_window is None
+                                          or m.attention_layers.count(SLIDING) != m.sliding_window_layers):
+        raise bad("sliding attention layers need sliding_window, and sliding_window_layers = their count")
 
 
 def _check_moe(m: ModelSpec, size, bad) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainplan.models.layers import is_moe_layer
+from trainplan.models.layers import LINEAR, LayerKind, layer_pattern, mtp_kinds
 from trainplan.models.spec import ModelSpec
 
 
@@ -86,8 +86,21 @@ def _mlp(m: ModelSpec, d_ff: int, bias: bool) -> int:
     return mats * h * d_ff + b
 
 
-def _attention(m: ModelSpec) -> int:
+def _linear_attention(m: ModelSpec) -> int:
+    """Gated DeltaNet (HF Qwen3NextGatedDeltaNet): in_proj_qkvz (h -> 2 key_dim + 2 value_dim: q, k,
+    v and the output gate z), in_proj_ba (h -> 2 value heads: beta and the decay's input), a depthwise
+    conv1d over q, k, v (no bias), dt_bias and A_log per value head, a gated RMSNorm of one value head
+    width, out_proj (value_dim -> h); no biases."""
+    a, h = m.linear_attention, m.hidden_size
+    conv = (2 * a.key_dim + a.value_dim) * a.conv_kernel
+    return (h * (2 * a.key_dim + 2 * a.value_dim) + h * 2 * a.num_value_heads + conv
+            + 2 * a.num_value_heads + a.value_head_dim + a.value_dim * h)
+
+
+def _attention(m: ModelSpec, kind: LayerKind | None = None) -> int:
     h = m.hidden_size
+    if kind is not None and kind.attention == LINEAR:
+        return _linear_attention(m)
     if m.mla is not None:
         a = m.mla
         # DeepSeek-V2 paper, section 2.1.2: q = W_UQ norm(W_DQ h); [c_kv, k_rope] = W_DKV h;
@@ -104,9 +117,10 @@ def _attention(m: ModelSpec) -> int:
         kv += a.kv_lora_rank * m.num_heads * (a.qk_nope_head_dim + a.v_head_dim)
         o = m.num_heads * a.v_head_dim * h + (h if m.o_bias else 0)
         return q + kv + o
-    p = h * m.q_dim + 2 * h * m.kv_dim + m.q_dim * h
+    q_out = m.q_dim * (2 if m.attention_output_gate else 1)  # the gate comes out of q_proj
+    p = h * q_out + 2 * h * m.kv_dim + m.q_dim * h
     if m.qkv_bias:
-        p += m.q_dim + 2 * m.kv_dim
+        p += q_out + 2 * m.kv_dim
     if m.o_bias:
         p += h
     if m.qk_norm:
@@ -116,13 +130,15 @@ def _attention(m: ModelSpec) -> int:
     return p
 
 
-def _layer(m: ModelSpec, index: int) -> LayerParams:
+def _layer(m: ModelSpec, kind: LayerKind) -> LayerParams:
+    """One decoder layer of `kind`: the attention variants differ in their FLOPs, not their weights
+    (Llama 4's NoPE layers drop the weightless L2 qk-norm only)."""
     h = m.hidden_size
-    attn = _attention(m)
+    attn = _attention(m, kind)
     norms = m.norms_per_layer * _norm(m, h)
     moe = m.moe
-    if not is_moe_layer(moe, index):
-        return LayerParams(attn, _mlp(m, m.ffn_size, m.mlp_bias), 0, 0, norms)
+    if not kind.is_moe:
+        return LayerParams(attn, _mlp(m, kind.ffn_size, m.mlp_bias) if kind.ffn_size else 0, 0, 0, norms)
     one_expert = _mlp(m, moe.expert_ffn_size, moe.expert_bias)
     router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
     router += moe.num_experts if moe.router_score_correction_bias else 0
@@ -145,5 +161,14 @@ def count_params(m: ModelSpec) -> ParamCounts:
         embedding=emb,
         lm_head=0 if m.tied_embeddings else m.vocab_size * m.hidden_size,
         final_norm=_norm(m, m.hidden_size),
-        layers=tuple(_layer(m, i) for i in range(m.num_layers)),
+        layers=tuple(_layer(m, k) for k in layer_pattern(m)),
     )
+
+
+def count_mtp_params(m: ModelSpec) -> int:
+    """Parameters of the multi-token-prediction modules, which transformers does not build (so
+    count_params leaves them out). DeepSeek-V3 sec. 2.2: module k has RMSNorms of the hidden state
+    and of the shared embedding's output, a projection M_k (2h -> h), one transformer block like the
+    last layer, and a final norm before the shared output head; embedding and head are shared."""
+    h = m.hidden_size
+    return sum(3 * _norm(m, h) + 2 * h * h + _layer(m, k).total for k in mtp_kinds(m))

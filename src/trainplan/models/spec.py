@@ -55,6 +55,27 @@ class MLASpec:
 
 
 @dataclass(frozen=True, slots=True)
+class LinearAttentionSpec:
+    """Gated DeltaNet token mixer of the linear-attention layers (Yang et al. 2024, arXiv:2412.06464;
+    Qwen3-Next's linear_attention layers): q and k of num_key_heads x key_head_dim, v of
+    num_value_heads x value_head_dim, a causal depthwise convolution of conv_kernel taps over q, k, v."""
+
+    num_key_heads: int
+    num_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int
+
+    @property
+    def key_dim(self) -> int:
+        return self.num_key_heads * self.key_head_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.num_value_heads * self.value_head_dim
+
+
+@dataclass(frozen=True, slots=True)
 class ModelSpec:
     """A decoder-only transformer, as a training planner needs it."""
 
@@ -84,6 +105,13 @@ class ModelSpec:
     mla: MLASpec | None = None
     mtp_layers: int = 0  # DeepSeek multi-token-prediction modules (not built by transformers)
     source: str = ""  # where the facts came from (URL of the config.json, paper table)
+    # Per-layer attention variant (models/layers.py ATTENTION keys) when the config gives a pattern
+    # the fields above cannot say (Llama 4: chunked local layers and global NoPE layers); empty: every
+    # layer is full attention (MLA with `mla`), the first sliding_window_layers windowed.
+    attention_layers: tuple[str, ...] = ()
+    attention_chunk_size: int | None = None  # tokens per chunk of the "chunked" layers (Llama 4)
+    linear_attention: LinearAttentionSpec | None = None  # the "linear" layers' mixer (Qwen3-Next)
+    attention_output_gate: bool = False  # q_proj also yields a sigmoid gate on the attention output (Qwen3-Next)
 
     # ---- derived sizes -------------------------------------------------------------------
     @property
@@ -111,10 +139,20 @@ class ModelSpec:
         return self.moe is not None
 
 
+# Fields written to plan.json only when they differ from their default, so that the plan.json of a
+# model the per-layer pattern adds nothing to stays as it was.
+_OMITTED_AT_DEFAULT = {"attention_layers": (), "attention_chunk_size": None, "linear_attention": None,
+                       "attention_output_gate": False}
+
+
 def spec_to_dict(m: ModelSpec) -> dict:
     from dataclasses import asdict
 
-    return asdict(m)
+    d = asdict(m)
+    for k, default in _OMITTED_AT_DEFAULT.items():
+        if d[k] == default:
+            del d[k]
+    return d
 
 
 def spec_from_dict(d: dict, where: str = "model") -> ModelSpec:
@@ -136,12 +174,16 @@ def spec_from_dict(d: dict, where: str = "model") -> ModelSpec:
 
     build(ModelSpec, d, where)
     kw = dict(d)
+    kw["attention_layers"] = tuple(kw.get("attention_layers", ()))  # JSON gives a list
     if kw.get("moe") is not None:
         moe = dict(build(MoESpec, kw["moe"], f"{where}.moe"))
         moe["dense_layers"] = tuple(moe.get("dense_layers", ()))  # JSON gives a list
         kw["moe"] = MoESpec(**moe)
     if kw.get("mla") is not None:
         kw["mla"] = MLASpec(**build(MLASpec, kw["mla"], f"{where}.mla"))
+    if kw.get("linear_attention") is not None:
+        kw["linear_attention"] = LinearAttentionSpec(**build(LinearAttentionSpec, kw["linear_attention"],
+                                                           f"{where}.linear_attention"))
     from trainplan.models.checks import check_spec
 
     return check_spec(ModelSpec(**kw), where)

@@ -180,3 +180,16 @@ def test_a_printed_arguments_block_reads_back_to_the_same_layout(plans):
     imp = mg.read("[rank0] startup\n" + _printed_block(values, p.job.cluster.num_gpus), "run.log")
     assert imp.layout == mg.read(text, "x").layout and imp.model == p.job.model.name
     assert imp.nodes is None and any("not read" in n for n in imp.notes)
+
+
+@pytest.mark.parametrize("model,kinds", [("llama-4-maverick", "chunked, nope"), ("qwen3-next-80b-a3b", "linear")])
+def test_layers_megatron_is_not_given_are_refused_not_exported_as_full_attention(model, kinds):
+    # the exporter writes full attention on every layer: a model with other attention layers would run
+    # as another model, so the export (and a search on this stack) refuses it, naming the kinds
+    from trainplan.hardware import Cluster, find_node
+    from trainplan.job import Job, Workload
+    from trainplan.layout import Layout
+
+    job = Job(resolve(model), Cluster(find_node("ml.p6-b200.48xlarge"), 16), Workload(8192, 128))
+    why = mg.refusal(job, Layout(dp_shard=128, micro_batch=1, stack="megatron"))
+    assert why.startswith(f"megatron export: attention: {model} has {kinds} attention layers")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from trainplan.errors import TrainplanError
 from trainplan.memo import memoised
-from trainplan.models.layers import MOE, layer_kinds
+from trainplan.models.layers import FULL, MLA, MOE, SLIDING, layer_kinds, layer_pattern
 from trainplan.parsing import read_toml
 
 ARGS_FILE = "megatron_args.txt"
@@ -58,6 +58,14 @@ def model_args(m) -> dict:
     if m.sliding_window is not None:
         raise _refuse("sliding_window", f"{m.name} slides a {m.sliding_window}-token window on "
                       f"{m.sliding_window_layers} of {m.num_layers} layers; not exported to Megatron-LM")
+    other = sorted({k.attention for k in layer_pattern(m)} - {FULL, MLA, SLIDING})
+    if other:
+        raise _refuse("attention", f"{m.name} has {', '.join(other)} attention layers (models/layers.py); the exporter "
+                      f"writes full attention on every layer, so it refuses rather than run another model "
+                      "(Megatron-LM has --no-rope-freq for NoPE and an experimental --linear-attention-freq, and no "
+                      "chunked local attention argument at this release)")
+    if m.attention_output_gate:
+        raise _refuse("attention_output_gate", f"{m.name} gates the attention output; not exported to Megatron-LM")
     if m.mlp == "geglu":
         raise _refuse("mlp", "geglu has no Megatron-LM argument (--swiglu, --squared-relu, or gelu by default)")
     biases = (m.qkv_bias, m.o_bias, m.mlp_bias)

@@ -26,7 +26,9 @@ functions in models/params.py and costs/activations.py.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from trainplan.memo import memoised
@@ -144,12 +146,14 @@ def moe_flags(m: ModelSpec) -> tuple[bool, ...]:
     return tuple(k.is_moe for k in layer_pattern(m))
 
 
-def kind_counts(m: ModelSpec) -> dict[LayerKind, int]:
-    """Each distinct layer kind of `m` and how many layers have it, in order of first occurrence."""
+@memoised()  # the step time asks per candidate (costs/flops.py, steptime.py); the answer is the model's
+def kind_counts(m: ModelSpec) -> Mapping[LayerKind, int]:
+    """Each distinct layer kind of `m` and how many layers have it, in order of first occurrence
+    (read-only: the one answer is shared by every caller)."""
     out: dict[LayerKind, int] = {}
     for k in layer_pattern(m):
         out[k] = out.get(k, 0) + 1
-    return out
+    return MappingProxyType(out)
 
 
 @memoised()

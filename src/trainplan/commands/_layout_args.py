@@ -158,15 +158,34 @@ def from_notes(args, mod, im) -> list[str]:
     return [f"read {args.from_file} as {mod.FRAMEWORK} {mod.RELEASE}", *im.notes]
 
 
+def file_nodes(im, node) -> int:
+    """The nodes of an Imported configuration on `node`: the file's, else the nodes its GPUs fill."""
+    return im.nodes or max(1, -(-im.layout.num_gpus // node.gpus_per_node))
+
+
+def imported_job(im, model, node, *, tokens: int = 0, nodes: int | None = None):
+    """The Job an Imported configuration describes for `model` on `node` (`nodes`, else
+    file_nodes), its layout checked as the flags' layout is: the one reading of --from's job that
+    estimate, fit, plan and compare share."""
+    from trainplan.hardware import Cluster
+    from trainplan.job import Job, Workload
+    from trainplan.layout import check_layout
+    from trainplan.models.checks import beyond_context
+
+    job = Job(model, Cluster(node, nodes or file_nodes(im, node)),
+              Workload(seq_len=im.seq_len, global_batch=im.global_batch, tokens=tokens,
+                       long_context=beyond_context(model, im.seq_len)))
+    check_layout(job, im.layout)
+    return job
+
+
 def job_and_layout_from(args, *, tokens: int = 0, price: float | None = None):
     """(job, layout) of --from: the file's model, sequence, batch and layout on the file's instance
     (or --instance), with --nodes, the file's nodes, or the nodes its GPUs fill; checked as the
     flags' layout is. args.from_notes says what was read and what was taken by convention."""
-    from trainplan.hardware import Cluster, find_node, with_price
-    from trainplan.job import Job, Workload
-    from trainplan.layout import check_layout
+    from trainplan.hardware import find_node, with_price
     from trainplan.models import resolve
-    from trainplan.models.checks import beyond_context, check_context
+    from trainplan.models.checks import check_context
 
     mod, im = read_from(args, ("model", "seq_len", "global_batch", "layout", *args._layout_flags))
     node = find_node(im.instance or args.instance)
@@ -174,9 +193,6 @@ def job_and_layout_from(args, *, tokens: int = 0, price: float | None = None):
         node = with_price(node, price)
     model = resolve(im.model)
     check_context(model, im.seq_len, args.allow_long_context)
-    nodes = args.nodes or im.nodes or max(1, -(-im.layout.num_gpus // node.gpus_per_node))
-    job = Job(model, Cluster(node, nodes), Workload(seq_len=im.seq_len, global_batch=im.global_batch,
-                                                    tokens=tokens, long_context=beyond_context(model, im.seq_len)))
-    check_layout(job, im.layout)
+    job = imported_job(im, model, node, tokens=tokens, nodes=args.nodes)
     args.from_notes = from_notes(args, mod, im)
     return job, im.layout

@@ -115,20 +115,14 @@ def compare_one(model, node, args, ev) -> list[dict]:
 def yours_row(model, found, args, ev, default_node) -> dict:
     """The row of the team's own layout (--from) on the file's instance (else the first of
     --instances) and node count, estimated by the same cost model as the others."""
-    from trainplan.hardware import Cluster, find_node
-    from trainplan.job import Job, Workload
-    from trainplan.layout import check_layout
-    from trainplan.models.checks import beyond_context
+    from trainplan.commands._layout_args import imported_job
+    from trainplan.hardware import find_node
     from trainplan.search import Counting
     from trainplan.search.candidate import Candidate
 
     mod, im = found
     node = find_node(im.instance) if im.instance else default_node
-    nodes = im.nodes or max(1, -(-im.layout.num_gpus // node.gpus_per_node))
-    job = Job(model, Cluster(node, nodes), Workload(seq_len=im.seq_len, global_batch=im.global_batch,
-                                                    tokens=args.tokens,
-                                                    long_context=beyond_context(model, im.seq_len)))
-    check_layout(job, im.layout)
+    job = imported_job(im, model, node, tokens=args.tokens)
     counting = ev if isinstance(ev, Counting) else Counting(ev)
     head = {"instance": node.name, "gpu": node.gpu.name, "gpus_per_node": node.gpus_per_node, **price_head(node),
             "source": f"{args.from_file} ({mod.FRAMEWORK} {mod.RELEASE})"}

@@ -149,30 +149,24 @@ def with_from(args):
 
 
 def _nodes_for(im, names) -> int:
+    from trainplan.commands._layout_args import file_nodes
     from trainplan.hardware import find_node
     from trainplan.job import DEFAULT_INSTANCE
 
-    node = find_node(names[0] if names else DEFAULT_INSTANCE)
-    return max(1, -(-im.layout.num_gpus // node.gpus_per_node))
+    return file_nodes(im, find_node(names[0] if names else DEFAULT_INSTANCE))
 
 
 def yours_versus(args, found, result, ev):
     """The team's own layout (--from) estimated on its job, beside the chosen plan (search/versus.py)."""
-    from trainplan.commands._layout_args import from_notes
-    from trainplan.hardware import Cluster, find_node
-    from trainplan.job import Job, Workload
-    from trainplan.layout import check_layout
+    from trainplan.commands._layout_args import from_notes, imported_job
+    from trainplan.hardware import find_node
     from trainplan.search.candidate import Candidate
     from trainplan.search.versus import Versus
 
     mod, im = found
     chosen = result.chosen
     node = find_node(im.instance) if im.instance else chosen.job.cluster.node
-    nodes = im.nodes or max(1, -(-im.layout.num_gpus // node.gpus_per_node))
-    w = chosen.job.workload
-    job = Job(chosen.job.model, Cluster(node, nodes), Workload(seq_len=im.seq_len, global_batch=im.global_batch,
-                                                               tokens=w.tokens, long_context=w.long_context))
-    check_layout(job, im.layout)
+    job = imported_job(im, chosen.job.model, node, tokens=chosen.job.workload.tokens)
     e = ev.detail(job, im.layout)
     yours = Candidate(job, im.layout, ev.evaluate(job, im.layout, ev.memory(job, im.layout)), estimate=e)
     return Versus("; ".join(from_notes(args, mod, im)), yours, chosen, fits=e.fits)

@@ -128,3 +128,16 @@ def test_a4x_max_host_facts_no_google_page_gives_stay_out():
     # ND H200 v5: the host figures nhc-genconf read on the VM (Azure/azurehpc-health-checks)
     h200 = find_node("nd-h200-v5")
     assert (h200.vcpus, h200.host_memory_bytes // 2**30) == (96, 1820)
+
+
+@pytest.mark.parametrize("name", ["a4x-maxgpu-4g-metal", "Standard_ND128isr_GB300_v6", "Standard_ND96isr_H200_v5"])
+def test_each_new_network_is_measured_in_a_profile_or_says_it_is_an_estimate(name):
+    from trainplan.machine.profile import packaged
+
+    node = find_node(name)
+    measured = [p for p in packaged() if p.gpu == node.gpu.name
+                and p.find("collective", instance=name, op="all_reduce", tier="efa") is not None]
+    if measured:  # a published nccl-tests run across the network, cited in the profile's table
+        assert "machine/profiles" in node.network.source
+    else:
+        assert "estimate" in node.network.source and "not a measurement" in node.network.source

@@ -23,8 +23,10 @@ RENTED_ELSEWHERE = [n for n in nodes().values() if n.cloud in ("gcp", "azure")]
 def test_every_cloud_has_its_blackwell_and_hopper_entries():
     by_cloud = {c: {n.name for n in nodes().values() if n.cloud == c} for c in CLOUDS}
     # the names the issue asks for, as each cloud spells them
-    assert {"a4-highgpu-8g", "a4x-highgpu-4g", "a3-ultragpu-8g", "a3-megagpu-8g"} <= by_cloud["gcp"]
-    assert {"Standard_ND128isr_GB200_v6", "Standard_ND96isr_H100_v5"} <= by_cloud["azure"]
+    assert {"a4-highgpu-8g", "a4x-highgpu-4g", "a4x-maxgpu-4g-metal", "a3-ultragpu-8g",
+            "a3-megagpu-8g"} <= by_cloud["gcp"]
+    assert {"Standard_ND128isr_GB200_v6", "Standard_ND128isr_GB300_v6", "Standard_ND96isr_H100_v5",
+            "Standard_ND96isr_H200_v5"} <= by_cloud["azure"]
     assert "ml.p6-b200.48xlarge" in by_cloud["aws"]
 
 
@@ -58,9 +60,14 @@ def test_unsourced_host_facts_stay_out():
     ("a4-highgpu-8g", 8, 8, 3200, "roce"),
     ("a4x-highgpu-4g", 4, 72, 1600, "roce"),
     ("a3-megagpu-8g", 8, 8, 1600, "tcpxo"),
+    # GCP-NET-2026: A4X Max 4 CX-8 SuperNICs = 3,200 Gbps, 8-way rail-aligned; GCP-A4XMAX: 18 instances = 72 GPUs
+    ("a4x-maxgpu-4g-metal", 4, 72, 3200, "roce"),
     # AZ-GB200: 4 GPUs and 4x 400 Gb/s InfiniBand per VM, 18 VMs per NVL72 rack; AZ-H100: 8x 400 Gb/s
     ("Standard_ND128isr_GB200_v6", 4, 72, 1600, "infiniband"),
     ("Standard_ND96isr_H100_v5", 8, 8, 3200, "infiniband"),
+    # AZ-GB300: 800 Gbps InfiniBand per GPU, 4 GPUs per VM, 18 VMs per rack; AZ-H200: 8 ports of 400 Gb/s
+    ("Standard_ND128isr_GB300_v6", 4, 72, 3200, "infiniband"),
+    ("Standard_ND96isr_H200_v5", 8, 8, 3200, "infiniband"),
 ])
 def test_gpus_per_vm_nvlink_domain_and_fabric(name, per_vm, domain, gbps, kind):
     n = find_node(name)
@@ -99,3 +106,38 @@ def test_the_goodput_saves_to_the_nodes_cloud_storage():
                                                       reliability().storage.name)
     # Azure Managed Lustre's 500 MB/s per TiB saves the same checkpoint twice as slowly (same capacity)
     assert az.save_s == pytest.approx(2 * gcp.save_s)
+
+
+@pytest.mark.parametrize("name", ["a4x-maxgpu-4g-metal", "Standard_ND128isr_GB300_v6"])
+def test_blackwell_ultra_racks_are_gb300_vms_of_4_placed_as_such(name):
+    n, gb300 = find_node(name), find_node("gb300-nvl72")
+    assert n.gpu.name == "gb300-288gb" and n.cpu_arch == "arm64"
+    # scale-out per GPU: 800 Gb/s, as NVIDIA's own GB300 tray (one 800 Gb/s ConnectX-8 per GPU, NV-RA)
+    assert n.inter_node_bandwidth_per_gpu == gb300.inter_node_bandwidth_per_gpu == 800e9 / 8
+    m = resolve("llama-3.1-405b")
+    assert max(space.tp_options(m, n)) > n.gpus_per_node
+    # an expert group of 16 ranks spans 4 VMs of the rack on NVLink; 144 ranks leave the 72-GPU domain
+    assert comm.tier_name(span(16, 1, n), n) == "nvlink"
+    assert comm.tier_name(span(144, 1, n), n) == comm.NETWORK_TIERS[n.network.kind]
+
+
+def test_a4x_max_host_facts_no_google_page_gives_stay_out():
+    n = find_node("gcp-a4x-max")
+    assert n.name == "a4x-maxgpu-4g-metal"
+    assert (n.vcpus, n.host_memory_bytes, n.local_nvme_bytes, n.price_per_hour) == (None, None, None, None)
+    # ND H200 v5: the host figures nhc-genconf read on the VM (Azure/azurehpc-health-checks)
+    h200 = find_node("nd-h200-v5")
+    assert (h200.vcpus, h200.host_memory_bytes // 2**30) == (96, 1820)
+
+
+@pytest.mark.parametrize("name", ["a4x-maxgpu-4g-metal", "Standard_ND128isr_GB300_v6", "Standard_ND96isr_H200_v5"])
+def test_each_new_network_is_measured_in_a_profile_or_says_it_is_an_estimate(name):
+    from trainplan.machine.profile import packaged
+
+    node = find_node(name)
+    measured = [p for p in packaged() if p.gpu == node.gpu.name
+                and p.find("collective", instance=name, op="all_reduce", tier="efa") is not None]
+    if measured:  # a published nccl-tests run across the network, cited in the profile's table
+        assert "machine/profiles" in node.network.source
+    else:
+        assert "estimate" in node.network.source and "not a measurement" in node.network.source

@@ -38,8 +38,9 @@ def pods(instance: str, nodes: int = 2):
     return r, [s["template"] for s in job["spec"]["pytorchReplicaSpecs"].values()]
 
 
-@pytest.mark.parametrize("instance", ["a4-highgpu-8g", "a4x-highgpu-4g", "a3-ultragpu-8g",
-                                      "Standard_ND128isr_GB200_v6", "Standard_ND96isr_H100_v5"])
+@pytest.mark.parametrize("instance", ["a4-highgpu-8g", "a4x-highgpu-4g", "a4x-maxgpu-4g-metal", "a3-ultragpu-8g",
+                                      "Standard_ND128isr_GB200_v6", "Standard_ND128isr_GB300_v6",
+                                      "Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5"])
 def test_manifest_keys_and_values_follow_kubernetes_syntax(instance):
     r, templates = pods(instance)
     node = find_node(instance)
@@ -71,10 +72,16 @@ def test_gke_pods_attach_one_rdma_network_per_nic_and_use_the_gib_plugin():
     # A4X: four CX-7 NICs per VM
     _, a4x = pods("a4x-highgpu-4g")
     assert len(json.loads(a4x[0]["metadata"]["annotations"]["networking.gke.io/interfaces"])) == 1 + 4
+    # A4X Max: 4 CX-8 SuperNICs in an 8-way rail-aligned topology (GCP-NET-2026): eight RDMA networks
+    _, a4x_max = pods("a4x-maxgpu-4g-metal")
+    nics = json.loads(a4x_max[0]["metadata"]["annotations"]["networking.gke.io/interfaces"])
+    assert [n["network"] for n in nics[1:]] == [f"rdma-{i}" for i in range(8)]
 
 
-def test_aks_pods_ask_for_the_infiniband_devices_and_azure_nccl_settings():
-    r, templates = pods("Standard_ND128isr_GB200_v6")
+@pytest.mark.parametrize("instance", ["Standard_ND128isr_GB200_v6", "Standard_ND128isr_GB300_v6",
+                                      "Standard_ND96isr_H200_v5"])
+def test_aks_pods_ask_for_the_infiniband_devices_and_azure_nccl_settings(instance):
+    r, templates = pods(instance)
     limits = templates[0]["spec"]["containers"][0]["resources"]["limits"]
     assert limits["rdma/rdma_shared_device_a"] == "1"
     assert "annotations" not in templates[0]["metadata"]

@@ -155,3 +155,16 @@ def test_the_gb200_profile_holds_the_full_nvl72_all_reduce():
     assert not t.lookup(bytes=4294967296, ranks=72).outside
     assert t.lookup(bytes=2**36, ranks=72).outside  # beyond the largest size measured: its edge, reported
     assert gb200.find("collective", op="all_gather", tier="nvlink") is None  # not measured: the formula prices it
+
+
+def test_the_gb300_profile_prices_a4x_max_only():
+    # The A4X Max nccl-tests note (machine/profiles/gb300-288gb.json sources, 2026-07-12): all_reduce over multi-node
+    # NVLink, 2 instances of one domain, 838.08 GB/s at 8 GiB; across domains over RoCE, 316.20 GB/s at 1 GiB.
+    # Measured on Google's instances only: AWS p6e-gb300 and Azure ND GB300 v6 keep the formulas.
+    gb300 = next(p for p in packaged() if p.gpu == "gb300-288gb")
+    nv = gb300.find("collective", instance="a4x-maxgpu-4g-metal", op="all_reduce", tier="nvlink")
+    assert nv.lookup(bytes=8 * 2**30, ranks=8).value == pytest.approx(838.08)
+    net = gb300.find("collective", instance="a4x-maxgpu-4g-metal", op="all_reduce", tier="efa")
+    assert net.lookup(bytes=2**30, ranks=8).value == pytest.approx(316.20)
+    for other in ("ml.p6e-gb300.36xlarge", "Standard_ND128isr_GB300_v6", "gb300-nvl72"):
+        assert gb300.find("collective", instance=other, op="all_reduce", tier="nvlink") is None, other

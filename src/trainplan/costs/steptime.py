@@ -9,8 +9,9 @@ dp_shard * cp next to tp (stride tp). A group's placement on nodes follows from 
 step_time finds the slowest stage (`slowest_stage`), then composes the terms of costs/step_terms.py
 in this order, which is also the ledger's: tensor parallel, context parallel, expert parallel,
 pipeline sends, data parallel / sharding, activation offload; then the optimizer step, the bubble
-(it carries the per-micro-batch exposed tp, cp and ep communication), and the stack's time factor
-on the compute-side terms. How each term overlaps with compute: costs/step_terms.py.
+(it carries the per-micro-batch exposed tp, cp and ep communication), the stack's time factor
+on the compute-side terms, and the kernel launches the GPU waits for (costs/launch.py; none under
+cuda_graphs). How each term overlaps with compute: costs/step_terms.py.
 Pipeline bubble (Narayanan et al. 2021 sec. 2.2): (pp - 1) / vp micro-batch times per step, for
 1F1B and GPipe (the same bubble) and interleaved 1F1B with vp chunks per rank.
 """

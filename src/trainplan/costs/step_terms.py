@@ -25,6 +25,7 @@ import functools
 from dataclasses import dataclass
 
 from trainplan.costs import context_parallel as cpx
+from trainplan.costs import launch
 from trainplan.costs import moe as moe_cost
 from trainplan.costs.comm import (
     CommEntry,
@@ -44,6 +45,7 @@ from trainplan.models.params import count_params
 from trainplan.models.spec import ModelSpec
 from trainplan.precision import Recipe
 from trainplan.profile import Profile
+from trainplan.stacks import stack as stack_preset
 
 # Pinned host<->device copies reach ~80% of the PCIe link's per-direction rate (NVIDIA nvbandwidth
 # host_to_device/device_to_host on Gen5 x16 systems report ~50-55 of 64 GB/s; an assumption until a
@@ -372,3 +374,13 @@ def optimizer_time(st: Stage) -> float:
     weights = rec.master_bytes or rec.param_bytes
     opt_bytes = 2 * weights + rec.grad_bytes + 4 * rec.optimizer_bytes + (rec.param_bytes if rec.master_bytes else 0)
     return local * opt_bytes / (st.gpu.hbm_bandwidth * st.prof.hbm_eff)
+
+
+def launch_time(st: Stage) -> float:
+    """Seconds the step waits on kernel launches (costs/launch.py): per micro-batch, what issuing
+    the slowest stage's kernels takes beyond their GPU time; none under CUDA graphs."""
+    L = st.L
+    fused = L.torch_compile or stack_preset(L.stack).fused_kernels
+    tp_calls = 0 if L.tp <= 1 else round(2 * (2 if L.sequence_parallel else 1) * (2 + st.r))
+    per_layer = launch.layer_kernels(fused, st.r, tp_calls)
+    return st.n_mb * launch.exposed_launch(st.layers, per_layer, st.mb.total, L.execution.cuda_graphs)

@@ -9,8 +9,9 @@ dp_shard * cp next to tp (stride tp). A group's placement on nodes follows from 
 step_time finds the slowest stage (`slowest_stage`), then composes the terms of costs/step_terms.py
 in this order, which is also the ledger's: tensor parallel, context parallel, expert parallel,
 pipeline sends, data parallel / sharding, activation offload; then the optimizer step, the bubble
-(it carries the per-micro-batch exposed tp, cp and ep communication), and the stack's time factor
-on the compute-side terms. How each term overlaps with compute: costs/step_terms.py.
+(it carries the per-micro-batch exposed tp, cp and ep communication), the stack's time factor
+on the compute-side terms, and the kernel launches the GPU waits for (costs/launch.py; none under
+cuda_graphs). How each term overlaps with compute: costs/step_terms.py.
 Pipeline bubble (Narayanan et al. 2021 sec. 2.2): (pp - 1) / vp micro-batch times per step, for
 1F1B and GPipe (the same bubble) and interleaved 1F1B with vp chunks per rank.
 """
@@ -39,7 +40,7 @@ __all__ = ["StepResult", "StepTime", "exposed", "shard_calls", "slowest_stage", 
 class StepTime:
     """Seconds per optimizer step, by cause. The fields before `total` partition it exactly:
     total = compute + recompute + dp + tp + pp + cp + ep + bubble + optimizer + nongemm + overhead
-    + offload."""
+    + offload + launch."""
 
     compute: float  # GEMMs and attention of all micro-batches (slowest stage), no recompute
     recompute: float  # activation-checkpointing re-runs
@@ -54,6 +55,7 @@ class StepTime:
     overhead: float  # fixed per-step overhead from the profile
     total: float
     offload: float = 0.0  # exposed host<->GPU copies of offloaded activations (ac="offload")
+    launch: float = 0.0  # kernel launches the GPU waits for (costs/launch.py); none under cuda_graphs
 
     @property
     def exposed_comm(self) -> float:
@@ -145,10 +147,12 @@ def step_time(job: Job, L: Layout, prof: Profile) -> StepResult:
     # the factor scales the compute-side terms; the communication ledger stays as computed.
     f = prof.time_factor(L.stack)
     compute, nongemm, recompute, bubble, optimizer = (x * f for x in (compute, nongemm, recompute, bubble, optimizer))
+    # host time issuing kernels beyond their GPU time; the stack's factor does not apply (it is no kernel)
+    launch = terms.launch_time(stage)
     total = compute + recompute + dp.exposed + tp.exposed + pp.exposed + cp.exposed + ep.exposed + bubble \
-        + optimizer + nongemm + prof.step_overhead_s + off.exposed
+        + optimizer + nongemm + prof.step_overhead_s + off.exposed + launch
     t = StepTime(compute, recompute, dp.exposed, tp.exposed, pp.exposed, cp.exposed, ep.exposed, bubble,
-                 optimizer, nongemm, prof.step_overhead_s, total, off.exposed)
+                 optimizer, nongemm, prof.step_overhead_s, total, off.exposed, launch)
     ledger = (tp, cp, ep, pp, dp, off)
     entries = tuple(e for term in ledger for e in term.entries)
     notes = set(mb.outside).union(*(term.outside for term in ledger))

@@ -22,7 +22,7 @@ MEMORY = {"parameters": "#88CCEE", "gradients": "#CC6677", "optimizer states": "
 DIMENSIONS = {"dp": "#DDCC77", "fsdp": "#999933", "tp": "#44AA99", "pp": "#6699CC", "cp": "#882255",
               "ep": "#661100", "offload": "#AA4499"}
 STEP_TIME = {"GEMM + attention": "#88CCEE", "recompute": "#CC6677", "non-GEMM": "#332288",
-             "optimizer": "#117733", "bubble": "#888888", "overhead": GREY,
+             "optimizer": "#117733", "bubble": "#888888", "overhead": GREY, "kernel launch": "#DDDDDD",
              **{f"exposed comm {d}": c for d, c in DIMENSIONS.items() if d != "offload"},
              "exposed offload copies": DIMENSIONS["offload"]}
 TIERS = {"nvlink": "#117733", "pcie": "#DDCC77", "efa": "#CC6677", "ib": "#CC6677", "roce": "#CC6677",

@@ -19,6 +19,7 @@ from trainplan.units import GiB
 
 # StepTime fields (costs/steptime.py, an exact partition of the step) as the report names them
 _PART_NAMES = {"compute": "GEMM + attention", "nongemm": "non-GEMM", "offload": "exposed offload copies",
+               "launch": "kernel launch",
                **{d: f"exposed comm {d}" for d in ("dp", "tp", "pp", "cp", "ep")}}
 
 # Memory terms (costs/memory.MemoryBreakdown) grouped for the stacked bars; hover lists the terms.

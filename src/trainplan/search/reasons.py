@@ -287,7 +287,7 @@ def setting_reasons(best: Candidate, q: Query, ev: Counting) -> list[str]:
     for key in settings.UNPRICED:
         if key in can:
             out.append(f"{key}={_text(getattr(ex, key))} (the {L.stack} preset's): not weighed, the cost model "
-                       f"prices neither the gain nor the memory of {key.replace('_', ' ')}")
+                       f"prices the kernel launches {key.replace('_', ' ')} remove but not the memory they hold")
     for key in sorted(q.fixed_settings & set(settings.BY_RULE) & set(settings.choices(L.stack))):
         other = settings.RULE_OFF[key] if getattr(ex, key) == settings.BY_RULE[key] else settings.BY_RULE[key]
         _, alt = _variant(best, ev, execution=ex.with_(**{key: other}))

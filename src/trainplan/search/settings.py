@@ -17,8 +17,9 @@ prices it:
               competes with the batch-level one (the profile's overlap, behind another micro-batch);
               cp_comm: memory (costs/context_parallel.working_bytes) against the exposed exchange.
               Tried on the expanded candidates only (engine.py's expand step), never on the screen.
-  unpriced    cuda_graphs: no cost term prices it (launch gaps, the graph pool's memory), so the search
-              cannot weigh it; it stays at the preset and the reasons say so.
+  unpriced    cuda_graphs: the step time prices its launch part (costs/launch.py: no kernel-launch wait
+              under graphs), but no memory term prices the graph pool, so the search cannot weigh
+              it; it stays at the preset and the reasons say so.
 
 The reference trainer's stack chooses only among the values supports.implemented() says it runs (the
 one home of that rule), so a plan for it stays runnable.

@@ -192,7 +192,7 @@ def test_the_plan_states_its_throughput_band_from_runs_like_it(cli):
         assert code == 0, err
         text = " ".join(x.strip() for x in out.splitlines())  # the band's line wraps
         line = text.split(" tokens/s at ", 1)[1][: text.split(" tokens/s at ", 1)[1].index("(x/") + 10]
-        assert line.startswith("the p90 error of ") and "out-of-sample runs" in line
+        assert line.startswith("the p90 error (over ") and "out-of-sample runs" in line
         # an fp8 plan priced from bf16 rows x a cited ratio says so, and its band carries the ratio's error
         ratio = next((x for x in out.splitlines() if "GEMMs priced as bf16 measured x cited" in x), None)
         widen = float(ratio.split("band +")[1].split("%")[0]) / 100 if ratio else 0.0

@@ -203,3 +203,21 @@ def test_the_packaged_band_pool_has_not_drifted_from_the_cost_model():
     for run in (now, stored):
         run["p90"] = p90([fold_error(r["error"]) for r in run["runs"]])
     assert now["p90"] == pytest.approx(stored["p90"], abs=0.02), "cost model changed since the fit: refit the profile"
+
+
+def test_the_band_is_a_conformal_bound_over_sources_not_runs():
+    # Ten runs of one source at 40% and one run each of nine others at 5%: by runs the p90 would be
+    # 40% or 5% by how many runs a source printed; by sources the ten sources weigh alike and
+    # ceil(0.9 x 11) = 10 of them must be inside: the bound is 40%.
+    from trainplan.band import conformal_p90
+
+    heavy = [_run(i, "big", 0.40) for i in range(10)]
+    light = [_run(10 + i, f"s{i}", 0.05) for i in range(9)]
+    assert conformal_p90(heavy + light) == pytest.approx(0.40)
+    # twenty sources of one run: the 19th smallest (ceil(0.9 x 21) = 19), not the interpolated p90
+    spread = [_run(i, f"t{i}", 0.01 * (i + 1)) for i in range(20)]
+    assert conformal_p90(spread) == pytest.approx(0.19)
+    # a source that printed many runs is one unit: t0's ten 30% runs weigh as one of the 20 sources,
+    # so the 19 others (2%..20%) reach the level first and the bound is 20%, not 30%
+    many = [_run(100 + i, "t0", 0.30) for i in range(10)] + spread[1:]
+    assert conformal_p90(many) == pytest.approx(0.20)

@@ -48,6 +48,8 @@ CHUNKED = "chunked"  # causal inside fixed chunks of `window` tokens (Llama 4 lo
 NOPE = "nope"  # global causal attention without rotary positions (Llama 4's every 4th layer)
 MLA = "mla"  # DeepSeek multi-head latent attention, full causal
 LINEAR = "linear"  # gated DeltaNet linear attention: a recurrent state, no key/value cache (Qwen3-Next)
+MAMBA2 = "mamba2"  # Mamba-2 selective state-space mixer in place of attention (Nemotron-H "M" blocks)
+NO_MIXER = "none"  # no token mixer: the block is an MLP only (Nemotron-H "-" blocks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,9 @@ ATTENTION: dict[str, AttentionVariant] = {
     MLA: AttentionVariant(False, True, "DeepSeek-V2 sec. 2.1 multi-head latent attention"),
     LINEAR: AttentionVariant(False, False, "Yang et al. 2024 gated delta networks (arXiv:2412.06464); HF "
                                            "linear_attention (transformers 5.24 modeling_qwen3_next.py)"),
+    MAMBA2: AttentionVariant(False, False, "Dao & Gu 2024 (arXiv:2405.21060) Mamba-2 SSD mixer; HF "
+                                           "NemotronHMamba2Mixer (transformers 5.24 modeling_nemotron_h.py)"),
+    NO_MIXER: AttentionVariant(False, False, "a block without a token mixer (Nemotron-H MLP-only blocks)"),
 }
 
 
@@ -118,7 +123,7 @@ def _attention_of(m: ModelSpec) -> tuple[tuple[str, int | None], ...]:
 @memoised()  # the cost model asks per layout; the answer is the model's
 def layer_pattern(m: ModelSpec) -> tuple[LayerKind, ...]:
     """The kind of each decoder layer of `m`, in order."""
-    ffn = ffn_kinds(m.moe, m.num_layers)
+    ffn = m.mlp_layers or ffn_kinds(m.moe, m.num_layers)  # mlp_layers: the config says it per layer
     return tuple(LayerKind(a, w, f, m.ffn_size if f == DENSE else 0)
                  for (a, w), f in zip(_attention_of(m), ffn, strict=True))
 

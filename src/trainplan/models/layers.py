@@ -166,9 +166,9 @@ def model_features(m: ModelSpec) -> tuple[str, ...]:
     """The architecture features a plan's band asks were ever measured (band.py): the FFN kind and
     each departure from plain (grouped-query or multi-head) attention that the cost model prices:
     MLA, sliding windows, and the other attention variants of the layer pattern (chunked, NoPE,
-    linear), plus MTP modules."""
+    linear, Mamba-2; a block without a mixer is an MLP, no departure), plus MTP modules."""
     out = [MOE if m.moe is not None else DENSE]
     out += ["mla"] * (m.mla is not None) + ["sliding-window"] * (m.sliding_window_layers > 0)
-    out += sorted({k.attention for k in layer_pattern(m)} - {FULL, MLA, SLIDING})
+    out += sorted({k.attention for k in layer_pattern(m)} - {FULL, MLA, SLIDING, NO_MIXER})
     out += ["mtp"] * (m.mtp_layers > 0)
     return tuple(out)

@@ -124,3 +124,32 @@ def test_plan_json_keeps_the_configs_infinity_and_refuses_it_elsewhere(cli, tmp_
     f.write_text(json.dumps(d))
     with pytest.raises(TrainplanError, match="Infinity is not a JSON number"):
         load_plan(f)
+
+
+def _record(**model):
+    from trainplan.validation.dataset import DEV_DATASET, load_dataset
+
+    _, cases = load_dataset(DEV_DATASET)
+    r = json.loads(json.dumps(cases[0].record))
+    r["model"] = dict(name="Nemotron-H 8B", family="nemotron_h", num_layers=52, hidden_size=4096,
+                      num_attention_heads=32, num_kv_heads=8, ffn_hidden_size=21504, vocab_size=131072, mlp="relu2",
+                      attention="gqa", tied_embeddings=False, **model)
+    r["hardware"] = dict(r["hardware"], gpu="h100-sxm", num_gpus=8, gpus_per_node=8)
+    r["train"] = dict(r["train"], seq_len=8192, micro_batch=1, global_batch=8, tp=1, dp=8, sharding="dist_optimizer",
+                      framework="megatron_bridge", precision=None, sequence_parallel=False)
+    return r
+
+
+def test_a_validation_record_with_a_layer_pattern_is_the_catalog_model():
+    from trainplan.validation.dataset import to_case
+
+    pattern = hf_config("nemotron-h-8b")["hybrid_override_pattern"]
+    case = to_case(_record(layer_pattern=pattern, arch_extra={"mamba_num_heads": 128, "head_dim": 128}))
+    assert case.skipped_reason is None, case.skipped_reason
+    assert layer_pattern(case.job.model) == layer_pattern(catalog()["nemotron-h-8b"])
+    assert count_params(case.job.model).total == count_params(catalog()["nemotron-h-8b"]).total
+    assert any("mamba_state_dim 128" in a for a in case.assumptions)  # a default it took says so
+    short = to_case(_record(layer_pattern=pattern[:-1], arch_extra={"mamba_num_heads": 128}))
+    assert "layer_pattern must be a string of one letter per layer (52)" in short.skipped_reason
+    no_heads = to_case(_record(layer_pattern=pattern))
+    assert "mamba_num_heads is needed" in no_heads.skipped_reason

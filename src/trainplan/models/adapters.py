@@ -452,6 +452,19 @@ _NEMOTRON_BLOCKS = {
 }
 
 
+def hybrid_blocks(blocks, where: str) -> list[tuple[str, str]]:
+    """(mixer, MLP) of each Nemotron-H block, from its letters (M, *, -) or layers_block_type names;
+    the one reading of a block pattern (the adapter's and a validation record's layer_pattern)."""
+    if any(b in ("E", "moe") for b in blocks):
+        raise TrainplanError(f"{where}: nemotron_h MoE blocks ('E', Nemotron 3) are not supported yet; "
+                             "plan a Nemotron-H model of Mamba-2, attention and MLP blocks")
+    unknown = sorted(set(blocks) - set(_NEMOTRON_BLOCKS))
+    if unknown:
+        raise TrainplanError(f"{where}: nemotron_h block {unknown[0]!r} is not one of M, *, - (mamba, attention, "
+                             "mlp); fix the pattern")
+    return [_NEMOTRON_BLOCKS[b] for b in blocks]
+
+
 def nemotron_h(c: ConfigReader) -> dict:
     """Nemotron-H (arXiv:2504.03624; transformers 5.24 configuration_nemotron_h.py / modeling_nemotron_h.py):
     each layer is one block, a pre-RMSNorm and one mixer: Mamba-2 (M), attention (*: GQA without
@@ -464,14 +477,7 @@ def nemotron_h(c: ConfigReader) -> dict:
     if not blocks or not isinstance(blocks, list) or any(not isinstance(b, str) for b in blocks):
         raise TrainplanError(f"{c.where}: a nemotron_h config.json needs hybrid_override_pattern (a string of M, *, "
                              "-) or layers_block_type (a list); fix the config.json")
-    if any(b in ("E", "moe") for b in blocks):
-        raise TrainplanError(f"{c.where}: nemotron_h MoE blocks ('E', Nemotron 3) are not supported yet; "
-                             "plan a Nemotron-H model of Mamba-2, attention and MLP blocks")
-    unknown = sorted({b for b in blocks} - set(_NEMOTRON_BLOCKS))
-    if unknown:
-        raise TrainplanError(f"{c.where}: nemotron_h block {unknown[0]!r} is not one of M, *, - (mamba, attention, "
-                             "mlp); fix the config.json")
-    kinds = [_NEMOTRON_BLOCKS[b] for b in blocks]
+    kinds = hybrid_blocks(blocks, c.where)
     declared = c.data.get("num_hidden_layers")
     if declared is not None and declared != len(kinds):
         raise TrainplanError(f"{c.where}: num_hidden_layers {declared!r} differs from the {len(kinds)} blocks of its "

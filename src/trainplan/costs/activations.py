@@ -242,6 +242,15 @@ def _deltanet(m: ModelSpec, e: int, t: int) -> tuple[float, float, float]:
     return qkv, core, a.value_dim / t
 
 
+def saved_kinds(m: ModelSpec) -> tuple[tuple[str, bool], ...]:
+    """Per layer of `m` (models/layers.py), what decides its saved tensors besides MoE: its mixer
+    (the DeltaNet and Mamba-2 mixers and the mixer-less block keep their own; every attention
+    variant keeps attention's, as FULL) and whether it has an MLP: the `mixer, mlp` arguments of
+    layer_activations, for the memory model and the tracer's comparison alike."""
+    own = (L.LINEAR, L.MAMBA2, L.NO_MIXER)
+    return tuple((k.attention if k.attention in own else L.FULL, k.mlp != L.NO_MLP) for k in L.layer_pattern(m))
+
+
 def _one_block(m: ModelSpec, both: LayerActivations, mixer: str, mlp: bool) -> LayerActivations:
     """A Nemotron-H block holds one mixer or one MLP behind one norm: what a two-part layer keeps,
     less the part it lacks and half the residual stream (one norm input of the two)."""

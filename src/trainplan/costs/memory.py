@@ -24,12 +24,13 @@ from trainplan.costs.activations import (
     layer_activations,
     layer_backward_grads,
     microbatches_in_flight,
+    saved_kinds,
 )
 from trainplan.costs.moe import layout_load
 from trainplan.costs.states import StageParams, stage_params, state_bytes
 from trainplan.layout import Layout
 from trainplan.memo import memoised
-from trainplan.models.layers import FULL, LINEAR, MAMBA2, NO_MIXER, NO_MLP, layer_pattern, moe_flags
+from trainplan.models.layers import FULL, moe_flags
 from trainplan.models.stages import EVEN, Uneven
 from trainplan.units import GiB
 
@@ -330,11 +331,7 @@ def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, layer
 
 @functools.lru_cache(maxsize=256)
 def _mixer_kinds(m) -> tuple[tuple[str, bool], ...]:
-    """Per layer of `m` (models/layers.py), what decides its saved tensors besides MoE: its mixer
-    (the DeltaNet and Mamba-2 mixers and the mixer-less block keep their own; every attention
-    variant keeps attention's, as FULL) and whether it has an MLP."""
-    own = (LINEAR, MAMBA2, NO_MIXER)
-    return tuple((k.attention if k.attention in own else FULL, k.mlp != NO_MLP) for k in layer_pattern(m))
+    return saved_kinds(m)
 
 
 def _linears(m) -> int:

@@ -17,6 +17,10 @@ layers, Qwen3-Next's linear and full ones); a spec written before it (an older p
 validation record) says only how many layers use a sliding window (`sliding_window_layers`): those
 layers are then taken to be the first ones.
 
+Which MLP each layer has comes from `ModelSpec.mlp_layers` when the config says it per block
+(Nemotron-H: a block is a Mamba-2 mixer, attention or an MLP alone, so a mixer block has NO_MLP and
+an MLP block the NO_MIXER variant), else from the MoE rule (is_moe_layer).
+
 A new layer kind is one row of ATTENTION (what the variant is) plus one cost function
 (costs/flops.py KEYS_PER_QUERY: how many keys a query attends to); tests/models/test_layers.py adds
 a fake one. Weights and saved tensors of a new mixer (as the linear attention's) are its own

@@ -103,7 +103,8 @@ def _mismatch(hint, v) -> str | None:
 MAX_JSON_DEPTH = 32
 
 
-def read_json(path: str | Path, what: str) -> Any:
+def read_json(path: str | Path, what: str, constants: bool = False) -> Any:
+    """`constants`: accept NaN and Infinity as Python's json (and so transformers) reads them."""
     p = Path(path)
     if not p.is_file():
         raise TrainplanError(f"{what} {str(p)!r} does not exist or is not a file")
@@ -113,14 +114,17 @@ def read_json(path: str | Path, what: str) -> Any:
         raise TrainplanError(f"{what} {str(p)!r} is not UTF-8 text") from None
     except OSError as e:
         raise TrainplanError(f"{what} {str(p)!r} cannot be read: {e.strerror}") from None
-    return parse_json(text, f"{what} {str(p)!r}")
+    return parse_json(text, f"{what} {str(p)!r}", constants)
 
 
-def parse_json(text: str, what: str) -> Any:
+def parse_json(text: str, what: str, constants: bool = False) -> Any:
     """JSON as the standard defines it: NaN and Infinity (which Python's json accepts) are refused,
-    and so is nesting deeper than MAX_JSON_DEPTH."""
+    and so is nesting deeper than MAX_JSON_DEPTH. `constants`: NaN, Infinity and -Infinity are read
+    as Python's json reads them (a config.json as transformers writes it: the Mamba-2
+    time_step_limit [0.0, Infinity]); the reader of each number used decides if it must be finite."""
     try:
-        data = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+        data = json.loads(text, parse_constant=None if constants else _no_constant,
+                          parse_float=float if constants else _finite_float)
     except json.JSONDecodeError as e:
         raise TrainplanError(f"{what} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
     except RecursionError:
@@ -130,6 +134,17 @@ def parse_json(text: str, what: str) -> Any:
     if _depth(data) > MAX_JSON_DEPTH:
         raise TrainplanError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
     return data
+
+
+def nonfinite_at(o: Any, path: str) -> str | None:
+    """The path of the first NaN or infinite number in `o` (nested dicts and lists), or None."""
+    if isinstance(o, float) and not math.isfinite(o):
+        return path
+    items = o.items() if isinstance(o, dict) else enumerate(o) if isinstance(o, list) else ()
+    for k, v in items:
+        if (found := nonfinite_at(v, f"{path}.{k}" if isinstance(k, str) else f"{path}[{k}]")) is not None:
+            return found
+    return None
 
 
 def _no_constant(name: str):

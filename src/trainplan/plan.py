@@ -41,7 +41,7 @@ from trainplan.job import MAX_TOKENS, OPTIMIZERS, Job, Workload
 from trainplan.layout import Layout, check_layout, layout_from_dict
 from trainplan.models.checks import check_context
 from trainplan.models.spec import spec_from_dict, spec_to_dict
-from trainplan.parsing import check_keys, check_types, read_json
+from trainplan.parsing import check_keys, check_types, nonfinite_at, read_json
 
 SCHEMA = "trainplan-plan/1"
 
@@ -341,7 +341,16 @@ def _check_estimate(d: dict, est: Estimate, where: str) -> None:
 def load_plan(path: str | Path, world: int | None = None) -> Plan:
     """plan_from_dict of the file at `path` (`world`: a run directory's plan.json, read_run)."""
     try:
-        return plan_from_dict(read_json(path, "plan"), where=str(path), world=world)
+        # the config.json it embeds keeps its Infinity (Mamba-2 time_step_limit) as transformers wrote
+        # it; every other number of a plan is finite
+        try:
+            data = read_json(path, "plan")
+        except TrainplanError:
+            data = read_json(path, "plan", constants=True)
+            rest = {k: v for k, v in data.items() if k != "hf_config"} if isinstance(data, dict) else data
+            if nonfinite_at(rest, "$") is not None:
+                raise
+        return plan_from_dict(data, where=str(path), world=world)
     except TrainplanError as e:
         # The layout checks speak of flags; point at the file instead when they come from one.
         msg = str(e)

@@ -59,6 +59,9 @@ DEFAULT_STACK = "trainplan"
 # The stack that runs every parallel dimension and every value of every setting (Megatron-Core with
 # TransformerEngine): the one supports.py names when trainplan's trainer refuses a layout.
 COMPLETE_STACK = "megatron"
+# Megatron-Bridge builds Nemotron-H (NemotronHModelProvider: Megatron-Core's hybrid Mamba model), which
+# the megatron exporter's GPT arguments cannot say: the stack named for models with Mamba-2 layers.
+MAMBA_STACK = "megatron_bridge"
 CHOICES = {
     "moe_dispatcher": ("alltoall", "allgather", "deepep"),
     "cp_comm": ("p2p", "a2a", "allgather", "a2a+p2p"),

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from trainplan.converter_names import declared
 from trainplan.errors import TrainplanError
 from trainplan.layout import expert_tp
-from trainplan.models.layers import CHUNKED, LINEAR, NOPE
+from trainplan.models.layers import CHUNKED, LINEAR, MAMBA2, NO_MIXER, NOPE
 from trainplan.precision import no_converter, registry
-from trainplan.stacks import COMPLETE_STACK, DEFAULT_STACK, SETTINGS, stack
+from trainplan.stacks import COMPLETE_STACK, DEFAULT_STACK, MAMBA_STACK, SETTINGS, stack
 
 TRAINER_STACK = DEFAULT_STACK
 # Values the trainer runs besides its preset's: the chunked loss (runtime/loss.py, with the
@@ -27,6 +27,11 @@ TRAINER_STACK = DEFAULT_STACK
 ALSO_RUNS = {"cross_entropy": ("chunked",)}
 # The stack named in refusals and in `plan`'s reasons (stacks.py).
 OTHER_STACK = COMPLETE_STACK
+
+
+def other_stack(model) -> str:
+    """The stack named when trainplan's trainer (or an exporter) refuses `model`."""
+    return MAMBA_STACK if model is not None and MAMBA2 in model.attention_layers else OTHER_STACK
 
 
 # Layout fields the trainer fixes whatever a search or a flag would choose: runtime/parallel.apply_tp
@@ -103,6 +108,10 @@ def own_model_gaps(model) -> tuple[str, ...]:
         gaps.append("gated DeltaNet linear attention")
     if model.attention_output_gate:
         gaps.append("gated attention output")
+    if MAMBA2 in variants:
+        gaps.append("Mamba-2 mixer layers")
+    if NO_MIXER in variants or model.mlp_layers:
+        gaps.append("blocks of a mixer or an MLP alone")
     return tuple(gaps)
 
 
@@ -113,7 +122,7 @@ def check_own_model(model) -> None:
     if gaps:
         raise TrainplanError(f"{model.name} uses {', '.join(gaps)}, which trainplan's own model does not build; "
                              f"run it through its Hugging Face config (--hf, data parallel only), or --stack "
-                             f"{OTHER_STACK}")
+                             f"{other_stack(model)}")
 
 
 def hf_refusal(layout, hf_config: dict | None) -> str | None:
@@ -154,7 +163,7 @@ def _hf_only(L, model) -> Refusal | None:
     return Refusal(f"{model.name}'s {what} run{'s' if len(gaps) == 1 else ''} in the trainer only through its "
                    f"Hugging Face model (--hf), which has no expert, context, tensor or pipeline parallelism "
                    f"(plan has {', '.join(degrees)}); choose a plan with data parallelism only, or --stack "
-                   f"{OTHER_STACK}", OTHER_STACK)
+                   f"{other_stack(model)}", other_stack(model))
 
 
 def _expert_tp(L, model) -> Refusal | None:

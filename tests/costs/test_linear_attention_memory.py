@@ -9,13 +9,14 @@ from trainplan.hardware import Cluster, find_node
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout
 from trainplan.models import resolve
+from trainplan.models.layers import LINEAR
 
 
 def test_the_deltanet_layer_keeps_its_projections_conv_outputs_and_chunk_states():
     m = resolve("qwen3-next-80b-a3b")
     a, e = m.linear_attention, 2
     for tp in (1, 2):
-        kept = layer_activations(m, True, ActivationContext(seq_len=4096, tp=tp), "none", linear=True)
+        kept = layer_activations(m, True, ActivationContext(seq_len=4096, tp=tp), "none", mixer=LINEAR)
         # HF Qwen3NextGatedDeltaNet: in_proj_qkvz (2 key_dim + 2 value_dim), in_proj_ba (2 value heads),
         # conv1d over q, k, v (2 key_dim + value_dim channels)
         widths = (2 * a.key_dim + 2 * a.value_dim) + 2 * a.num_value_heads + (2 * a.key_dim + a.value_dim)
@@ -28,7 +29,7 @@ def test_the_deltanet_layer_keeps_its_projections_conv_outputs_and_chunk_states(
 def test_the_model_counts_each_mixer_on_its_own_layers():
     m = resolve("qwen3-next-80b-a3b")
     ctx = ActivationContext(seq_len=4096)
-    linear = layer_activations(m, True, ctx, "none", linear=True).total
+    linear = layer_activations(m, True, ctx, "none", mixer=LINEAR).total
     attention = layer_activations(m, True, ctx, "none").total
     assert linear != attention
     job = Job(m, Cluster(find_node("ml.p6-b200.48xlarge"), 1), Workload(4096, 8))

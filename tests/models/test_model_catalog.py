@@ -15,7 +15,8 @@ ISSUE_2_MODELS = [
     "gpt-oss-120b", "gpt3-175b",
 ]
 # Layers that differ from one another (issue 24); released sizes whose config.json could be sourced.
-ISSUE_24_MODELS = ["llama-4-maverick", "glm-4.5", "glm-4.5-air", "kimi-k2", "qwen3-next-80b-a3b"]
+ISSUE_24_MODELS = ["llama-4-maverick", "glm-4.5", "glm-4.5-air", "kimi-k2", "qwen3-next-80b-a3b",
+                   "nemotron-h-8b", "nemotron-h-56b"]
 
 
 def test_catalog_holds_the_issue_2_and_24_models():
@@ -78,6 +79,15 @@ def test_qwen3_next_published_size_exactly():
     # safetensors headers, 3,874,929,408 once the inactive experts' tensors are taken out
     c = count_params(catalog()["qwen3-next-80b-a3b"])
     assert (c.total, c.active) == (79_674_391_296, 3_874_929_408)
+
+
+def test_nemotron_h_published_sizes():
+    # Nemotron-H report (arXiv:2504.03624) names the models by size: 8B and 56B; each is a mixer or an
+    # MLP per block, so every parameter is active
+    for name, total_b in (("nemotron-h-8b", 8.1), ("nemotron-h-56b", 56.3)):
+        c = count_params(catalog()[name])
+        assert c.total / 1e9 == pytest.approx(total_b, abs=0.05)
+        assert c.active == c.total
 
 
 def test_glm_4_5_air_published_size():

@@ -110,6 +110,12 @@ BRANCHES = {
                               linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
                               linear_value_head_dim=12, linear_conv_kernel_dim=4, mlp_only_layers=[1],
                               attention_bias=True),
+    # every block kind (M, -, *) with the non-default biases; time_step_limit as transformers writes it
+    "nemotron_h-pattern-biases": dict(TINY, model_type="nemotron_h", num_key_value_heads=2, head_dim=16,
+                                      mamba_num_heads=8, mamba_head_dim=12, ssm_state_size=16, n_groups=2,
+                                      hybrid_override_pattern="M-M*-", use_bias=True, mlp_bias=True,
+                                      use_conv_bias=False, num_hidden_layers=5,
+                                      time_step_limit=[0.0, float("inf")]),
     "gpt_oss-minimal": dict(TINY, model_type="gpt_oss", num_key_value_heads=2, head_dim=16,
                             num_local_experts=4),
     "gpt2-minimal": {"model_type": "gpt2", "vocab_size": 1000, "n_embd": 64, "n_layer": 3,

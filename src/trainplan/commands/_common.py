@@ -91,13 +91,9 @@ def print_json(obj) -> None:
 
 
 def _nonfinite(o, path: str) -> str | None:
-    if isinstance(o, float) and not math.isfinite(o):
-        return path
-    items = o.items() if isinstance(o, dict) else enumerate(o) if isinstance(o, list) else ()
-    for k, v in items:
-        if (found := _nonfinite(v, f"{path}.{k}" if isinstance(k, str) else f"{path}[{k}]")) is not None:
-            return found
-    return None
+    from trainplan.parsing import nonfinite_at
+
+    return nonfinite_at(o, path)
 
 
 def _default(o):

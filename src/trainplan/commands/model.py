@@ -60,12 +60,13 @@ def _architecture(m: ModelSpec) -> list[str]:
 
 def _pattern(m: ModelSpec) -> str:
     """How many layers of each attention variant (models/layers.py), with their bound."""
-    from trainplan.models.layers import kind_counts
+    from trainplan.models.layers import NO_MIXER, kind_counts
 
     by_attention: dict[tuple[str, int | None], int] = {}
     for k, n in kind_counts(m).items():
         by_attention[(k.attention, k.window)] = by_attention.get((k.attention, k.window), 0) + n
-    return ", ".join(f"{n} {a}" + (f" ({w} tokens)" if w else "") for (a, w), n in by_attention.items())
+    return ", ".join(f"{n} {'mlp-only' if a == NO_MIXER else a}" + (f" ({w} tokens)" if w else "")
+                     for (a, w), n in by_attention.items())
 
 
 def describe(m: ModelSpec, c: ParamCounts) -> str:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from trainplan.models import layers as L
 from trainplan.models.spec import ModelSpec
 
 GROUPS = ("residual", "attn_input", "qkv", "attn_core", "attn_output", "mlp_input", "mlp_hidden",
@@ -138,13 +139,21 @@ def _heads_per_rank(n: int, tp: int) -> float:
     return max(n / tp, 1.0)
 
 
-def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext, linear: bool = False) -> LayerActivations:
+def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext, mixer: str = L.FULL,
+               mlp: bool = True) -> LayerActivations:
     """Bytes/token saved by one layer with no recomputation (the 'none' policy).
 
     Tensor parallelism divides what lives inside the TP region (q/k/v, attention, MLP hidden);
     sequence parallelism also divides what lives outside it (norm inputs and outputs, dropout masks),
     Korthikanti section 4.2.2. Without SP those are replicated on every TP rank.
+    `mixer`: the layer's attention variant (models/layers.py); the linear-attention and Mamba-2 mixers
+    keep their own tensors (_deltanet, _mamba2), a block without a mixer none. `mlp` False: a block
+    without an MLP (Nemotron-H's mixer blocks).
     """
+    if mixer == L.NO_MIXER or not mlp:
+        return _one_block(m, layer_none(m, moe_layer, c, L.FULL if mixer == L.NO_MIXER else mixer), mixer, mlp)
+    linear = mixer == L.LINEAR
+    mamba = mixer == L.MAMBA2
     e, t = c.elem_bytes, c.tp
     sp = t if (c.sequence_parallel and t > 1) else 1  # divisor for the sequence-parallel region
     h = m.hidden_size
@@ -172,6 +181,8 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext, linear: bool
         mla = (q_lat + kv_lat) / sp
     elif linear:
         qkv, attn_core_linear, out_dim = _deltanet(m, e, t)
+    elif mamba:
+        qkv, attn_core_linear, out_dim = _mamba2(m, e, t, c.seq_len)
     else:
         kv_heads = _heads_per_rank(m.num_kv_heads, t)
         qkv = e * m.head_dim * (q_heads + 2 * kv_heads)
@@ -182,7 +193,7 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext, linear: bool
             qkv += (norm_in * m.head_dim + (FP32 if c.norm_stats else 0)) * (q_heads + kv_heads)
         out_dim = q_heads * m.head_dim
     attn_output = e * out_dim + (c.lowp_bytes * out_dim if c.fp8_linear_inputs else 0)
-    if linear:
+    if linear or mamba:
         attn_core = attn_core_linear
     elif c.flash_attention:
         attn_core = FP32 * q_heads  # log-sum-exp per head per query
@@ -231,6 +242,46 @@ def _deltanet(m: ModelSpec, e: int, t: int) -> tuple[float, float, float]:
     return qkv, core, a.value_dim / t
 
 
+def saved_kinds(m: ModelSpec) -> tuple[tuple[str, bool], ...]:
+    """Per layer of `m` (models/layers.py), what decides its saved tensors besides MoE: its mixer
+    (the DeltaNet and Mamba-2 mixers and the mixer-less block keep their own; every attention
+    variant keeps attention's, as FULL) and whether it has an MLP: the `mixer, mlp` arguments of
+    layer_activations, for the memory model and the tracer's comparison alike."""
+    own = (L.LINEAR, L.MAMBA2, L.NO_MIXER)
+    return tuple((k.attention if k.attention in own else L.FULL, k.mlp != L.NO_MLP) for k in L.layer_pattern(m))
+
+
+def _one_block(m: ModelSpec, both: LayerActivations, mixer: str, mlp: bool) -> LayerActivations:
+    """A Nemotron-H block holds one mixer or one MLP behind one norm: what a two-part layer keeps,
+    less the part it lacks and half the residual stream (one norm input of the two)."""
+    d = both.to_dict()
+    d["residual"] /= 2
+    if mixer == L.NO_MIXER:
+        for g in ("attn_input", "qkv", "attn_core", "attn_output", "mla_latents"):
+            d[g] = 0.0
+    if not mlp:
+        for g in ("mlp_input", "mlp_hidden", "moe_routing", "moe_dispatch"):
+            d[g] = 0.0
+    return LayerActivations(**d)
+
+
+def _mamba2(m: ModelSpec, e: int, t: int, seq_len: int) -> tuple[float, float, float]:
+    """(qkv, attn_core, out_dim) bytes per token of a Mamba-2 mixer (Dao & Gu 2024; mamba_ssm's
+    mamba_chunk_scan_combined and HF NemotronHMamba2Mixer): the in_proj output (z, x, B, C, dt), the
+    causal conv's activated output over x, B, C; the scan kernel's fp32 dt and cumulative decay per
+    head, its output y (the gated norm's input) with the norm's fp32 1/rms per group, the fp32 SSM
+    state at each chunk boundary (H x P x N per chunk of chunk_size tokens) and the conv state (the
+    conv_kernel - 1 tokens before each sequence's end, per conv channel); the gated norm's output
+    feeds out_proj (out_dim wide). Heads, groups and channels split over tp (Megatron's Mamba TP)."""
+    a = m.mamba
+    proj = a.inner + a.conv_dim + a.num_heads
+    qkv = e * (proj + a.conv_dim) / t
+    ssm_state = FP32 * a.num_heads * a.head_dim * a.state_size / a.chunk_size
+    conv_state = e * a.conv_dim * (a.conv_kernel - 1) / max(1, seq_len)
+    core = (2 * FP32 * a.num_heads + e * a.inner + FP32 * a.n_groups + ssm_state + conv_state) / t
+    return qkv, core, a.inner / t
+
+
 def _norm_input_bytes(m: ModelSpec, e: int, c: ActivationContext) -> float:
     """Bytes per element a norm keeps of its input (see ActivationContext.norm_impl)."""
     if c.norm_impl == "eager" and m.norm == "rmsnorm":
@@ -257,7 +308,8 @@ def _mlp_hidden(m: ModelSpec, f: float, e: int, c: ActivationContext) -> float:
     return e * f + down_in
 
 
-def layer_selective(m: ModelSpec, moe_layer: bool, c: ActivationContext, linear: bool = False) -> LayerActivations:
+def layer_selective(m: ModelSpec, moe_layer: bool, c: ActivationContext, mixer: str = L.FULL,
+                    mlp: bool = True) -> LayerActivations:
     """Bytes/token saved with selective recomputation.
 
     Megatron (and any run with materialised attention): attention-core recompute (Korthikanti
@@ -268,8 +320,10 @@ def layer_selective(m: ModelSpec, moe_layer: bool, c: ActivationContext, linear:
     attention output with its log-sum-exp, and the outputs of every second matmul (q, v, MLP gate,
     MLP down); recompute norms, rope, the other matmuls and all element-wise ops.
     """
-    full = layer_none(m, moe_layer, c, linear)
-    if linear:  # no per-op policy is modelled for the DeltaNet mixer: it keeps what 'none' keeps
+    full = layer_none(m, moe_layer, c, mixer, mlp)
+    if mixer in (L.LINEAR, L.MAMBA2) or mixer == L.NO_MIXER or not mlp:
+        # no per-op policy is modelled for the DeltaNet and Mamba-2 mixers nor for Nemotron-H's
+        # one-part blocks: they keep what 'none' keeps
         return full
     if not (c.flash_attention and c.per_op_selective):
         return LayerActivations(**{**full.to_dict(), "attn_core": 0.0})
@@ -318,13 +372,14 @@ def layer_full(m: ModelSpec, c: ActivationContext) -> LayerActivations:
 
 
 def layer_activations(m: ModelSpec, moe_layer: bool, c: ActivationContext, policy: str,
-                      linear: bool = False) -> LayerActivations:
+                      mixer: str = L.FULL, mlp: bool = True) -> LayerActivations:
     """Bytes/token kept by one layer under a per-layer policy: 'none', 'selective', 'full', 'offload';
-    `linear`: a linear-attention (gated DeltaNet) layer, whose mixer keeps other tensors (_deltanet)."""
+    `mixer`: the layer's attention variant (the DeltaNet and Mamba-2 mixers keep other tensors),
+    `mlp` False: a block without an MLP."""
     if policy == "none":
-        return layer_none(m, moe_layer, c, linear)
+        return layer_none(m, moe_layer, c, mixer, mlp)
     if policy == "selective":
-        return layer_selective(m, moe_layer, c, linear)
+        return layer_selective(m, moe_layer, c, mixer, mlp)
     if policy == "full":
         return layer_full(m, c)
     if policy == "offload":

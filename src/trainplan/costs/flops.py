@@ -82,7 +82,7 @@ class LayerFlops:
 
     gemms: tuple[tuple[int, int, int, str], ...]
     attn_pair_flops: int  # FLOP per (query, key) pair, all heads: 2*heads*(d_qk + d_v)
-    window: int | None  # sliding window or chunk (keys per query at most) or None
+    window: float | None  # sliding window or chunk (keys per query at most), the mixers' key count, or None
     count: int  # how many layers of this kind
     # Per GEMM, the output widths of the separate matmuls it stands for, in the execution order of
     # the reference (torchtitan / Hugging Face) code: q, k, v for a fused qkv; gate, up for a fused
@@ -152,6 +152,8 @@ KEYS_PER_QUERY: dict[str, Callable[[int, int | None, bool], float]] = {
     L.SLIDING: keys_per_query,
     L.CHUNKED: chunked_keys_per_query,
     L.LINEAR: lambda _s, keys, _causal=True: float(keys),  # LayerFlops.window holds _linear_keys
+    L.MAMBA2: lambda _s, keys, _causal=True: float(keys),  # LayerFlops.window holds _mamba2_keys
+    L.NO_MIXER: lambda _s, _w, _causal=True: 0.0,  # an MLP-only block attends to nothing
 }
 
 
@@ -177,8 +179,42 @@ def _linear_keys(m: ModelSpec) -> int:
     return round(DELTANET_CHUNK + 3 * a.key_head_dim * a.value_head_dim / (a.key_head_dim + a.value_head_dim))
 
 
+def mamba2_scan_per_token(m: ModelSpec) -> float:
+    """Forward FLOPs per token of the Mamba-2 SSD scan in its chunked form (Dao & Gu 2024,
+    arXiv:2405.21060 sec. 6: the semiseparable matrix cut into chunks of Q tokens), H heads of P
+    channels, B and C of N per group (G groups), 2 FLOP per multiply-add:
+      1. diagonal blocks, inside each chunk: C B^T per group (N per (query, key) pair) and its
+         decay-masked product with x per head (P per pair), causal: Q/2 keys on average (the s/2
+         convention of step 3): G N Q + H P Q;
+      2. right factors, each chunk's state B^T x per head: 2 H N P;
+      3. centre, the states passed from chunk to chunk: 2 H N P once per chunk, / Q per token;
+      4. left factors, the output read from the state before the chunk, C h per head: 2 H N P.
+    Linear in the sequence: a constant per token."""
+    a = m.mamba
+    q, n, p, h, g = a.chunk_size, a.state_size, a.head_dim, a.num_heads, a.n_groups
+    return g * n * q + h * p * q + 4 * h * n * p + 2 * h * n * p / q
+
+
+def _mamba2_pair_flops(m: ModelSpec) -> int:
+    """The Mamba-2 scan counted as (query, key) pairs at 2 H (N + P) FLOP each (as the DeltaNet core)."""
+    a = m.mamba
+    return 2 * a.num_heads * (a.state_size + a.head_dim)
+
+
+def _mamba2_keys(m: ModelSpec) -> float:
+    """Keys per query that make pairs x _mamba2_pair_flops the scan's FLOPs (mamba2_scan_per_token).
+    No machine-profile microbenchmark exists for the SSD kernels: compute.py prices these pairs as
+    flash attention at this key count, a datasheet-class fallback."""
+    return mamba2_scan_per_token(m) / _mamba2_pair_flops(m)
+
+
 def _attention_gemms(m: ModelSpec, attention: str = L.FULL) -> tuple[tuple[tuple[int, int, int, str], ...], int]:
     h = m.hidden_size
+    if attention == L.MAMBA2:  # in_proj (z, x, B, C, dt) and out_proj
+        a = m.mamba
+        return ((h, a.inner + a.conv_dim + a.num_heads, 1, "attn"), (a.inner, h, 1, "attn")), _mamba2_pair_flops(m)
+    if attention == L.NO_MIXER:
+        return (), 0
     if attention == L.LINEAR:
         a = m.linear_attention
         gemms = ((h, 2 * a.key_dim + 2 * a.value_dim, 1, "attn"), (h, 2 * a.num_value_heads, 1, "attn"),
@@ -209,7 +245,7 @@ def _mlp_gemms(m: ModelSpec, ff: int, count: int, kind: str) -> tuple[tuple[int,
 def _layer_parts(m: ModelSpec, gemms, attention: str = L.FULL) -> tuple[tuple[int, ...], ...]:
     """Split the fused qkv and gate/up GEMMs into the matmuls the reference code runs."""
     split = {}
-    if m.mla is None and attention != L.LINEAR:
+    if m.mla is None and attention not in (L.LINEAR, L.MAMBA2, L.NO_MIXER):
         split[0] = (m.q_dim * (2 if m.attention_output_gate else 1), m.kv_dim, m.kv_dim)
     for i, (k, n, _, kind) in enumerate(gemms):
         if kind == "mlp" and m.gated_mlp and k == m.hidden_size and n % 2 == 0 and i + 1 < len(gemms) \
@@ -238,7 +274,8 @@ def _flops_of(m: ModelSpec, counts: dict, num_layers: int) -> ModelFlops:
     for k in sorted(counts, key=lambda k: (k.is_moe, k.window is None)):
         attn, pair = _attention_gemms(m, k.attention)
         gemms = _kind_gemms(m, k, attn)
-        window = _linear_keys(m) if k.attention == L.LINEAR else k.window
+        window = (_linear_keys(m) if k.attention == L.LINEAR else _mamba2_keys(m) if k.attention == L.MAMBA2
+                  else k.window)
         kinds.append(LayerFlops(gemms, pair, window, counts[k], _layer_parts(m, gemms, k.attention), k.attention))
     return ModelFlops(tuple(kinds), 2 * m.hidden_size * m.vocab_size, num_layers)
 

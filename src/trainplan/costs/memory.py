@@ -24,12 +24,13 @@ from trainplan.costs.activations import (
     layer_activations,
     layer_backward_grads,
     microbatches_in_flight,
+    saved_kinds,
 )
 from trainplan.costs.moe import layout_load
 from trainplan.costs.states import StageParams, stage_params, state_bytes
 from trainplan.layout import Layout
 from trainplan.memo import memoised
-from trainplan.models.layers import LINEAR, layer_pattern, moe_flags
+from trainplan.models.layers import FULL, moe_flags
 from trainplan.models.stages import EVEN, Uneven
 from trainplan.units import GiB
 
@@ -288,9 +289,10 @@ def _context(seq_len, tp, sequence_parallel, cp, flash, compiled, torchtitan, lo
 
 
 @functools.lru_cache(maxsize=4096)
-def _layer(m, is_moe: bool, ctx: ActivationContext, policy: str, linear: bool = False) -> tuple[LayerActivations, float]:
-    """One layer kind under one policy: (kept tensors, their total)."""
-    kept = layer_activations(m, is_moe, ctx, policy, linear)
+def _layer(m, is_moe: bool, ctx: ActivationContext, policy: str, mixer: tuple[str, bool] = (FULL, True)
+           ) -> tuple[LayerActivations, float]:
+    """One layer kind under one policy: (kept tensors, their total); `mixer`: (_mixer_kinds)."""
+    kept = layer_activations(m, is_moe, ctx, policy, *mixer)
     return kept, kept.total
 
 
@@ -302,9 +304,9 @@ def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, layer
     Each distinct (layer kind, policy) is evaluated once and multiplied by its count. A layer's kind
     here is what decides its saved tensors: MoE or not, and a linear-attention mixer or attention
     (windowed, chunked and global attention keep the same tensors with a flash kernel)."""
-    counts: dict[tuple[tuple[bool, bool], str], int] = {}  # in the order of the layers' first occurrence
+    counts: dict[tuple[tuple[bool, tuple[str, bool]], str], int] = {}  # in the order of first occurrence
     moe = moe_flags(m)
-    mixer = _linear_flags(m)
+    mixer = _mixer_kinds(m)
     flags = [(moe[index], mixer[index]) for index in layers]
     runs = ((flags[:ac_layers], "full"), (flags[ac_layers:], "none")) if ac == "partial" else ((flags, ac),)
     for run, policy in runs:  # the layers of one policy: their kinds, counted
@@ -312,15 +314,15 @@ def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, layer
             counts[(kind, policy)] = run.count(kind)
     groups = dict.fromkeys(GROUPS, 0.0)
     saved = working = grads = 0.0
-    for ((is_moe, linear), policy), count in counts.items():
-        kept, kept_total = _layer(m, is_moe, ctx, policy, linear)
+    for ((is_moe, kind), policy), count in counts.items():
+        kept, kept_total = _layer(m, is_moe, ctx, policy, kind)
         saved += count * kept_total
         for g, v in kept.to_dict().items():
             groups[g] += count * v
         grads = max(grads, layer_backward_grads(m, is_moe, ctx))
         if policy != "none":
             # backward recomputes one layer at a time; the dropped tensors are alive again meanwhile
-            working = max(working, _layer(m, is_moe, ctx, "none", linear)[1] - kept_total)
+            working = max(working, _layer(m, is_moe, ctx, "none", kind)[1] - kept_total)
     if ac == "offload":
         # the next layer's input is prefetched from host while the current one is recomputed
         working += 2 * _layer(m, False, ctx, "full")[1]
@@ -328,9 +330,8 @@ def _stage_activations(m, ctx: ActivationContext, ac: str, ac_layers: int, layer
 
 
 @functools.lru_cache(maxsize=256)
-def _linear_flags(m) -> tuple[bool, ...]:
-    """True for each linear-attention layer of `m` (models/layers.py)."""
-    return tuple(k.attention == LINEAR for k in layer_pattern(m))
+def _mixer_kinds(m) -> tuple[tuple[str, bool], ...]:
+    return saved_kinds(m)
 
 
 def _linears(m) -> int:

@@ -20,6 +20,7 @@ from trainplan.errors import TrainplanError
 from trainplan.memo import memoised
 from trainplan.models.layers import FULL, MLA, MOE, SLIDING, layer_kinds, layer_pattern
 from trainplan.parsing import read_toml
+from trainplan.stacks import MAMBA_STACK
 
 ARGS_FILE = "megatron_args.txt"
 SCRIPT_FILE = "pretrain_gpt.sh"
@@ -52,6 +53,10 @@ def _refuse(setting: str, why: str) -> TrainplanError:
 def model_args(m) -> dict:
     """The architecture arguments of ModelSpec `m` (vocabulary and rope base aside: vocab_args,
     rope_base); a feature Megatron-LM has no argument for is a one-line refusal."""
+    if m.mamba is not None:  # first: its one norm per block would be refused for the wrong reason
+        raise _refuse("mamba", f"{m.name} has Mamba-2 layers, which Megatron-LM builds in its hybrid model "
+                      "(pretrain_mamba.py, --hybrid-override-pattern), not the GPT model this exporter writes; "
+                      f"plan with --stack {MAMBA_STACK} (NemotronHModelProvider builds it)")
     if m.norms_per_layer != 2:
         raise _refuse("norms_per_layer", f"{m.name} has {m.norms_per_layer} norms per layer; Megatron-LM's GPT layer "
                       "has 2 (no post-attention / post-MLP norm arguments at this release)")

@@ -13,9 +13,20 @@ from collections.abc import Callable
 from trainplan.errors import TrainplanError
 from trainplan.models.checks import check_spec
 from trainplan.models.config_reader import ConfigReader
-from trainplan.models.layers import CHUNKED, DENSE, FULL, LINEAR, NOPE, SLIDING, ffn_kinds
+from trainplan.models.layers import (
+    CHUNKED,
+    DENSE,
+    FULL,
+    LINEAR,
+    MAMBA2,
+    NO_MIXER,
+    NO_MLP,
+    NOPE,
+    SLIDING,
+    ffn_kinds,
+)
 from trainplan.models.rope import check_rope
-from trainplan.models.spec import LinearAttentionSpec, MLASpec, ModelSpec, MoESpec
+from trainplan.models.spec import LinearAttentionSpec, Mamba2Spec, MLASpec, ModelSpec, MoESpec
 
 # hidden_act of a gated MLP (act(x W_gate) * x W_up) -> ModelSpec.mlp
 _GATED_ACT = {
@@ -431,6 +442,68 @@ def qwen3_next(c: ConfigReader) -> dict:
     return _qwen_moe(c, d, num_shared_experts=1, shared_expert_ffn_size=shared, shared_expert_gate=True)
 
 
+# Nemotron-H block letters (hybrid_override_pattern) and layers_block_type names, as
+# NemotronHConfig._pattern_to_list maps them (older config.json files write "mamba" and "attention",
+# which transformers remaps) -> (mixer, MLP) of the one block
+_NEMOTRON_BLOCKS = {
+    "M": (MAMBA2, NO_MLP), "*": (FULL, NO_MLP), "-": (NO_MIXER, DENSE),
+    "mamba": (MAMBA2, NO_MLP), "linear_attention": (MAMBA2, NO_MLP),
+    "attention": (FULL, NO_MLP), "full_attention": (FULL, NO_MLP), "mlp": (NO_MIXER, DENSE),
+}
+
+
+def hybrid_blocks(blocks, where: str) -> list[tuple[str, str]]:
+    """(mixer, MLP) of each Nemotron-H block, from its letters (M, *, -) or layers_block_type names;
+    the one reading of a block pattern (the adapter's and a validation record's layer_pattern)."""
+    if any(b in ("E", "moe") for b in blocks):
+        raise TrainplanError(f"{where}: nemotron_h MoE blocks ('E', Nemotron 3) are not supported yet; "
+                             "plan a Nemotron-H model of Mamba-2, attention and MLP blocks")
+    unknown = sorted(set(blocks) - set(_NEMOTRON_BLOCKS))
+    if unknown:
+        raise TrainplanError(f"{where}: nemotron_h block {unknown[0]!r} is not one of M, *, - (mamba, attention, "
+                             "mlp); fix the pattern")
+    return [_NEMOTRON_BLOCKS[b] for b in blocks]
+
+
+def nemotron_h(c: ConfigReader) -> dict:
+    """Nemotron-H (arXiv:2504.03624; transformers 5.24 configuration_nemotron_h.py / modeling_nemotron_h.py):
+    each layer is one block, a pre-RMSNorm and one mixer: Mamba-2 (M), attention (*: GQA without
+    biases, whatever attention_bias says) or a squared-ReLU MLP (-). The pattern is layers_block_type
+    or, in older files, hybrid_override_pattern; its length is the layer count. MoE blocks (E,
+    Nemotron 3) are refused: their latent projections are not modelled."""
+    listed = c.data.get("layers_block_type", c.data.get("layer_types"))
+    pattern = c.data.get("hybrid_override_pattern")
+    blocks = listed if listed is not None else list(pattern) if isinstance(pattern, str) else None
+    if not blocks or not isinstance(blocks, list) or any(not isinstance(b, str) for b in blocks):
+        raise TrainplanError(f"{c.where}: a nemotron_h config.json needs hybrid_override_pattern (a string of M, *, "
+                             "-) or layers_block_type (a list); fix the config.json")
+    kinds = hybrid_blocks(blocks, c.where)
+    declared = c.data.get("num_hidden_layers")
+    if declared is not None and declared != len(kinds):
+        raise TrainplanError(f"{c.where}: num_hidden_layers {declared!r} differs from the {len(kinds)} blocks of its "
+                             "pattern; fix the config.json")
+    heads = c.integer("num_attention_heads", 32)
+    mamba = Mamba2Spec(
+        num_heads=c.integer(("mamba_num_heads",), 128), head_dim=c.integer("mamba_head_dim", 64),
+        state_size=c.integer("ssm_state_size", 128), n_groups=c.integer(("n_groups", "mamba_n_groups"), 8),
+        conv_kernel=c.integer(("conv_kernel", "mamba_d_conv"), 4),
+        chunk_size=c.integer(("chunk_size", "mamba_chunk_size"), 128),
+        conv_bias=c.flag("use_conv_bias", True), proj_bias=c.flag("use_bias", False),
+    ) if any(k[0] == MAMBA2 for k in kinds) else None
+    attention = tuple(k[0] for k in kinds)
+    return {
+        "model_type": c.model_type, "num_layers": len(kinds), "hidden_size": c.integer("hidden_size", 4096),
+        "num_heads": heads, "num_kv_heads": c.integer("num_key_value_heads", 8),
+        "head_dim": c.integer("head_dim", 128), "vocab_size": c.integer("vocab_size", 131072),
+        "max_position_embeddings": c.integer("max_position_embeddings", 4096),
+        "ffn_size": c.integer("intermediate_size", 21504),
+        "mlp": c.choice("mlp_hidden_act", {"relu2": "relu2"}, "relu2"),
+        "mlp_bias": c.flag("mlp_bias", False), "tied_embeddings": c.flag("tie_word_embeddings", False),
+        "norms_per_layer": 1, "attention_layers": attention, "mamba": mamba,
+        "mlp_layers": tuple(k[1] for k in kinds),
+    }
+
+
 ADAPTERS: dict[str, Callable[[ConfigReader], dict]] = {
     "llama": llama,
     "mistral": mistral,
@@ -449,6 +522,7 @@ ADAPTERS: dict[str, Callable[[ConfigReader], dict]] = {
     "llama4": llama4,
     "llama4_text": llama4_text,
     "qwen3_next": qwen3_next,
+    "nemotron_h": nemotron_h,
     "gpt_oss": gpt_oss,
     "gpt2": gpt2,
 }

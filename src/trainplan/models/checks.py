@@ -21,6 +21,7 @@ from trainplan.models.spec import (
     NORMS,
     POSITION_EMBEDDINGS,
     LinearAttentionSpec,
+    Mamba2Spec,
     MLASpec,
     ModelSpec,
     MoESpec,
@@ -50,7 +51,8 @@ def check_spec(m: ModelSpec, where: str) -> ModelSpec:
     # Types first: a spec built in code from a record (validation) has not been through a reader.
     d = asdict(m)
     check_types(ModelSpec, d, where)
-    for k, cls in (("moe", MoESpec), ("mla", MLASpec), ("linear_attention", LinearAttentionSpec)):
+    for k, cls in (("moe", MoESpec), ("mla", MLASpec), ("linear_attention", LinearAttentionSpec),
+                   ("mamba", Mamba2Spec)):
         if d[k] is not None:
             check_types(cls, d[k], f"{where}.{k}")
 
@@ -78,7 +80,8 @@ def check_spec(m: ModelSpec, where: str) -> ModelSpec:
         raise bad(f"sliding_window_layers must be between 0 and num_layers ({m.num_layers}), got {m.sliding_window_layers}")
     if m.sliding_window_layers and m.sliding_window is None:
         raise bad("sliding_window_layers > 0 needs a sliding_window")
-    if m.attention_layers or m.attention_chunk_size is not None or m.linear_attention is not None:
+    if m.attention_layers or m.attention_chunk_size is not None or m.linear_attention is not None \
+            or m.mamba is not None or m.mlp_layers:
         _check_attention_layers(m, size, bad)
     if m.moe is not None:
         _check_moe(m, size, bad)
@@ -95,7 +98,16 @@ def check_spec(m: ModelSpec, where: str) -> ModelSpec:
 
 def _check_attention_layers(m: ModelSpec, size, bad) -> None:
     """The per-layer attention pattern names a known variant for every layer, with its bound."""
-    from trainplan.models.layers import ATTENTION, CHUNKED, LINEAR, MLA, SLIDING
+    from trainplan.models.layers import (
+        ATTENTION,
+        CHUNKED,
+        DENSE,
+        LINEAR,
+        MAMBA2,
+        MLA,
+        NO_MLP,
+        SLIDING,
+    )
 
     if m.attention_layers and len(m.attention_layers) != m.num_layers:
         raise bad(f"attention_layers lists {len(m.attention_layers)} layers, the model has {m.num_layers}")
@@ -113,6 +125,20 @@ def _check_attention_layers(m: ModelSpec, size, bad) -> None:
         for k in ("num_key_heads", "num_value_heads", "key_head_dim", "value_head_dim", "conv_kernel"):
             if not 1 <= getattr(a, k) <= 1 << 16:
                 raise bad(f"linear_attention.{k} must be between 1 and 65536, got {getattr(a, k)}")
+    if (MAMBA2 in m.attention_layers) != (m.mamba is not None):
+        raise bad("attention_layers lists 'mamba2' exactly when the model has Mamba-2 sizes (mamba)")
+    if m.mamba is not None:
+        a = m.mamba
+        for k in ("num_heads", "head_dim", "state_size", "n_groups", "conv_kernel", "chunk_size"):
+            if not 1 <= getattr(a, k) <= 1 << 16:
+                raise bad(f"mamba.{k} must be between 1 and 65536, got {getattr(a, k)}")
+        if a.num_heads % a.n_groups:
+            raise bad(f"{a.num_heads} Mamba-2 heads do not split into {a.n_groups} groups (n_groups)")
+    if m.mlp_layers:
+        if len(m.mlp_layers) != m.num_layers:
+            raise bad(f"mlp_layers lists {len(m.mlp_layers)} layers, the model has {m.num_layers}")
+        if set(m.mlp_layers) - {DENSE, NO_MLP} or m.moe is not None:
+            raise bad(f"mlp_layers entries must be {DENSE!r} or {NO_MLP!r}, on a model without MoE")
     if CHUNKED in m.attention_layers and m.attention_chunk_size is None:
         raise bad("chunked attention layers need attention_chunk_size")
     if SLIDING in m.attention_layers and (m.sliding_window is None

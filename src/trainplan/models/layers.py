@@ -17,6 +17,10 @@ layers, Qwen3-Next's linear and full ones); a spec written before it (an older p
 validation record) says only how many layers use a sliding window (`sliding_window_layers`): those
 layers are then taken to be the first ones.
 
+Which MLP each layer has comes from `ModelSpec.mlp_layers` when the config says it per block
+(Nemotron-H: a block is a Mamba-2 mixer, attention or an MLP alone, so a mixer block has NO_MLP and
+an MLP block the NO_MIXER variant), else from the MoE rule (is_moe_layer).
+
 A new layer kind is one row of ATTENTION (what the variant is) plus one cost function
 (costs/flops.py KEYS_PER_QUERY: how many keys a query attends to); tests/models/test_layers.py adds
 a fake one. Weights and saved tensors of a new mixer (as the linear attention's) are its own
@@ -48,6 +52,8 @@ CHUNKED = "chunked"  # causal inside fixed chunks of `window` tokens (Llama 4 lo
 NOPE = "nope"  # global causal attention without rotary positions (Llama 4's every 4th layer)
 MLA = "mla"  # DeepSeek multi-head latent attention, full causal
 LINEAR = "linear"  # gated DeltaNet linear attention: a recurrent state, no key/value cache (Qwen3-Next)
+MAMBA2 = "mamba2"  # Mamba-2 selective state-space mixer in place of attention (Nemotron-H "M" blocks)
+NO_MIXER = "none"  # no token mixer: the block is an MLP only (Nemotron-H "-" blocks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +74,9 @@ ATTENTION: dict[str, AttentionVariant] = {
     MLA: AttentionVariant(False, True, "DeepSeek-V2 sec. 2.1 multi-head latent attention"),
     LINEAR: AttentionVariant(False, False, "Yang et al. 2024 gated delta networks (arXiv:2412.06464); HF "
                                            "linear_attention (transformers 5.24 modeling_qwen3_next.py)"),
+    MAMBA2: AttentionVariant(False, False, "Dao & Gu 2024 (arXiv:2405.21060) Mamba-2 SSD mixer; HF "
+                                           "NemotronHMamba2Mixer (transformers 5.24 modeling_nemotron_h.py)"),
+    NO_MIXER: AttentionVariant(False, False, "a block without a token mixer (Nemotron-H MLP-only blocks)"),
 }
 
 
@@ -118,7 +127,7 @@ def _attention_of(m: ModelSpec) -> tuple[tuple[str, int | None], ...]:
 @memoised()  # the cost model asks per layout; the answer is the model's
 def layer_pattern(m: ModelSpec) -> tuple[LayerKind, ...]:
     """The kind of each decoder layer of `m`, in order."""
-    ffn = ffn_kinds(m.moe, m.num_layers)
+    ffn = m.mlp_layers or ffn_kinds(m.moe, m.num_layers)  # mlp_layers: the config says it per layer
     return tuple(LayerKind(a, w, f, m.ffn_size if f == DENSE else 0)
                  for (a, w), f in zip(_attention_of(m), ffn, strict=True))
 
@@ -161,9 +170,9 @@ def model_features(m: ModelSpec) -> tuple[str, ...]:
     """The architecture features a plan's band asks were ever measured (band.py): the FFN kind and
     each departure from plain (grouped-query or multi-head) attention that the cost model prices:
     MLA, sliding windows, and the other attention variants of the layer pattern (chunked, NoPE,
-    linear), plus MTP modules."""
+    linear, Mamba-2; a block without a mixer is an MLP, no departure), plus MTP modules."""
     out = [MOE if m.moe is not None else DENSE]
     out += ["mla"] * (m.mla is not None) + ["sliding-window"] * (m.sliding_window_layers > 0)
-    out += sorted({k.attention for k in layer_pattern(m)} - {FULL, MLA, SLIDING})
+    out += sorted({k.attention for k in layer_pattern(m)} - {FULL, MLA, SLIDING, NO_MIXER})
     out += ["mtp"] * (m.mtp_layers > 0)
     return tuple(out)

@@ -78,7 +78,8 @@ def hf_config(name_or_path: str) -> dict:
     path = _config_path(name_or_path)
     if path is None:
         raise _unknown_model(name_or_path)
-    data = read_json(path, "model config")
+    # as transformers reads it: Infinity where it writes one (ConfigReader refuses it in a number used)
+    data = read_json(path, "model config", constants=True)
     if not isinstance(data, dict):
         raise TrainplanError(
             f"model config {str(path)!r} must hold a JSON object, got {type(data).__name__}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainplan.models.layers import LINEAR, LayerKind, layer_pattern, mtp_kinds
+from trainplan.models.layers import LINEAR, MAMBA2, NO_MIXER, LayerKind, layer_pattern, mtp_kinds
 from trainplan.models.spec import ModelSpec
 
 
@@ -97,10 +97,26 @@ def _linear_attention(m: ModelSpec) -> int:
             + 2 * a.num_value_heads + a.value_head_dim + a.value_dim * h)
 
 
+def _mamba2(m: ModelSpec) -> int:
+    """Mamba-2 mixer (HF NemotronHMamba2Mixer): in_proj (h -> z, x, B, C and dt: d_inner + conv_dim +
+    heads), a depthwise conv1d over x, B, C (conv_kernel taps, a bias with use_conv_bias), dt_bias,
+    A_log and D per head, a gated RMSNorm of d_inner, out_proj (d_inner -> h); in_proj and out_proj
+    carry biases with use_bias."""
+    a, h = m.mamba, m.hidden_size
+    proj = a.inner + a.conv_dim + a.num_heads
+    conv = a.conv_dim * a.conv_kernel + (a.conv_dim if a.conv_bias else 0)
+    bias = (proj + h) if a.proj_bias else 0
+    return h * proj + conv + 3 * a.num_heads + a.inner + a.inner * h + bias
+
+
 def _attention(m: ModelSpec, kind: LayerKind | None = None) -> int:
     h = m.hidden_size
     if kind is not None and kind.attention == LINEAR:
         return _linear_attention(m)
+    if kind is not None and kind.attention == MAMBA2:
+        return _mamba2(m)
+    if kind is not None and kind.attention == NO_MIXER:
+        return 0
     if m.mla is not None:
         a = m.mla
         # DeepSeek-V2 paper, section 2.1.2: q = W_UQ norm(W_DQ h); [c_kv, k_rope] = W_DKV h;

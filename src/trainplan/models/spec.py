@@ -76,6 +76,32 @@ class LinearAttentionSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class Mamba2Spec:
+    """Mamba-2 mixer of the "mamba2" layers (Dao & Gu 2024, arXiv:2405.21060; HF NemotronHMamba2Mixer):
+    num_heads SSM heads of head_dim channels (d_inner = num_heads x head_dim), B and C of state_size
+    per group of heads (n_groups), a causal depthwise convolution of conv_kernel taps over x, B, C,
+    the scan in chunks of chunk_size tokens."""
+
+    num_heads: int
+    head_dim: int
+    state_size: int
+    n_groups: int
+    conv_kernel: int
+    chunk_size: int
+    conv_bias: bool = True  # use_conv_bias
+    proj_bias: bool = False  # use_bias: in_proj and out_proj
+
+    @property
+    def inner(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the convolution: x (d_inner) and B, C (n_groups x state_size each)."""
+        return self.inner + 2 * self.n_groups * self.state_size
+
+
+@dataclass(frozen=True, slots=True)
 class ModelSpec:
     """A decoder-only transformer, as a training planner needs it."""
 
@@ -112,6 +138,10 @@ class ModelSpec:
     attention_chunk_size: int | None = None  # tokens per chunk of the "chunked" layers (Llama 4)
     linear_attention: LinearAttentionSpec | None = None  # the "linear" layers' mixer (Qwen3-Next)
     attention_output_gate: bool = False  # q_proj also yields a sigmoid gate on the attention output (Qwen3-Next)
+    mamba: Mamba2Spec | None = None  # the "mamba2" layers' mixer (Nemotron-H)
+    # Per-layer MLP variant (models/layers.py DENSE | NO_MLP) when the config says it per block
+    # (Nemotron-H: a block is a mixer or an MLP); empty: derived from `moe` (layers.ffn_kinds).
+    mlp_layers: tuple[str, ...] = ()
 
     # ---- derived sizes -------------------------------------------------------------------
     @property
@@ -142,7 +172,7 @@ class ModelSpec:
 # Fields written to plan.json only when they differ from their default, so that the plan.json of a
 # model the per-layer pattern adds nothing to stays as it was.
 _OMITTED_AT_DEFAULT = {"attention_layers": (), "attention_chunk_size": None, "linear_attention": None,
-                       "attention_output_gate": False}
+                       "attention_output_gate": False, "mamba": None, "mlp_layers": ()}
 
 
 def spec_to_dict(m: ModelSpec) -> dict:
@@ -175,6 +205,7 @@ def spec_from_dict(d: dict, where: str = "model") -> ModelSpec:
     build(ModelSpec, d, where)
     kw = dict(d)
     kw["attention_layers"] = tuple(kw.get("attention_layers", ()))  # JSON gives a list
+    kw["mlp_layers"] = tuple(kw.get("mlp_layers", ()))
     if kw.get("moe") is not None:
         moe = dict(build(MoESpec, kw["moe"], f"{where}.moe"))
         moe["dense_layers"] = tuple(moe.get("dense_layers", ()))  # JSON gives a list
@@ -184,6 +215,8 @@ def spec_from_dict(d: dict, where: str = "model") -> ModelSpec:
     if kw.get("linear_attention") is not None:
         kw["linear_attention"] = LinearAttentionSpec(**build(LinearAttentionSpec, kw["linear_attention"],
                                                            f"{where}.linear_attention"))
+    if kw.get("mamba") is not None:
+        kw["mamba"] = Mamba2Spec(**build(Mamba2Spec, kw["mamba"], f"{where}.mamba"))
     from trainplan.models.checks import check_spec
 
     return check_spec(ModelSpec(**kw), where)

@@ -44,7 +44,7 @@ def planner_activations_per_layer(spec, s) -> float:
 
 
 def analytic(spec, r: TraceResult) -> dict:
-    from trainplan.costs.activations import ActivationContext, layer_activations
+    from trainplan.costs.activations import ActivationContext, layer_activations, saved_kinds
     from trainplan.costs.flops import model_flops, recompute_per_token
     from trainplan.models import count_params
     from trainplan.models.layers import moe_flags
@@ -54,7 +54,8 @@ def analytic(spec, r: TraceResult) -> dict:
     ctx = ActivationContext(seq_len=s.seq_len, elem_bytes=2)
     policies = r.full_policies()
     moe = moe_flags(spec)
-    per_layer = [layer_activations(spec, moe[i], ctx, policies[i]) for i in range(spec.num_layers)]
+    mixers = saved_kinds(spec)  # the Mamba-2, DeltaNet and one-part blocks keep their own tensors
+    per_layer = [layer_activations(spec, moe[i], ctx, policies[i], *mixers[i]) for i in range(spec.num_layers)]
     from trainplan.calibration.activations import correction
 
     act = [x.total * tokens for x in per_layer]

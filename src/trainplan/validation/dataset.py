@@ -51,9 +51,11 @@ from trainplan.errors import TrainplanError
 from trainplan.hardware import Cluster, NodeType, find_gpu, nodes
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout, check_layout
+from trainplan.models.adapters import hybrid_blocks
 from trainplan.models.checks import check_spec
+from trainplan.models.layers import MAMBA2
 from trainplan.models.library import catalog
-from trainplan.models.spec import MLASpec, ModelSpec, MoESpec
+from trainplan.models.spec import Mamba2Spec, MLASpec, ModelSpec, MoESpec
 from trainplan.models.stages import balanced_split, max_stage_layers
 from trainplan.parsing import read_json
 from trainplan.precision import DEFAULT as DEFAULT_PRECISION
@@ -203,6 +205,7 @@ def model_spec(md: dict, seq_len: int, assumed: list[str] | None = None) -> Mode
                       ae["qk_rope_head_dim"], ae["v_head_dim"])
     learned = ae.get("position_embedding") == "learned"
     window = ae.get("sliding_window")
+    hybrid = _hybrid(md, ae, [] if assumed is None else assumed)
     return ModelSpec(
         name=md["name"], model_type=md.get("family") or "gpt", num_layers=md["num_layers"],
         hidden_size=md["hidden_size"], num_heads=heads, num_kv_heads=md.get("num_kv_heads") or heads,
@@ -214,7 +217,39 @@ def model_spec(md: dict, seq_len: int, assumed: list[str] | None = None) -> Mode
         max_position_embeddings=seq_len if learned else 0,
         sliding_window=window, sliding_window_layers=md["num_layers"] // 2 if window else 0,
         moe=moe, mla=mla, mtp_layers=ae.get("mtp_num_layers") or 0, source="trainplan-validation/1",
+        **hybrid,
     )
+
+
+# Megatron-Bridge NemotronHModelProvider defaults (src/megatron/bridge/models/nemotronh/nemotron_h_provider.py)
+# for the Mamba-2 sizes a record with a layer_pattern leaves out; Mamba2Spec field -> (arch_extra key, default)
+_MAMBA_KEYS = {"num_heads": ("mamba_num_heads", None), "head_dim": ("mamba_head_dim", 64),
+               "state_size": ("mamba_state_dim", 128), "n_groups": ("mamba_num_groups", 8),
+               "conv_kernel": ("mamba_conv_kernel", 4), "chunk_size": ("mamba_chunk_size", 128)}
+
+
+def _hybrid(md: dict, ae: dict, assumed: list[str]) -> dict:
+    """The per-block fields of a record's layer_pattern (module docstring), or none."""
+    pattern = md.get("layer_pattern")
+    if pattern is None:
+        return {}
+    if not isinstance(pattern, str) or len(pattern) != md["num_layers"]:
+        raise TrainplanError(f"model.layer_pattern must be a string of one letter per layer ({md['num_layers']}), "
+                             f"got {pattern!r}")
+    kinds = hybrid_blocks(list(pattern), "model.layer_pattern")
+    attention = tuple(k[0] for k in kinds)
+    mamba = None
+    if MAMBA2 in attention:
+        sizes = {}
+        for field, (key, default) in _MAMBA_KEYS.items():
+            if ae.get(key) is None:
+                if default is None:
+                    raise TrainplanError(f"model.arch_extra.{key} is needed with Mamba-2 (M) blocks in layer_pattern")
+                assumed.append(f"{key} {default} (Megatron-Bridge NemotronHModelProvider default): not in the record")
+            sizes[field] = ae.get(key) or default
+        mamba = Mamba2Spec(**sizes)
+    return {"attention_layers": attention, "mlp_layers": tuple(k[1] for k in kinds), "mamba": mamba,
+            "norms_per_layer": 1}
 
 
 def _layout(t: dict, m: ModelSpec, assumed: list[str]) -> Layout:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from trainplan.export import refusal as framework_refusal
 from trainplan.memo import memoised
 from trainplan.search.candidate import Candidate
-from trainplan.supports import TRAINER_STACK, refusal
+from trainplan.stacks import MAMBA_STACK
+from trainplan.supports import TRAINER_STACK, other_stack, refusal
 
 
 def why_not(c: Candidate) -> tuple[str, str | None] | None:
@@ -24,9 +25,18 @@ def why_not(c: Candidate) -> tuple[str, str | None] | None:
 
 
 @memoised()
-def _framework_refused(job, *, layout) -> tuple[str, None] | None:
+def _framework_refused(job, *, layout) -> tuple[str, str | None] | None:
+    """The exporter's reason, and the stack to plan on instead: the one trainplan's refusals name for
+    the model (supports.other_stack), or Megatron-Bridge when that is the refusing stack itself (its
+    model providers build what the megatron exporter's GPT arguments cannot say: chunked and NoPE
+    attention, linear attention, Mamba-2)."""
     r = framework_refusal(job, layout)
-    return None if r is None else (r, None)
+    if r is None:
+        return None
+    instead = other_stack(job.model)
+    if instead == layout.stack:
+        instead = MAMBA_STACK
+    return r, (None if instead == layout.stack else instead)
 
 
 @memoised()  # a search asks for each candidate more than once (the screen's ranking, the result's)

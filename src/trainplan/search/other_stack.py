@@ -117,15 +117,21 @@ def search_runnable(q, ev, update=None, *, stack_chosen: bool, settings: Mapping
     Otherwise the same search on the stack the refusals name (compare_stacks)."""
     from trainplan.search import NoRunnablePlan, search
 
-    try:
-        result = search(q, ev, update)
-    except NoRunnablePlan as e:
-        if stack_chosen or e.stack is None:
-            raise
-        result = search(on_stack(q, e.stack, settings), ev, update)
-        note = (f"stack {e.stack}: trainplan's trainer runs none of the layouts that fit {q.model.name} "
-                f"({e.reason.split(';')[0]}); planned for --stack {e.stack}, which runs them")
-        return replace(result, reasons=(note, *result.reasons))
+    tried, notes, here = [q.stack], [], q
+    while True:
+        try:
+            result = search(here, ev, update)
+            break
+        except NoRunnablePlan as e:
+            if stack_chosen or e.stack is None or e.stack in tried:
+                raise
+            who = "trainplan's trainer" if here.stack == TRAINER_STACK else f"the framework of --stack {here.stack}"
+            notes.append(f"stack {e.stack}: {who} runs none of the layouts that fit {q.model.name} "
+                         f"({e.reason.split(';')[0]}); planned for --stack {e.stack}, which runs them")
+            tried.append(e.stack)
+            here = on_stack(q, e.stack, settings)
+    if notes:
+        return replace(result, reasons=(*notes, *result.reasons))
     return compare_stacks(result, ev, settings)
 
 

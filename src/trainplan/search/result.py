@@ -88,7 +88,9 @@ def search(q: Query, evaluator: Evaluator | None = None, progress: Progress | No
         reason, stack = why_not(best_refused)
         who = "trainplan's trainer" if q.stack == TRAINER_STACK else f"the framework of --stack {q.stack}"
         raise NoRunnablePlan(f"no plan that fits {q.model.name} can be run by {who}; the best "
-                             f"({best_refused.layout.short()}) is refused: {reason}", stack, reason)
+                             f"({best_refused.layout.short()}) is refused: {reason}"
+                             + (f"; --stack {stack} plans it" if stack and f"--stack {stack}" not in reason else ""),
+                             stack, reason)
     ranked = _distinct(obj.rank(ok, q.tokens, q.tolerance), q.top + 1)
     best = ranked[0]
     front = pareto_front(ok)

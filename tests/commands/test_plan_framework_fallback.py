@@ -18,7 +18,16 @@ def test_maverick_is_planned_on_the_stack_whose_framework_runs_chunked_and_nope_
 
 
 def test_a_chosen_stack_is_kept_and_its_refusal_names_the_stack_that_plans_it(cli):
-    code, out, err = cli("plan", "--model", "llama-4-maverick", "--instance", "ml.p6-b200.48xlarge",
+    code, _out, err = cli("plan", "--model", "llama-4-maverick", "--instance", "ml.p6-b200.48xlarge",
                          "--stack", "megatron")
     assert code != 0 and len(err.strip().splitlines()) == 1
     assert "can be run by the framework of --stack megatron" in err and "--stack megatron_bridge plans it" in err
+
+
+def test_a_mamba_hybrid_plan_names_megatron_bridge_not_megatron_as_the_faster_stack(cli):
+    # the megatron exporter refuses Mamba-2, so the stack compared is the one that builds it
+    code, out, err = cli("plan", "--model", "nemotron-h-56b", "--instance", "ml.p6-b200.48xlarge", "--json")
+    assert code == 0, err
+    reasons = json.loads(out)["reasons"]
+    assert any(r.startswith("--stack megatron_bridge: ") for r in reasons)
+    assert not any(r.startswith("--stack megatron: ") for r in reasons)

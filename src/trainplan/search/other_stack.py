@@ -1,6 +1,6 @@
 """Another stack's answer to the same question, in the priority's own measure (issue 27).
 
-`plan` searches a second time on the stack the trainer's refusals name (supports.OTHER_STACK), with
+`plan` searches a second time on the stack the trainer's refusals name (supports.other_stack), with
 its own settings chosen (search/settings.py); when that plan is materially better on the priority's
 metric, the plan's first reason says so in numbers, and why the chosen stack does not get there
 (compare_stacks). When the trainer runs none of the layouts that fit, the search is made on that
@@ -136,19 +136,21 @@ def search_runnable(q, ev, update=None, *, stack_chosen: bool, settings: Mapping
 
 
 def compare_stacks(result, ev, settings: Mapping[str, object] = MappingProxyType({})):
-    """`result` with the same search on the stack trainplan's refusals name (supports.OTHER_STACK,
-    which runs every layout and setting), its settings chosen too: named first among the reasons when
+    """`result` with the same search on the stack trainplan's refusals name for the model
+    (supports.other_stack: Megatron, which runs every layout and setting, or Megatron-Bridge for
+    Mamba-2 hybrids), its settings chosen too: named first among the reasons when
     it is more than MATERIAL better on the priority's metric (other_stack_reason), else last. One extra
     search; none when the plan is on that stack already or it finds nothing."""
     from trainplan.errors import TrainplanError
     from trainplan.search import search
-    from trainplan.supports import OTHER_STACK
+    from trainplan.supports import other_stack
 
     q = result.query
-    if q.stack == OTHER_STACK:
+    instead = other_stack(q.model)  # Megatron-Bridge for a model with Mamba-2 layers, else Megatron
+    if q.stack == instead:
         return result
     try:
-        other = search(on_stack(q, OTHER_STACK, settings), ev)
+        other = search(on_stack(q, instead, settings), ev)
     except TrainplanError:
         return result
     note, material = other_stack_reason(result.chosen, other.chosen, q.priority)

@@ -153,3 +153,14 @@ def test_a_validation_record_with_a_layer_pattern_is_the_catalog_model():
     assert "layer_pattern must be a string of one letter per layer (52)" in short.skipped_reason
     no_heads = to_case(_record(layer_pattern=pattern))
     assert "mamba_num_heads is needed" in no_heads.skipped_reason
+
+
+@pytest.mark.parametrize("instance", ["ml.p5.48xlarge", "ml.p4d.24xlarge", "ml.p6-b200.48xlarge"])
+def test_mlp_only_blocks_cost_no_attention_where_the_rate_is_a_formula(cli, instance):
+    # An MLP-only block attends to no key: on a GPU without a measured attention table the formula's
+    # rate is 0 there too, and 0 FLOPs / 0 FLOP/s once stopped every estimate of Nemotron-H on p5
+    # (tests/fuzz/test_fuzz_loaders.py found it)
+    code, out, err = cli("estimate", "--model", "nemotron-h-8b", "--instance", instance, "--dp-shard", "8",
+                         "--ac", "full", "--json")
+    assert code == 0, err
+    assert json.loads(out)["estimate"]["tokens_per_s"] > 0

@@ -40,6 +40,7 @@ ratio for, attention with no table).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from trainplan.costs import measured
@@ -223,15 +224,18 @@ def microbatch_compute(
         kpq = kind.keys_per_query(seq_len)
         af = count * tokens * kind.attn_pair_flops * kpq / tp
         seqs = tokens / seq_len  # sequences (of this GPU's share of a sequence) in the micro-batch
-        rates = measured.attention_rates(
-            mach, te_attention, 1.0 if native else FA2_ON_NEWER, min(seq_len, 2 * kpq),
-            m.num_heads / tp * seqs, max(1.0, m.num_kv_heads / tp) * seqs, head_dim, prof.machine_compute)
-        if rates is None:
-            a_rate = gpu.peak(recipe.compute_dtype) * attention_eff(kpq, head_dim, prof, native)
-            a_bwd_rate = a_rate * FA_BWD_RATE_RATIO
+        if af > 0:  # an MLP-only block (NO_MIXER) attends to nothing: no kernel, no rate to ask for
+            rates = measured.attention_rates(
+                mach, te_attention, 1.0 if native else FA2_ON_NEWER, min(seq_len, 2 * kpq),
+                m.num_heads / tp * seqs, max(1.0, m.num_kv_heads / tp) * seqs, head_dim, prof.machine_compute)
+            if rates is None:
+                a_rate = gpu.peak(recipe.compute_dtype) * attention_eff(kpq, head_dim, prof, native)
+                a_bwd_rate = a_rate * FA_BWD_RATE_RATIO
+            else:
+                a_rate, a_bwd_rate, a_notes = rates
+                notes.update(a_notes)
         else:
-            a_rate, a_bwd_rate, a_notes = rates
-            notes.update(a_notes)
+            a_rate = a_bwd_rate = math.inf
         attn_fwd += af / a_rate
         attn_bwd += FA_BWD_FLOP_RATIO * af / a_bwd_rate
         flops_fwd += af

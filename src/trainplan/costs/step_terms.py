@@ -376,11 +376,17 @@ def optimizer_time(st: Stage) -> float:
     return local * opt_bytes / (st.gpu.hbm_bandwidth * st.prof.hbm_eff)
 
 
+def fused_elementwise(L: Layout) -> bool:
+    """Whether the layout's element-wise ops run as fused kernels: torch.compile, or a stack whose
+    preset has TE/Apex fused kernels (stacks.toml fused_kernels). Read by the compute and launch terms."""
+    return L.torch_compile or stack_preset(L.stack).fused_kernels
+
+
 def launch_time(st: Stage) -> float:
     """Seconds the step waits on kernel launches (costs/launch.py): per micro-batch, what issuing
     the slowest stage's kernels takes beyond their GPU time; none under CUDA graphs."""
     L = st.L
-    fused = L.torch_compile or stack_preset(L.stack).fused_kernels
+    fused = fused_elementwise(L)
     tp_calls = 0 if L.tp <= 1 else round(2 * (2 if L.sequence_parallel else 1) * (2 + st.r))
     per_layer = launch.layer_kernels(fused, st.r, tp_calls)
     return st.n_mb * launch.exposed_launch(st.layers, per_layer, st.mb.total, L.execution.cuda_graphs)

@@ -105,7 +105,7 @@ def slowest_stage(job: Job, L: Layout, prof: Profile) -> terms.Stage:
             m, mf, gpu, prof, recipe=rec, tokens=tokens, seq_len=s, tp=L.tp, ep=L.ep, etp=L.expert_groups.etp,
             layers_on_stage=layers, head_on_stage=head, recompute_frac=r,
             selective=L.ac == "selective", flash=L.flash_attention,
-            fused=L.torch_compile or st.fused_kernels, compiled_loss=L.loss_kind == "fused",
+            fused=terms.fused_elementwise(L), compiled_loss=L.loss_kind == "fused",
             te_attention=st.fused_kernels, family=st.recompute_family,
             moe_load=moe_cost.layout_load(L), lowp_experts=L.conventions.lowp_experts,
         ), r

@@ -7,7 +7,7 @@ import pytest
 
 from trainplan.errors import TrainplanError
 from trainplan.models import hf_config
-from trainplan.trace.config import layer_kinds, slice_config
+from trainplan.trace.config import default_layers, layer_kinds, slice_config
 from trainplan.trace.settings import TraceSettings
 
 
@@ -46,6 +46,40 @@ def test_sliding_window_layers_keep_both_attention_kinds():
            "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
     sliced = slice_config(cfg, 2)
     assert layer_kinds(sliced) == ["dense/sliding_attention", "dense/full_attention"]
+
+
+NEMOTRON_H = hf_config("nemotron-h-8b")  # 52 blocks: 24 Mamba-2 (M), 4 attention (*), 24 MLP (-)
+
+
+def test_nemotron_h_blocks_are_sliced_one_of_each_kind():
+    """#24: the tracer builds one block of each kind (the catalog's hybrid_override_pattern letters,
+    which transformers turns into layer_types itself), named by the spec's own layer kinds."""
+    kinds = layer_kinds(NEMOTRON_H)
+    assert len(kinds) == 52 and kinds[:2] == ["none/mamba2", "dense/none"] and kinds.count("none/full") == 4
+    assert default_layers(NEMOTRON_H) == 3 and default_layers(DEEPSEEK) == 2
+    sliced = slice_config(NEMOTRON_H, 3)
+    assert sliced["hybrid_override_pattern"] == "M-*" and sliced["num_hidden_layers"] == 3
+    assert layer_kinds(sliced) == ["none/mamba2", "dense/none", "none/full"]
+    listed = {k: v for k, v in NEMOTRON_H.items() if k != "hybrid_override_pattern"} | {
+        "layers_block_type": ["mamba", "mlp", "mamba", "attention", "mlp"], "num_hidden_layers": 5}
+    assert slice_config(listed, 3)["layers_block_type"] == ["mamba", "mlp", "attention"]
+
+
+def test_hybrid_calibration_kinds_leave_the_other_families_alone():
+    """A hybrid model's one-part blocks are fitted as their own kinds; every other family's layers keep
+    the dense / moe kinds and the corrections they had (no sequence-length feature outside Mamba-2)."""
+    from trainplan.calibration.activations import correction, family, features, kind
+    from trainplan.costs.activations import saved_kinds
+    from trainplan.models import resolve
+
+    spec = resolve("nemotron-h-8b")
+    assert family(spec) == "hybrid_ssm"
+    assert [kind(False, b) for b in saved_kinds(spec)[:5]] == ["mamba2", "mlp", "mamba2", "mlp", "mamba2"]
+    assert correction(spec, False, "none", block=saved_kinds(spec)[0], seq_len=2048) > 0
+    llama = resolve("llama-3.1-8b")
+    assert kind(False) == "dense" and kind(True) == "moe"
+    assert correction(llama, False, "none", seq_len=2048) == correction(llama, False, "none")
+    assert features(llama, False, 2048)["ssm_state_per_seq"] == 0
 
 
 def test_planner_and_trace_import_without_torch():

@@ -23,8 +23,9 @@ def add_arguments(p) -> None:
     add_fields(p, Workload, ("seq_len",))
     add_fields(p, Layout, ("micro_batch", "precision", "ac", "ac_layers"),
                variants={"precision": "trace", "ac_layers": "trace"})
-    p.add_argument("--layers", type=positive_int, default=2,
-                   help="decoder layers to build and trace; the rest is extrapolated (default 2)")
+    p.add_argument("--layers", type=positive_int, default=None,
+                   help="decoder layers to build and trace; the rest is extrapolated (default 2, or one of "
+                        "each layer kind where the model has more: a Nemotron-H Mamba-2, attention and MLP block)")
     p.add_argument("--fsdp", type=positive_int, default=1,
                    help="FSDP2 world size: fully_shard over a fake process group, FSDPMemTracker (rank 0)")
     add_fields(p, Workload, ("long_context",))
@@ -55,10 +56,12 @@ def run(args) -> int:
     from trainplan.commands._common import print_json
     from trainplan.models import resolve
     from trainplan.models.checks import check_context
+    from trainplan.trace.config import default_layers, load_config
     from trainplan.trace.settings import TraceSettings
 
+    layers = args.layers or default_layers(load_config(args.model))
     s = TraceSettings.make(seq_len=args.seq_len, micro_batch=args.micro_batch, precision=args.precision,
-                           ac=args.ac, ac_layers=args.ac_layers, layers=args.layers, fsdp=args.fsdp)
+                           ac=args.ac, ac_layers=args.ac_layers, layers=layers, fsdp=args.fsdp)
     check_context(resolve(args.model), args.seq_len, args.allow_long_context)  # before importing torch
     d = trace_report(args.model, s, progress=_progress)  # progress on stderr: stdout stays JSON
     if args.json:

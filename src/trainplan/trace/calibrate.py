@@ -19,7 +19,7 @@ import argparse
 import json
 import sys
 
-from trainplan.calibration.activations import FEATURES, SCHEMA, features
+from trainplan.calibration.activations import FEATURES, SCHEMA, features, kind
 from trainplan.trace.settings import TraceSettings
 
 POLICIES = ("none", "selective", "full")
@@ -39,7 +39,16 @@ BASE = {
                 "first_k_dense_replace": 1, "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 48,
                 "kv_lora_rank": 32, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32, "num_hidden_layers": 4,
                 "vocab_size": 512},
+    # Nemotron-H blocks (Mamba-2 mixer, attention, MLP); transformers runs its reference PyTorch scan
+    # on CPU (no mamba_ssm kernels), which keeps the within-chunk decay matrices the fused kernel does not
+    "hybrid_ssm": {"model_type": "nemotron_h", "hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 4,
+                   "num_key_value_heads": 2, "head_dim": 32, "mamba_num_heads": 8, "mamba_head_dim": 16, "n_groups": 2,
+                   "ssm_state_size": 16, "chunk_size": 16, "conv_kernel": 4, "mlp_hidden_act": "relu2",
+                   "hybrid_override_pattern": "M-*-", "num_hidden_layers": 4, "vocab_size": 512},
 }
+# Sequence lengths each family is traced at (the file's seq_len unless listed): the Mamba-2 scan hands
+# its state on once per sequence, a per-token term in 1 / seq_len that one length cannot tell apart
+SEQ_LENS = {"hybrid_ssm": (64, 128)}
 VARIANTS = {
     "dense_mha": [{}, {"n_embd": 192, "n_head": 6}, {"n_embd": 256}, {"n_head": 8}, {"n_inner": 768},
                   {"n_inner": 320, "n_embd": 160, "n_head": 5}],
@@ -50,26 +59,33 @@ VARIANTS = {
     "mla": [{}, {"hidden_size": 192}, {"num_attention_heads": 8, "num_key_value_heads": 8},
             {"kv_lora_rank": 48}, {"q_lora_rank": 64}, {"moe_intermediate_size": 96}, {"num_experts_per_tok": 3},
             {"n_routed_experts": 16}, {"intermediate_size": 384}, {"qk_rope_head_dim": 32}, {"v_head_dim": 48}],
+    "hybrid_ssm": [{}, {"hidden_size": 192}, {"mamba_num_heads": 16}, {"mamba_head_dim": 32}, {"ssm_state_size": 32},
+                   {"n_groups": 4}, {"chunk_size": 32}, {"intermediate_size": 384}, {"num_attention_heads": 8},
+                   {"num_key_value_heads": 4}],
 }
 
 
 def points(family: str, policy: str, seq_len: int, progress=None):
     """(features, traced bytes/token, analytic bytes/token, kind, shape) per traced layer kind."""
-    from trainplan.costs.activations import ActivationContext, layer_activations
+    from trainplan.costs.activations import ActivationContext, layer_activations, saved_kinds
     from trainplan.models import spec_from_config
+    from trainplan.models.layers import moe_flags
+    from trainplan.trace.config import default_layers, slice_config
     from trainplan.trace.run import trace_config
 
     rows = []
     for v in VARIANTS[family]:
         cfg = BASE[family] | v
         spec = spec_from_config(cfg, name=family, where=family)
-        r = trace_config(cfg, TraceSettings(seq_len=seq_len, ac=policy, steps=1, peak_slope=False))
+        k = default_layers(cfg)  # one traced layer of every kind
+        traced = spec_from_config(slice_config(cfg, k), name=family, where=family)  # the layers traced
+        moe, blocks = moe_flags(traced), saved_kinds(traced)
+        r = trace_config(cfg, TraceSettings(seq_len=seq_len, ac=policy, layers=k, steps=1, peak_slope=False))
         tokens = seq_len
-        for layer in r.layers:
-            moe_layer = layer.kind.startswith("moe")
-            analytic = layer_activations(spec, moe_layer, ActivationContext(seq_len=seq_len), policy).total
-            rows.append((features(spec, moe_layer), layer.activation_bytes / tokens, analytic,
-                         "moe" if moe_layer else "dense", v))
+        for i, layer in enumerate(r.layers):
+            analytic = layer_activations(spec, moe[i], ActivationContext(seq_len=seq_len), policy, *blocks[i]).total
+            rows.append((features(spec, moe[i], seq_len), layer.activation_bytes / tokens, analytic,
+                         kind(moe[i], blocks[i]), v))
         if progress:
             progress(f"{family} {policy} {v or 'base'}")
     return rows
@@ -141,7 +157,9 @@ def fit(rows) -> dict:
     }
 
 
-def build(seq_len: int = 64, progress=None) -> dict:
+def build(seq_len: int = 64, progress=None, only: tuple[str, ...] = (), keep: dict | None = None) -> dict:
+    """The calibration file's data; `only`: refit these families and take the others from `keep`
+    (the file as it is), so that adding a family leaves the fitted ones byte for byte."""
     import torch
     import transformers
 
@@ -153,7 +171,8 @@ def build(seq_len: int = 64, progress=None) -> dict:
         "trace_settings": {**TraceSettings(seq_len=seq_len, steps=1, peak_slope=False).to_dict(), "ac": "per policy"},
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         "features": list(FEATURES),
-        "shapes": {f: {"base": BASE[f], "variants": VARIANTS[f]} for f in BASE},
+        "shapes": {f: {"base": BASE[f], "variants": VARIANTS[f], **({"seq_lens": list(SEQ_LENS[f])} if f in SEQ_LENS
+                                                                   else {})} for f in BASE},
         "families": {},
     }
     out["not_calibrated"] = {
@@ -162,12 +181,16 @@ def build(seq_len: int = 64, progress=None) -> dict:
         "CUDA's efficient/flash kernels do not, so these traces do not describe a GPU run",
     }
     for fam in BASE:
+        if only and fam not in only:
+            if keep and fam in keep["families"]:
+                out["families"][fam] = keep["families"][fam]
+            continue
         for pol in POLICIES:
             if fam == "mla" and pol != "full":
                 continue
-            rows = points(fam, pol, seq_len, progress)
-            for kind in sorted({r[3] for r in rows}):
-                out["families"].setdefault(fam, {}).setdefault(pol, {})[kind] = fit([r for r in rows if r[3] == kind])
+            rows = [r for n in SEQ_LENS.get(fam, (seq_len,)) for r in points(fam, pol, n, progress)]
+            for k in sorted({r[3] for r in rows}):
+                out["families"].setdefault(fam, {}).setdefault(pol, {})[k] = fit([r for r in rows if r[3] == k])
     return out
 
 
@@ -178,8 +201,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m trainplan.trace.calibrate", description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(FILE))
     p.add_argument("--seq-len", type=int, default=64)
+    p.add_argument("--family", action="append", choices=sorted(BASE),
+                   help="refit only this family (repeatable); the others are kept from --out as they are")
     a = p.parse_args(argv)
-    data = build(a.seq_len, progress=lambda m: print(f"calibrate: {m}", file=sys.stderr, flush=True))
+    from trainplan.calibration.activations import load
+
+    keep = load(a.out) if a.family else None
+    data = build(a.seq_len, progress=lambda m: print(f"calibrate: {m}", file=sys.stderr, flush=True),
+                 only=tuple(a.family or ()), keep=keep)
     write_atomic(a.out, json.dumps(data, indent=1) + "\n")
     print(f"wrote {a.out}")
     return 0

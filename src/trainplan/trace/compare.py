@@ -59,7 +59,8 @@ def analytic(spec, r: TraceResult) -> dict:
     from trainplan.calibration.activations import correction
 
     act = [x.total * tokens for x in per_layer]
-    calibrated = [(x.total + correction(spec, moe[i], policies[i])) * tokens for i, x in enumerate(per_layer)]
+    calibrated = [(x.total + correction(spec, moe[i], policies[i], block=mixers[i], seq_len=s.seq_len)) * tokens
+                  for i, x in enumerate(per_layer)]
     groups: dict = {}
     for x in per_layer:
         for g, v in x.to_dict().items():

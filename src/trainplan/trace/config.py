@@ -38,17 +38,28 @@ def num_layers(cfg: dict) -> int:
 
 
 def layer_kinds(cfg: dict) -> list[str]:
-    """The kind of every decoder layer: dense or MoE as the planner's spec says (models/layers.py,
-    one rule for the parameter counts, the memory model, the trainer and the tracer), plus the
-    attention kind from the config's own `layer_types` when layers differ."""
+    """The kind of every decoder layer: dense, MoE or none (a Mamba-2 or attention block without an
+    MLP) as the planner's spec says (models/layers.py, one rule for the parameter counts, the memory
+    model, the trainer and the tracer), plus the block or attention kind from the config's own
+    `layer_types` when layers differ."""
     from trainplan.models import spec_from_config
     from trainplan.models.layers import layer_kinds as ffn
+    from trainplan.models.layers import layer_pattern
 
-    kinds = list(ffn(spec_from_config(cfg, name="trace", where="trace config")))
+    spec = spec_from_config(cfg, name="trace", where="trace config")
+    if spec.mlp_layers:  # one-part blocks (Nemotron-H): the spec's own kind of each, e.g. none/mamba2
+        return [f"{k.mlp}/{k.attention}" for k in layer_pattern(spec)]
+    kinds = list(ffn(spec))
     types = cfg.get("layer_types")
     if isinstance(types, list) and len(set(types)) > 1:
         kinds = [f"{k}/{t}" for k, t in zip(kinds, types, strict=False)]
     return kinds
+
+
+def default_layers(cfg: dict) -> int:
+    """Layers a trace builds unless told: 2, or one of each layer kind where the model has more
+    (slice_config then holds every kind, and nothing is extrapolated from another kind)."""
+    return max(2, len(set(layer_kinds(cfg))))
 
 
 def slice_config(cfg: dict, k: int) -> dict:
@@ -69,10 +80,13 @@ def slice_config(cfg: dict, k: int) -> dict:
     if cfg.get("mlp_only_layers"):
         has_moe = any(x.startswith("moe") for x in full)
         out["mlp_only_layers"] = [0] if (has_moe and k >= 2) else list(range(k))
-    types = cfg.get("layer_types")
-    if isinstance(types, list):
-        distinct = list(dict.fromkeys(types))
-        out["layer_types"] = [distinct[i % len(distinct)] for i in range(k)]
+    # the per-layer lists (and Nemotron-H's block letters): the distinct kinds in order, repeated
+    for key in ("layer_types", "layers_block_type", "hybrid_override_pattern"):
+        types = cfg.get(key)
+        if isinstance(types, (list, str)):
+            distinct = list(dict.fromkeys(types))
+            sliced = [distinct[i % len(distinct)] for i in range(k)]
+            out[key] = "".join(sliced) if isinstance(types, str) else sliced
     if "max_window_layers" in cfg and isinstance(cfg.get("max_window_layers"), int):
         out["max_window_layers"] = min(cfg["max_window_layers"], k)
     return out

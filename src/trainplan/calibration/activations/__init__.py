@@ -19,17 +19,26 @@ import functools
 import json
 from pathlib import Path
 
+from trainplan.models.layers import FULL, MAMBA2, NO_MIXER
+
 SCHEMA = "trainplan-activation-calibration/1"
 FILE = Path(__file__).with_name("hf_eager.json")
 FEATURES = ("hidden", "q_dim", "kv_dim", "ffn", "topk_expert_ffn", "topk_hidden", "experts", "topk", "heads",
-            "kv_heads", "q_lora", "kv_lora", "rope", "heads_nope", "heads_v", "one")
-FAMILIES = ("dense_mha", "gqa_swiglu", "moe", "mla")
+            "kv_heads", "q_lora", "kv_lora", "rope", "heads_nope", "heads_v",
+            "ssm_inner", "ssm_bc", "ssm_heads", "ssm_heads_state", "ssm_heads_chunk", "ssm_state_per_chunk",
+            "ssm_state_per_seq", "ssm_chunk_pairs", "one")
+FAMILIES = ("dense_mha", "gqa_swiglu", "moe", "mla", "hybrid_ssm")
+# The kinds a family's layers are fitted by: two-part layers are dense or MoE; a hybrid model's
+# one-part blocks (Nemotron-H) are a Mamba-2 mixer, an attention mixer or an MLP alone.
+BLOCKS = {(MAMBA2, False): "mamba2", (FULL, False): "attention", (NO_MIXER, True): "mlp"}
 
 
 def family(spec) -> str:
-    """dense_mha | gqa_swiglu | moe | mla, from the spec's fields (never from ratios)."""
+    """dense_mha | gqa_swiglu | moe | mla | hybrid_ssm, from the spec's fields (never from ratios)."""
     if spec.mla is not None:
         return "mla"
+    if spec.mamba is not None:
+        return "hybrid_ssm"
     if spec.moe is not None:
         return "moe"
     if spec.gated_mlp:
@@ -37,11 +46,25 @@ def family(spec) -> str:
     return "dense_mha"
 
 
-def features(spec, moe_layer: bool) -> dict[str, float]:
-    """Per-layer shape features (elements per token) the correction is linear in."""
+def kind(moe_layer: bool, block: tuple[str, bool] = (FULL, True)) -> str:
+    """The calibration's kind of one layer: `block` is its (mixer, has an MLP) as
+    costs.activations.saved_kinds names it; a one-part block is named by BLOCKS (an MoE block: moe)."""
+    if moe_layer:
+        return "moe"
+    return BLOCKS.get(block, "dense")
+
+
+def features(spec, moe_layer: bool, seq_len: int | None = None) -> dict[str, float]:
+    """Per-layer shape features (elements per token) the correction is linear in. The ssm_ ones are
+    the Mamba-2 mixer's: d_inner, the B and C widths, heads, heads x state (B and C repeated per head
+    by a scan that does not group them), heads x chunk (the within-chunk decay matrix per token), the
+    state per chunk per token (heads x head_dim x state / chunk), the state handed on once per
+    sequence and the chunk-to-chunk decay matrix ((chunks + 1)^2 per head per sequence), per token
+    (0 without a sequence length)."""
     h = spec.hidden_size
     a = spec.mla
     moe = spec.moe if moe_layer else None
+    s = spec.mamba
     return {
         "hidden": h,
         "q_dim": spec.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim) if a else spec.q_dim,
@@ -58,6 +81,14 @@ def features(spec, moe_layer: bool) -> dict[str, float]:
         "rope": a.qk_rope_head_dim if a else 0,
         "heads_nope": spec.num_heads * a.qk_nope_head_dim if a else 0,
         "heads_v": spec.num_heads * a.v_head_dim if a else 0,
+        "ssm_inner": s.inner if s else 0,
+        "ssm_bc": 2 * s.n_groups * s.state_size if s else 0,
+        "ssm_heads": s.num_heads if s else 0,
+        "ssm_heads_state": s.num_heads * s.state_size if s else 0,
+        "ssm_heads_chunk": s.num_heads * s.chunk_size if s else 0,
+        "ssm_state_per_chunk": s.inner * s.state_size / s.chunk_size if s else 0,
+        "ssm_state_per_seq": s.inner * s.state_size / seq_len if s and seq_len else 0,
+        "ssm_chunk_pairs": s.num_heads * (-(-seq_len // s.chunk_size) + 1) ** 2 / seq_len if s and seq_len else 0,
         "one": 1,
     }
 
@@ -70,12 +101,14 @@ def load(path: str | None = None) -> dict:
     return data
 
 
-def correction(spec, moe_layer: bool, policy: str, data: dict | None = None) -> float:
-    """Bytes per token to add to the analytic layer for this family/policy/kind (0 if not calibrated)."""
+def correction(spec, moe_layer: bool, policy: str, data: dict | None = None,
+               block: tuple[str, bool] = (FULL, True), seq_len: int | None = None) -> float:
+    """Bytes per token to add to the analytic layer for this family/policy/kind (0 if not calibrated);
+    `block`: the layer's (mixer, has an MLP), costs.activations.saved_kinds; `seq_len`: the traced
+    sequence (the Mamba-2 scan's per-sequence state)."""
     data = data or (load() if FILE.exists() else {"families": {}})
-    kind = "moe" if moe_layer else "dense"
-    entry = data["families"].get(family(spec), {}).get(policy, {}).get(kind)
+    entry = data["families"].get(family(spec), {}).get(policy, {}).get(kind(moe_layer, block))
     if entry is None:
         return 0.0
-    x = features(spec, moe_layer)
+    x = features(spec, moe_layer, seq_len)
     return sum(c * x[f] for f, c in entry["coefficients"].items())

@@ -14,7 +14,8 @@ layer (gone when the pod restarts): --checkpoint-pvc names an existing claim (FS
 ReadWriteMany), else the manifest asks for one, `<job>-checkpoints`, ReadWriteMany, sized for the
 checkpoints the trainer keeps. Pods get --grace seconds between SIGTERM and SIGKILL
 (terminationGracePeriodSeconds); torchrun, the container's first process, passes SIGTERM to the
-ranks and gives them as long (TORCH_ELASTIC_SHUTDOWN_TIMEOUT) to save.
+ranks and gives them as long (TORCH_ELASTIC_SHUTDOWN_TIMEOUT) to save. Every rendered manifest is
+validated against the published schemas in tests/launch/test_k8s_schema.py.
 """
 
 from __future__ import annotations
@@ -271,8 +272,13 @@ def render(plan, options: K8sOptions) -> Rendered:
     specs = {"Master": replica(1)}
     if nodes > 1:
         specs["Worker"] = replica(nodes - 1)
-    items = [*job.items, {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": job.meta,
-                          "spec": {"nprocPerNode": str(node.gpus_per_node), "pytorchReplicaSpecs": specs}}]
+    # runPolicy spelled out: the operator's CRD lets it be left out (kubebuilder Optional), but its
+    # API (the kubeflow-training SDK's KubeflowOrgV1PyTorchJobSpec) requires it. cleanPodPolicy None,
+    # the operator's default for a PyTorchJob (training-operator pytorch_defaults.go
+    # SetDefaults_PyTorchJob): pods stay after the job for their logs.
+    spec = {"nprocPerNode": str(node.gpus_per_node), "pytorchReplicaSpecs": specs,
+            "runPolicy": {"cleanPodPolicy": "None"}}
+    items = [*job.items, {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": job.meta, "spec": spec}]
     manifest = {"apiVersion": "v1", "kind": "List", "items": items}
     text = json.dumps(manifest, indent=2) + "\n"
     return Rendered(target=NAME, argv=("kubectl", "apply", "-f", "-"), env=job.env, env_sources=job.why,

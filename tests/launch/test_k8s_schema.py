@@ -3,12 +3,14 @@
 - Kubernetes' own objects (ConfigMap, PersistentVolumeClaim) and every pod template inside a custom
   resource (as a core/v1 PodTemplate, with the resource's metadata as its ObjectMeta) against the
   Kubernetes OpenAPI JSON schemas that kubernetes-validate 1.37.0 ships, in strict mode (a field the
-  schema does not name is an error), for Kubernetes K8S_VERSION. The `v1` List around them is kubectl's client-side kind (metav1.List: TypeMeta and
+  schema does not name is an error), for Kubernetes K8S_VERSION; a JobSet's Job template as a
+  batch/v1 Job. The `v1` List around them is kubectl's client-side kind (metav1.List: TypeMeta and
   items), which has no schema of its own: its envelope is checked here.
 - The PyTorchJob against the Kubeflow training-operator SDK's generated models (kubeflow-training
   1.9.4: KubeflowOrgV1PyTorchJob and below, which reach the Kubernetes client's V1PodTemplateSpec),
   walked field by field through each model's openapi_types / attribute_map: a field no model has,
   a value of the wrong type, or a model refusing its arguments fails.
+- A JobSet's own fields against jobset.toml [crd] (kubernetes-sigs/jobset v0.12.0's json names).
 
 Both packages are in the `dev` extra (so `make install` installs them and CI runs this); each test
 skips, saying which, only where its package is absent.
@@ -23,9 +25,9 @@ import pytest
 from framework_plans import megatron_moe_plan, megatron_plan, torchtitan_plan
 from launch_fixtures import make_plan
 
-from trainplan.launch import render
+from trainplan.launch import find_target, jobset, render
 from trainplan.launch.hyperpod_eks import HyperPodEksOptions
-from trainplan.launch.k8s import K8sOptions
+from trainplan.launch.k8s import JOBSET, K8sOptions
 
 # The oldest Kubernetes minor version the clouds' current channels run, so that a field added later
 # is refused: 1.33. GKE's release notes (docs.cloud.google.com/kubernetes-engine/docs/release-notes,
@@ -64,6 +66,12 @@ def manifests():
         yield instance, render("k8s", make_plan(instance, nodes=2), K8sOptions(image=IMAGE))
     yield "megatron", render("k8s", megatron_plan(), K8sOptions())
     yield "torchtitan", render("k8s", torchtitan_plan(), K8sOptions())
+    yield "queue", render("k8s", make_plan("a4-highgpu-8g", nodes=2), K8sOptions(image=IMAGE, queue="a4"))
+    for instance in ("a4-highgpu-8g", "a4x-highgpu-4g", "a4x-maxgpu-4g-metal", "Standard_ND128isr_GB200_v6",
+                     "ml.p6-b200.48xlarge"):
+        yield f"jobset-{instance}", render("k8s", make_plan(instance, nodes=2),
+                                           K8sOptions(image=IMAGE, api=JOBSET, queue="a4"))
+    yield "jobset-megatron", render("k8s", megatron_plan(), K8sOptions(api=JOBSET))
     yield "hyperpod-megatron-moe", render("hyperpod-eks", megatron_moe_plan(), HyperPodEksOptions())
     yield "hyperpod-megatron", render("hyperpod-eks", megatron_plan(), HyperPodEksOptions(checkpoint_pvc="fsx-claim"))
     yield "hyperpod-torchtitan", render("hyperpod-eks", torchtitan_plan(), HyperPodEksOptions(image=IMAGE))
@@ -80,6 +88,8 @@ def pod_templates(item: dict) -> list[dict]:
         return [r["template"] for r in spec["pytorchReplicaSpecs"].values()]
     if item["kind"] == "HyperPodPyTorchJob":
         return [r["template"] for r in spec["replicaSpecs"]]
+    if item["kind"] == "JobSet":
+        return [r["template"]["spec"]["template"] for r in spec["replicatedJobs"]]
     raise AssertionError(f"no pod templates known for {item['kind']}")
 
 
@@ -88,8 +98,11 @@ def kubernetes_objects(item: dict) -> list[dict]:
     if item["apiVersion"] == "v1":
         return [item]
     # a custom resource's metadata is an ObjectMeta, its pod templates PodTemplateSpecs
-    return [{"apiVersion": "v1", "kind": "PodTemplate", "metadata": item["metadata"], "template": t}
-            for t in pod_templates(item)]
+    out = [{"apiVersion": "v1", "kind": "PodTemplate", "metadata": item["metadata"], "template": t}
+           for t in pod_templates(item)]
+    if item["kind"] == "JobSet":  # ReplicatedJob.template is a batch/v1 JobTemplateSpec
+        out += [{"apiVersion": "batch/v1", "kind": "Job", **r["template"]} for r in item["spec"]["replicatedJobs"]]
+    return out
 
 
 def schema_errors(obj: dict) -> list[str]:
@@ -113,10 +126,10 @@ def test_every_object_validates_against_the_kubernetes_schema(name):
 
 
 def test_the_schema_refuses_what_kubernetes_would():
-    """The validation can fail: a misspelt container field, an env value that is not a string
-    (strict schemas, K8S_VERSION)."""
+    """The validation can fail: a misspelt container field, a pod restart policy a Job refuses, an
+    env value that is not a string (strict schemas, K8S_VERSION)."""
     _needs("kubernetes_validate")
-    job = MANIFESTS["a4-highgpu-8g"].request["items"][-1]
+    job = MANIFESTS["jobset-a4-highgpu-8g"].request["items"][-1]
     pod_template = pod_templates(job)[0]
     bad = {**pod_template, "spec": {**pod_template["spec"], "containers": [
         {**pod_template["spec"]["containers"][0], "comand": ["x"]}]}}
@@ -204,3 +217,26 @@ def test_the_walker_names_what_the_models_refuse():
     assert pytorchjob_problems(deep) == [
         ("pytorchjob.spec.pytorchReplicaSpecs.Master.template.spec.containers[0].imagePullPolcy: not a field of "
         "V1Container")]
+
+
+# --- the JobSet's own fields -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", [n for n in MANIFESTS if n.startswith("jobset-")])
+def test_every_jobset_has_only_the_apis_fields(name):
+    assert jobset.problems(MANIFESTS[name].request["items"][-1]) == [], name
+
+
+def test_a_jobset_field_the_api_does_not_have_is_refused_before_a_dry_run_prints_it():
+    from dataclasses import replace
+
+    from trainplan.errors import TrainplanError
+
+    r = MANIFESTS["jobset-a4-highgpu-8g"]
+    js = r.request["items"][-1]
+    bad_js = {**js, "spec": {**js["spec"], "replicatedJobs": [{**js["spec"]["replicatedJobs"][0], "replica": 2}]}}
+    assert jobset.problems(bad_js) == [("jobset.spec.replicatedJobs[0].replica: not a field of ReplicatedJob "
+                                       "(jobset_types.go:320)")]
+    bad = replace(r, request={**r.request, "items": [*r.request["items"][:-1], bad_js]})
+    with pytest.raises(TrainplanError, match=r"^the JobSet does not match its API \(jobset.toml\): "
+                                             r"jobset.spec.replicatedJobs\[0\].replica: not a field"):
+        find_target("k8s").check(bad)

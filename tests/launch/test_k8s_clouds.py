@@ -52,8 +52,12 @@ def test_manifest_keys_and_values_follow_kubernetes_syntax(instance):
         for k, v in c["resources"]["limits"].items():
             assert qualified(k, prefix_required=True) and re.fullmatch(r"[0-9]+", v), k
         assert c["resources"]["limits"]["nvidia.com/gpu"] == str(node.gpus_per_node)
-        # the machine type on GKE, the VM size on AKS: the node label each cloud sets
-        assert t["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": instance}
+        # the machine type on GKE, the VM size on AKS: the node label each cloud sets; Grace hosts also
+        # by the kubelet's arch label, tolerating the taint GKE puts on Arm nodes
+        arm = {"kubernetes.io/arch": "arm64"} if node.cpu_arch == "arm64" else {}
+        assert t["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": instance, **arm}
+        assert t["spec"].get("tolerations", []) == ([{"key": "kubernetes.io/arch", "operator": "Equal",
+                                                       "value": "arm64", "effect": "NoSchedule"}] if arm else [])
         assert all(isinstance(e["value"], str) for e in c["env"])
     assert not any("vpc.amazonaws.com/efa" in t["spec"]["containers"][0]["resources"]["limits"] for t in templates)
     assert not any(e in r.env for e in ("FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA"))

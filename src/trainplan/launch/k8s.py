@@ -273,6 +273,15 @@ def pod_job(plan, options: PodOptions, launcher: Callable[[str], list[str]], tar
         instance_type = node.ec2_name or (node.name if node.cloud else None)
         if instance_type:
             spec["nodeSelector"] = {"node.kubernetes.io/instance-type": instance_type}
+        if node.cpu_arch == "arm64":
+            # Grace hosts (GB200 / GB300): GKE taints every Arm node kubernetes.io/arch=arm64:NoSchedule
+            # unless its pool says otherwise (GKE API TaintConfig.ArchitectureTaintBehavior: unspecified
+            # = ARM), so a pod without the toleration never schedules on A4X; Google's gke-a4x example
+            # (cluster-toolkit examples/gke-a4x/nccl-jobset-example.yaml) carries it. Harmless where
+            # no such taint is set (EKS, AKS); the arch label is the kubelet's own, on every cloud.
+            spec["nodeSelector"] = {**spec.get("nodeSelector", {}), "kubernetes.io/arch": "arm64"}
+            spec["tolerations"] = [{"key": "kubernetes.io/arch", "operator": "Equal", "value": "arm64",
+                                    "effect": "NoSchedule"}]
         return spec
 
     namespace = check_dns_name(options.namespace, "k8s namespace", 63, "--namespace")

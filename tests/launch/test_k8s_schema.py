@@ -30,13 +30,13 @@ from trainplan.launch.hyperpod_eks import HyperPodEksOptions
 from trainplan.launch.k8s import JOBSET, K8sOptions
 
 # The oldest Kubernetes minor version the clouds' current channels run, so that a field added later
-# is refused: 1.33. GKE's release notes (docs.cloud.google.com/kubernetes-engine/docs/release-notes,
-# 2026) list 1.34 to 1.35 in the Stable channel and 1.33 up in the others; Amazon EKS keeps 1.33 in
-# support until 29 Jul 2027 (extended; standard ended 29 Jul 2026, docs.aws.amazon.com/eks/latest/
-# userguide/kubernetes-versions.html); AKS supports its GA minor and the two before it (N-2,
-# learn.microsoft.com/azure/aks/supported-kubernetes-versions). Kubernetes adds fields within v1 and
-# does not remove them, so a manifest valid here is valid on every newer cluster.
-K8S_VERSION = "1.33"
+# is refused: 1.31. GKE's release notes (docs.cloud.google.com/kubernetes-engine/docs/release-notes,
+# late 2026) list 1.34 up in the Rapid, Regular and Stable channels and 1.31 to 1.36 in the Extended
+# channel; Amazon EKS keeps 1.32 in extended support until 23 Mar 2027, 1.34 up in standard (1.34 to 2 Dec 2026)
+# (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html); AKS supports its GA minor and
+# the two before it (learn.microsoft.com/azure/aks/supported-kubernetes-versions). Kubernetes adds
+# fields within v1 and does not remove them, so a manifest valid here is valid on every newer cluster.
+K8S_VERSION = "1.31"
 IMAGE = "registry.example.com/trainplan:0.1.0"
 GKE_AKS = ["a4-highgpu-8g", "a4x-highgpu-4g", "a4x-maxgpu-4g-metal", "a3-ultragpu-8g", "Standard_ND128isr_GB200_v6",
            "Standard_ND128isr_GB300_v6", "Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5"]

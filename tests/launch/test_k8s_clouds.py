@@ -176,3 +176,31 @@ def test_dry_run_shows_the_jobset(cli, tmp_path):
     assert "note: the cluster needs the JobSet controller and Kueue with a LocalQueue a4" in err
     code, out, err = cli("launch", "hyperpod-eks", "--plan", str(p), "--dry-run", "--image", IMAGE, "--queue", "a4")
     assert (code, err) == (2, "trainplan launch: error: --queue is an option of launch k8s, not of launch hyperpod-eks\n")
+
+
+# --- IMEX: an NVLink domain across VMs (compute_domain.toml) -----------------------------------------
+
+@pytest.mark.parametrize("instance", ["a4x-highgpu-4g", "a4x-maxgpu-4g-metal", "ml.p6e-gb200.36xlarge",
+                                      "Standard_ND128isr_GB200_v6"])
+def test_pods_across_an_nvl72_rack_claim_the_jobs_imex_channel(instance):
+    """NVL72 racks rented as VMs of 4 GPUs: the plan puts tp / ep across VMs over NVLink, which needs
+    an IMEX channel in every pod: the job's ComputeDomain (NVIDIA DRA driver) and each pod's claim."""
+    r = render("k8s", make_plan(instance, nodes=3), K8sOptions(image=IMAGE, efa_devices=17))
+    (cd,) = [i for i in r.request["items"] if i["kind"] == "ComputeDomain"]
+    name = cd["metadata"]["name"].removesuffix("-compute-domain")
+    assert cd["apiVersion"] == "resource.nvidia.com/v1beta1" and cd["spec"]["numNodes"] == 3
+    template = cd["spec"]["channel"]["resourceClaimTemplate"]["name"]
+    assert template == f"{name}-imex-channel"
+    for replica in r.request["items"][-1]["spec"]["pytorchReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        assert pod["resourceClaims"] == [{"name": "compute-domain-channel", "resourceClaimTemplateName": template}]
+        assert pod["containers"][0]["resources"]["claims"] == [{"name": "compute-domain-channel"}]
+    assert any("IMEX" in n and ("no AKS guide" in n) == instance.startswith("Standard_") for n in r.notes)
+
+
+@pytest.mark.parametrize("instance, nodes", [("a4x-highgpu-4g", 1), ("a4-highgpu-8g", 2), ("ml.p6-b200.48xlarge", 4)])
+def test_no_imex_channel_within_one_vm_or_an_8_gpu_domain(instance, nodes):
+    r = render("k8s", make_plan(instance, nodes=nodes), K8sOptions(image=IMAGE))
+    assert not any(i["kind"] == "ComputeDomain" for i in r.request["items"])
+    pod = r.request["items"][-1]["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert "resourceClaims" not in pod and "claims" not in pod["containers"][0]["resources"]

@@ -10,7 +10,8 @@
   1.9.4: KubeflowOrgV1PyTorchJob and below, which reach the Kubernetes client's V1PodTemplateSpec),
   walked field by field through each model's openapi_types / attribute_map: a field no model has,
   a value of the wrong type, or a model refusing its arguments fails.
-- A JobSet's own fields against jobset.toml [crd] (kubernetes-sigs/jobset v0.12.0's json names).
+- A JobSet's own fields against jobset.toml [crd] (kubernetes-sigs/jobset v0.12.0's json names), a
+  ComputeDomain's against compute_domain.toml [crd] (NVIDIA/k8s-dra-driver-gpu's v1beta1 types).
 
 Both packages are in the `dev` extra (so `make install` installs them and CI runs this); each test
 skips, saying which, only where its package is absent.
@@ -25,7 +26,7 @@ import pytest
 from framework_plans import megatron_moe_plan, megatron_plan, torchtitan_plan
 from launch_fixtures import make_plan
 
-from trainplan.launch import find_target, jobset, render
+from trainplan.launch import find_target, jobset, k8s, render
 from trainplan.launch.hyperpod_eks import HyperPodEksOptions
 from trainplan.launch.k8s import JOBSET, K8sOptions
 
@@ -36,6 +37,8 @@ from trainplan.launch.k8s import JOBSET, K8sOptions
 # (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html); AKS supports its GA minor and
 # the two before it (learn.microsoft.com/azure/aks/supported-kubernetes-versions). Kubernetes adds
 # fields within v1 and does not remove them, so a manifest valid here is valid on every newer cluster.
+# It is also the first whose PodResourceClaim has resourceClaimTemplateName (the IMEX channel claim of
+# an NVL72 job; 1.29 and 1.30 refuse it), and DRA itself is beta from 1.32 and GA from 1.34.
 K8S_VERSION = "1.31"
 IMAGE = "registry.example.com/trainplan:0.1.0"
 GKE_AKS = ["a4-highgpu-8g", "a4x-highgpu-4g", "a4x-maxgpu-4g-metal", "a3-ultragpu-8g", "Standard_ND128isr_GB200_v6",
@@ -76,6 +79,8 @@ def manifests():
     yield "hyperpod-megatron", render("hyperpod-eks", megatron_plan(), HyperPodEksOptions(checkpoint_pvc="fsx-claim"))
     yield "hyperpod-torchtitan", render("hyperpod-eks", torchtitan_plan(), HyperPodEksOptions(image=IMAGE))
     yield "hyperpod-trainplan", render("hyperpod-eks", make_plan(), HyperPodEksOptions(image=IMAGE, steps=50))
+    yield "hyperpod-gb200", render("hyperpod-eks", make_plan("ml.p6e-gb200.36xlarge", nodes=2),
+                                   HyperPodEksOptions(image=IMAGE, efa_devices=17))
 
 
 MANIFESTS = dict(manifests())
@@ -97,6 +102,8 @@ def kubernetes_objects(item: dict) -> list[dict]:
     """What of `item` the Kubernetes schemas cover, as objects of a kind they have."""
     if item["apiVersion"] == "v1":
         return [item]
+    if item["kind"] == "ComputeDomain":  # its metadata is an ObjectMeta (the rest: compute_domain.toml)
+        return [{"apiVersion": "v1", "kind": "PodTemplate", "metadata": item["metadata"]}]
     # a custom resource's metadata is an ObjectMeta, its pod templates PodTemplateSpecs
     out = [{"apiVersion": "v1", "kind": "PodTemplate", "metadata": item["metadata"], "template": t}
            for t in pod_templates(item)]
@@ -240,3 +247,24 @@ def test_a_jobset_field_the_api_does_not_have_is_refused_before_a_dry_run_prints
     with pytest.raises(TrainplanError, match=r"^the JobSet does not match its API \(jobset.toml\): "
                                              r"jobset.spec.replicatedJobs\[0\].replica: not a field"):
         find_target("k8s").check(bad)
+
+
+@pytest.mark.parametrize("name", [n for n, r in MANIFESTS.items()
+                                  if any(i["kind"] == "ComputeDomain" for i in r.request["items"])])
+def test_every_compute_domain_has_only_the_apis_fields(name):
+    cd = k8s.compute_domain()
+    (item,) = [i for i in MANIFESTS[name].request["items"] if i["kind"] == "ComputeDomain"]
+    assert k8s.crd_problems(cd["crd"], "ComputeDomain", item, "computedomain", "computedomain.go") == [], name
+
+
+def test_a_compute_domain_field_the_api_does_not_have_is_refused():
+    from dataclasses import replace
+
+    from trainplan.errors import TrainplanError
+
+    r = MANIFESTS["a4x-highgpu-4g"]
+    items = [{**i, "spec": {"numNode": 2, "channel": i["spec"]["channel"]}} if i["kind"] == "ComputeDomain" else i
+             for i in r.request["items"]]
+    with pytest.raises(TrainplanError, match=r"^the ComputeDomain does not match its API \(compute_domain.toml\): "
+                                             r"computedomain.spec.numNodes: required"):
+        find_target("k8s").check(replace(r, request={**r.request, "items": items}))

@@ -90,7 +90,7 @@ def _check(rendered: Rendered) -> Rendered:
     job = rendered.request["items"][-1]
     if found := problems(job):
         raise TrainplanError(f"the {data()['kind']} does not match the operator's models: {found[0]}")
-    return rendered
+    return k8s.check_compute_domain(rendered)
 
 
 def submit(rendered: Rendered, workdir=".") -> tuple[int, str]:

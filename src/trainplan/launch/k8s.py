@@ -16,6 +16,9 @@ checkpoints the trainer keeps. Pods get --grace seconds between SIGTERM and SIGK
 (terminationGracePeriodSeconds); torchrun, the container's first process, passes SIGTERM to the
 ranks and gives them as long (TORCH_ELASTIC_SHUTDOWN_TIMEOUT) to save.
 
+A job across the VMs of one NVLink domain (NVL72 racks of 4-GPU VMs) brings a ComputeDomain of
+NVIDIA's DRA driver, and every pod claims its IMEX channel (compute_domain.toml).
+
 --k8s-api jobset renders the same objects and pod under a JobSet instead (jobset.py), as GKE's
 A4 / A4X guides run training; --queue labels the job for Kueue, whichever its kind. Every rendered
 manifest is validated against the published schemas in tests/launch/test_k8s_schema.py.
@@ -145,6 +148,15 @@ def network_pod(node) -> NetworkPod:
 
 
 @functools.cache
+def compute_domain() -> dict:
+    from pathlib import Path
+
+    from trainplan.parsing import read_toml
+
+    return read_toml(Path(__file__).with_name("compute_domain.toml"))
+
+
+@functools.cache
 def _network_pods() -> dict:
     from pathlib import Path
 
@@ -204,6 +216,9 @@ def pod_job(plan, options: PodOptions, launcher: Callable[[str], list[str]], tar
     resources = {"nvidia.com/gpu": node.gpus_per_node}
     net = network_pod(node)
     resources.update(net.resources)
+    # an NVLink domain across VMs (NVL72 racks of 4-GPU VMs): every pod claims the job's IMEX channel
+    imex = plan.job.cluster.nodes > 1 and node.nvlink_domain_gpus > node.gpus_per_node
+    channel = f"{name}-imex-channel"  # the ResourceClaimTemplate the ComputeDomain's controller makes
     if has_efa(node):
         efa = options.efa_devices or node.network.interfaces
         if not efa:
@@ -282,6 +297,9 @@ def pod_job(plan, options: PodOptions, launcher: Callable[[str], list[str]], tar
             spec["nodeSelector"] = {**spec.get("nodeSelector", {}), "kubernetes.io/arch": "arm64"}
             spec["tolerations"] = [{"key": "kubernetes.io/arch", "operator": "Equal", "value": "arm64",
                                     "effect": "NoSchedule"}]
+        if imex:
+            spec["resourceClaims"] = [{"name": compute_domain()["claim"], "resourceClaimTemplateName": channel}]
+            spec["containers"][0]["resources"]["claims"] = [{"name": compute_domain()["claim"]}]
         return spec
 
     namespace = check_dns_name(options.namespace, "k8s namespace", 63, "--namespace")
@@ -300,6 +318,13 @@ def pod_job(plan, options: PodOptions, launcher: Callable[[str], list[str]], tar
         notes.append(f"checkpoints go to a new claim {claim} ({size} GiB, ReadWriteMany): its storage class "
                      "must offer ReadWriteMany (FSx for Lustre, EFS; Managed Lustre on GKE and AKS); "
                      "or pass --checkpoint-pvc")
+    if imex:
+        cd = compute_domain()
+        items.append({"apiVersion": cd["api_version"], "kind": cd["kind"],
+                      "metadata": {**meta, "name": f"{name}-compute-domain"},
+                      "spec": {"numNodes": plan.job.cluster.nodes, "channel": {"resourceClaimTemplate": {"name": channel}}}})
+        notes.append(cd["note"] + (" (no AKS guide for it was found: compute_domain.toml)" if node.cloud == "azure"
+                                   else ""))
     if not (ckpt == CHECKPOINT_MOUNT or ckpt.startswith(CHECKPOINT_MOUNT + "/")):
         notes.append(f"{ckpt} is outside the checkpoint volume ({CHECKPOINT_MOUNT}): it is lost when a pod restarts")
     return PodJob(name, meta, labels, items, pod, env, why, notes, net.annotations)
@@ -362,12 +387,23 @@ def submit(rendered: Rendered, workdir=".", manifest: str = "") -> tuple[int, st
 
 
 def _check(rendered: Rendered) -> Rendered:
-    """A JobSet checked against its API's field names before a dry run prints it or kubectl gets it."""
+    """A JobSet and a ComputeDomain checked against their APIs' field names before a dry run prints
+    them or kubectl gets them."""
     if rendered.request and (js := [i for i in rendered.request["items"] if i["kind"] == "JobSet"]):
         from trainplan.launch import jobset
 
         if found := jobset.problems(js[0]):
             raise TrainplanError(f"the JobSet does not match its API (jobset.toml): {found[0]}")
+    return check_compute_domain(rendered)
+
+
+def check_compute_domain(rendered: Rendered) -> Rendered:
+    """A ComputeDomain checked against its API's field names (compute_domain.toml [crd])."""
+    cd = compute_domain()
+    for item in (rendered.request or {}).get("items", []):
+        if item["kind"] == cd["kind"] and (found := crd_problems(cd["crd"], "ComputeDomain", item, "computedomain",
+                                                                 "computedomain.go")):
+            raise TrainplanError(f"the ComputeDomain does not match its API (compute_domain.toml): {found[0]}")
     return rendered
 
 

@@ -52,8 +52,12 @@ def test_manifest_keys_and_values_follow_kubernetes_syntax(instance):
         for k, v in c["resources"]["limits"].items():
             assert qualified(k, prefix_required=True) and re.fullmatch(r"[0-9]+", v), k
         assert c["resources"]["limits"]["nvidia.com/gpu"] == str(node.gpus_per_node)
-        # the machine type on GKE, the VM size on AKS: the node label each cloud sets
-        assert t["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": instance}
+        # the machine type on GKE, the VM size on AKS: the node label each cloud sets; Grace hosts also
+        # by the kubelet's arch label, tolerating the taint GKE puts on Arm nodes
+        arm = {"kubernetes.io/arch": "arm64"} if node.cpu_arch == "arm64" else {}
+        assert t["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": instance, **arm}
+        assert t["spec"].get("tolerations", []) == ([{"key": "kubernetes.io/arch", "operator": "Equal",
+                                                       "value": "arm64", "effect": "NoSchedule"}] if arm else [])
         assert all(isinstance(e["value"], str) for e in c["env"])
     assert not any("vpc.amazonaws.com/efa" in t["spec"]["containers"][0]["resources"]["limits"] for t in templates)
     assert not any(e in r.env for e in ("FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA"))
@@ -92,3 +96,111 @@ def test_aks_pods_ask_for_the_infiniband_devices_and_azure_nccl_settings(instanc
 def test_eks_manifests_keep_no_annotations():
     _, templates = pods("ml.p6-b200.48xlarge")
     assert all("annotations" not in t["metadata"] for t in templates)
+
+
+# --- --k8s-api jobset: the JobSet + Kueue of GKE's A4 / A4X guides (launch/jobset.toml [GKE]) -------
+
+def _jobset(instance: str = "a4x-highgpu-4g", nodes: int = 2, **kw):
+    r = render("k8s", make_plan(instance, nodes=nodes), K8sOptions(image=IMAGE, api="jobset", **kw))
+    return r, r.request["items"][-1]
+
+
+def test_jobset_manifest_golden():
+    # jobset_types.go @ v0.12.0 (jobset.toml): one replicatedJob of an indexed Job, network.enableDNSHostnames,
+    # failurePolicy.maxRestarts; the Kueue label of the cluster-toolkit gke-a4x example
+    from launch_fixtures import check_golden
+
+    r, _ = _jobset(queue="a4x")
+    check_golden("k8s_jobset_a4x_x2.json", r.text)
+    assert json.loads(r.text) == r.request and list(r.files) == ["jobset.json"]
+
+
+def test_jobset_runs_one_indexed_job_with_the_pytorchjobs_pod():
+    r, js = _jobset(nodes=3, queue="a4x")
+    assert (js["apiVersion"], js["kind"]) == ("jobset.x-k8s.io/v1alpha2", "JobSet")
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "a4x"
+    (rjob,) = js["spec"]["replicatedJobs"]
+    job = rjob["template"]["spec"]
+    assert (rjob["replicas"], job["completionMode"], job["parallelism"], job["completions"]) == (1, "Indexed", 3, 3)
+    pod = job["template"]
+    # the same pod template as the PyTorchJob's, but for the restart policy a Job allows
+    pytorchjob = render("k8s", make_plan("a4x-highgpu-4g", nodes=3), K8sOptions(image=IMAGE)).request["items"][-1]
+    master = pytorchjob["spec"]["pytorchReplicaSpecs"]["Master"]["template"]
+    assert pod["metadata"] == master["metadata"]
+    # torchrun meets on pod 0 of job 0, at the stable name JobSet gives it (jobset_types.go:380-381),
+    # where the PyTorchJob's meet on its master's service
+    cmd = pod["spec"]["containers"][0]["command"]
+    name = js["metadata"]["name"]
+    at = cmd.index("--rdzv-endpoint") + 1
+    assert cmd[at] == f"{name}-node-0-0.{name}:29500"
+    master_cmd = master["spec"]["containers"][0]["command"]
+    assert master_cmd[at] == f"{name}-master-0:29500" and cmd[:at] + cmd[at + 1:] == master_cmd[:at] + master_cmd[at + 1:]
+    without = {**pod["spec"], "containers": [{**pod["spec"]["containers"][0], "command": master_cmd}]}
+    assert {k: v for k, v in without.items() if k != "restartPolicy"} == master["spec"]
+    assert pod["spec"]["restartPolicy"] == "Never" and job["backoffLimit"] == 0
+    assert cmd[cmd.index("--nnodes") + 1] == "3"
+    # the queue label is the job's, not the ConfigMap's
+    assert all("kueue.x-k8s.io/queue-name" not in i["metadata"]["labels"] for i in r.request["items"][:-1])
+    assert any("JobSet controller and Kueue with a LocalQueue a4x" in n for n in r.notes)
+
+
+def test_a_jobset_name_leaves_room_for_its_pod_names():
+    """Pods are named <jobset>-node-<job>-<pod>-<5 letters>, a DNS label of at most 63 characters
+    (jobset_webhook.go:243-256): with 100 nodes a name has 47 characters at most."""
+    from trainplan.errors import TrainplanError
+    from trainplan.launch.jobset import max_name_len
+
+    assert (max_name_len(2), max_name_len(100)) == (48, 47)
+    with pytest.raises(TrainplanError, match=r"k8s job name 'x{48}' is not valid here: .* at most 47 characters"):
+        _jobset("a4-highgpu-8g", nodes=100, job_name="x" * 48)
+    _, js = _jobset("a4-highgpu-8g", nodes=100, job_name="x" * 47)
+    assert len(f"{js['metadata']['name']}-node-0-99-abcde") == 63
+
+
+def test_queue_labels_a_pytorchjob_too_and_a_bad_queue_name_is_refused():
+    from trainplan.errors import TrainplanError
+
+    job = render("k8s", make_plan("a4-highgpu-8g"), K8sOptions(image=IMAGE, queue="team-a")).request["items"][-1]
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    with pytest.raises(TrainplanError, match=r"^Kueue queue name 'team a' is not valid here: .*\(--queue\)$"):
+        render("k8s", make_plan("a4-highgpu-8g"), K8sOptions(image=IMAGE, queue="team a"))
+
+
+def test_dry_run_shows_the_jobset(cli, tmp_path):
+    p = tmp_path / "plan.json"
+    p.write_text(make_plan("a4-highgpu-8g", nodes=2).to_json())
+    code, out, err = cli("launch", "k8s", "--plan", str(p), "--dry-run", "--image", IMAGE, "--k8s-api", "jobset",
+                         "--queue", "a4")
+    assert code == 0, err
+    assert [i["kind"] for i in json.loads(out)["items"]] == ["ConfigMap", "PersistentVolumeClaim", "JobSet"]
+    assert "note: the cluster needs the JobSet controller and Kueue with a LocalQueue a4" in err
+    code, out, err = cli("launch", "hyperpod-eks", "--plan", str(p), "--dry-run", "--image", IMAGE, "--queue", "a4")
+    assert (code, err) == (2, "trainplan launch: error: --queue is an option of launch k8s, not of launch hyperpod-eks\n")
+
+
+# --- IMEX: an NVLink domain across VMs (compute_domain.toml) -----------------------------------------
+
+@pytest.mark.parametrize("instance", ["a4x-highgpu-4g", "a4x-maxgpu-4g-metal", "ml.p6e-gb200.36xlarge",
+                                      "Standard_ND128isr_GB200_v6"])
+def test_pods_across_an_nvl72_rack_claim_the_jobs_imex_channel(instance):
+    """NVL72 racks rented as VMs of 4 GPUs: the plan puts tp / ep across VMs over NVLink, which needs
+    an IMEX channel in every pod: the job's ComputeDomain (NVIDIA DRA driver) and each pod's claim."""
+    r = render("k8s", make_plan(instance, nodes=3), K8sOptions(image=IMAGE, efa_devices=17))
+    (cd,) = [i for i in r.request["items"] if i["kind"] == "ComputeDomain"]
+    name = cd["metadata"]["name"].removesuffix("-compute-domain")
+    assert cd["apiVersion"] == "resource.nvidia.com/v1beta1" and cd["spec"]["numNodes"] == 3
+    template = cd["spec"]["channel"]["resourceClaimTemplate"]["name"]
+    assert template == f"{name}-imex-channel"
+    for replica in r.request["items"][-1]["spec"]["pytorchReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        assert pod["resourceClaims"] == [{"name": "compute-domain-channel", "resourceClaimTemplateName": template}]
+        assert pod["containers"][0]["resources"]["claims"] == [{"name": "compute-domain-channel"}]
+    assert any("IMEX" in n and ("no AKS guide" in n) == instance.startswith("Standard_") for n in r.notes)
+
+
+@pytest.mark.parametrize("instance, nodes", [("a4x-highgpu-4g", 1), ("a4-highgpu-8g", 2), ("ml.p6-b200.48xlarge", 4)])
+def test_no_imex_channel_within_one_vm_or_an_8_gpu_domain(instance, nodes):
+    r = render("k8s", make_plan(instance, nodes=nodes), K8sOptions(image=IMAGE))
+    assert not any(i["kind"] == "ComputeDomain" for i in r.request["items"])
+    pod = r.request["items"][-1]["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert "resourceClaims" not in pod and "claims" not in pod["containers"][0]["resources"]

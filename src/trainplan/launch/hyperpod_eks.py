@@ -30,12 +30,12 @@ def data() -> dict:
 
 
 @dataclass(frozen=True, slots=True)
-class HyperPodEksOptions(k8s.K8sOptions):
+class HyperPodEksOptions(k8s.PodOptions):
     max_retries: int = 3  # RunPolicy.jobMaxRetryCount: restarts the operator makes before it fails the job
 
 
 def add_arguments(a) -> None:
-    k8s.add_arguments(a)
+    k8s.add_pod_arguments(a)
     a.add("--max-retries", type=int, default=3,
           help="restarts the HyperPod training operator makes on faults before the job fails (default 3)")
 
@@ -43,9 +43,7 @@ def add_arguments(a) -> None:
 def from_args(args, common: dict) -> HyperPodEksOptions:
     if args.max_retries < 0:
         raise TrainplanError(f"--max-retries must be 0 or more, got {args.max_retries}")
-    base = k8s.from_args(args, common)
-    return HyperPodEksOptions(**{f: getattr(base, f) for f in base.__dataclass_fields__},
-                              max_retries=args.max_retries)
+    return HyperPodEksOptions(**common, **k8s.pod_options(args), max_retries=args.max_retries)
 
 
 def launcher(nodes: int, nproc: int, grace_s: int) -> list[str]:
@@ -60,7 +58,7 @@ def render(plan, options: HyperPodEksOptions) -> Rendered:
     job = k8s.pod_job(plan, options, lambda name: launcher(nodes, node.gpus_per_node, options.grace_s),
                       target=NAME, setup=(t["launcher"]["install"],))
     replica = {"name": t["replica_name"], "replicas": nodes,
-               "template": {"metadata": {"labels": job.labels}, "spec": job.pod()}}
+               "template": job.template()}
     hp_job = {"apiVersion": t["api_version"], "kind": t["kind"], "metadata": job.meta,
               "spec": {"nprocPerNode": str(node.gpus_per_node), "replicaSpecs": [replica],
                        "runPolicy": {"cleanPodPolicy": t["clean_pod_policy"],
@@ -82,28 +80,9 @@ def problems(job: dict) -> list[str]:
             out.append(f"{key} {job.get(key)!r}, not {want!r}")
     extra = set(job) - {"apiVersion", "kind", "metadata", "spec"}
     out += [f"{k}: not a field of the job" for k in sorted(extra)]
-    _walk(crd, "Metadata", job.get("metadata", {}), "metadata", out)
-    _walk(crd, "HyperPodPytorchJob", job.get("spec", {}), "spec", out)
+    out += k8s.crd_problems(crd, "Metadata", job.get("metadata", {}), "metadata", "unified_config.py")
+    out += k8s.crd_problems(crd, "HyperPodPytorchJob", job.get("spec", {}), "spec", "unified_config.py")
     return out
-
-
-def _walk(crd: dict, model: str, value, where: str, out: list[str]) -> None:
-    if isinstance(value, list):
-        for i, v in enumerate(value):
-            _walk(crd, model, v, f"{where}[{i}]", out)
-        return
-    if not isinstance(value, dict):
-        out.append(f"{where}: an object ({model}) expected, got {type(value).__name__}")
-        return
-    m = crd[model]
-    for k in m["required"]:
-        if k not in value:
-            out.append(f"{where}.{k}: required ({model}, unified_config.py:{m['line']})")
-    for k, v in value.items():
-        if k not in m["fields"]:
-            out.append(f"{where}.{k}: not a field of {model} (unified_config.py:{m['line']})")
-        elif m["fields"][k]:
-            _walk(crd, m["fields"][k], v, f"{where}.{k}", out)
 
 
 def _check(rendered: Rendered) -> Rendered:
@@ -111,7 +90,7 @@ def _check(rendered: Rendered) -> Rendered:
     job = rendered.request["items"][-1]
     if found := problems(job):
         raise TrainplanError(f"the {data()['kind']} does not match the operator's models: {found[0]}")
-    return rendered
+    return k8s.check_compute_domain(rendered)
 
 
 def submit(rendered: Rendered, workdir=".") -> tuple[int, str]:

@@ -15,6 +15,13 @@ ReadWriteMany), else the manifest asks for one, `<job>-checkpoints`, ReadWriteMa
 checkpoints the trainer keeps. Pods get --grace seconds between SIGTERM and SIGKILL
 (terminationGracePeriodSeconds); torchrun, the container's first process, passes SIGTERM to the
 ranks and gives them as long (TORCH_ELASTIC_SHUTDOWN_TIMEOUT) to save.
+
+A job across the VMs of one NVLink domain (NVL72 racks of 4-GPU VMs) brings a ComputeDomain of
+NVIDIA's DRA driver, and every pod claims its IMEX channel (compute_domain.toml).
+
+--k8s-api jobset renders the same objects and pod under a JobSet instead (jobset.py), as GKE's
+A4 / A4X guides run training; --queue labels the job for Kueue, whichever its kind. Every rendered
+manifest is validated against the published schemas in tests/launch/test_k8s_schema.py.
 """
 
 from __future__ import annotations
@@ -49,6 +56,13 @@ CHECKPOINT_MOUNT = "/checkpoints"
 # "The data stored in a ConfigMap cannot exceed 1 MiB" (https://kubernetes.io/docs/concepts/configuration/configmap/).
 CONFIGMAP_MAX_BYTES = 1 << 20
 MANIFEST = "pytorchjob.json"
+PYTORCHJOB, JOBSET = "pytorchjob", "jobset"
+APIS = {PYTORCHJOB: "Kubeflow training-operator PyTorchJob (kubeflow.org/v1)",
+        JOBSET: "JobSet (jobset.x-k8s.io/v1alpha2) of one indexed Job, as GKE's A4/A4X guides run training"}
+# Kueue admits a job that carries this label to the LocalQueue it names (kubernetes-sigs/kueue
+# pkg/controller/constants/constants.go QueueLabel), a PyTorchJob and a JobSet alike (its
+# integrations pkg/controller/jobs/kubeflow/jobs/pytorchjob and pkg/controller/jobs/jobset).
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # A checkpoint holds the weights and both AdamW moments: fp32 each (12 bytes per parameter), bf16
 # each for pure bf16 (6); the trainer keeps two and writes a third before pruning
 # (runtime/checkpoint.py save(keep=2)).
@@ -56,7 +70,9 @@ CHECKPOINTS_ON_DISK = 3
 
 
 @dataclass(frozen=True, slots=True)
-class K8sOptions(LaunchOptions):
+class PodOptions(LaunchOptions):
+    """What every Kubernetes target's pod takes (k8s, hyperpod-eks)."""
+
     image: str = ""  # required: an image with trainplan and its torch extra
     namespace: str = "default"
     efa_devices: int | None = None  # EFA devices per pod; None = the instance's (instances.toml)
@@ -66,7 +82,14 @@ class K8sOptions(LaunchOptions):
     grace_s: int = 120  # terminationGracePeriodSeconds and torchrun's shutdown timeout
 
 
-def add_arguments(a) -> None:
+@dataclass(frozen=True, slots=True)
+class K8sOptions(PodOptions):
+    api: str = PYTORCHJOB  # the job's kind: one of APIS
+    queue: str = ""  # Kueue LocalQueue the job is submitted to (QUEUE_LABEL); "" = none
+
+
+def add_pod_arguments(a) -> None:
+    """The pod's flags, shared by every Kubernetes target (k8s, hyperpod-eks)."""
     a.add("--image", default="", help="container image with trainplan and its torch extra (required for trainplan's "
                                       "trainer; a plan on a framework's stack: default the framework's image)")
     a.add("--namespace", default="default")
@@ -80,10 +103,22 @@ def add_arguments(a) -> None:
           help="seconds between SIGTERM and SIGKILL for the ranks to save (default 120s)")
 
 
+def add_arguments(a) -> None:
+    add_pod_arguments(a)
+    a.add("--k8s-api", choices=tuple(APIS), default=PYTORCHJOB,
+          help="the job's kind: " + "; ".join(f"{k}: {v}" for k, v in APIS.items()) + f" (default {PYTORCHJOB})")
+    a.add("--queue", default="", help=f"Kueue LocalQueue that admits the job (label {QUEUE_LABEL}; default: none)")
+
+
+def pod_options(args) -> dict:
+    """The PodOptions fields from the command line (add_pod_arguments)."""
+    return {"image": args.image, "namespace": args.namespace, "efa_devices": args.efa_devices,
+            "checkpoint_pvc": args.checkpoint_pvc, "storage_class": args.storage_class,
+            "checkpoint_gib": args.checkpoint_gib, "grace_s": args.grace}
+
+
 def from_args(args, common: dict) -> K8sOptions:
-    return K8sOptions(**common, image=args.image, namespace=args.namespace, efa_devices=args.efa_devices,
-                      checkpoint_pvc=args.checkpoint_pvc, storage_class=args.storage_class,
-                      checkpoint_gib=args.checkpoint_gib, grace_s=args.grace)
+    return K8sOptions(**common, **pod_options(args), api=args.k8s_api, queue=args.queue)
 
 
 @dataclass(frozen=True)
@@ -110,6 +145,15 @@ def network_pod(node) -> NetworkPod:
                   "network": f"{r['network_prefix']}{i}"} for i in range(node.network.interfaces)]
         ann[r["annotation"]] = json.dumps(nics)
     return NetworkPod(ann, dict(d.get("resources", {})), d.get("note", ""))
+
+
+@functools.cache
+def compute_domain() -> dict:
+    from pathlib import Path
+
+    from trainplan.parsing import read_toml
+
+    return read_toml(Path(__file__).with_name("compute_domain.toml"))
 
 
 @functools.cache
@@ -149,16 +193,21 @@ class PodJob:
     notes: list
     annotations: dict = field(default_factory=dict)  # of the pod template (k8s_networks.toml)
 
+    def template(self) -> dict:
+        """The pod template (core/v1 PodTemplateSpec) every kind of job runs: a fresh copy."""
+        meta = {"labels": dict(self.labels), **({"annotations": dict(self.annotations)} if self.annotations else {})}
+        return {"metadata": meta, "spec": self.pod()}
 
-def pod_job(plan, options: K8sOptions, launcher: Callable[[str], list[str]], target: str = NAME,
-            setup: tuple[str, ...] = ()) -> PodJob:
+
+def pod_job(plan, options: PodOptions, launcher: Callable[[str], list[str]], target: str = NAME,
+            setup: tuple[str, ...] = (), max_name_len: int = 48) -> PodJob:
     """The parts of a training job for `plan`; launcher(name) is the command that starts the ranks
     on each pod (torchrun with a rendezvous, or the operator's agent), the entry follows it; `setup`
-    (shell commands) run before it, as a framework's own setup does."""
+    (shell commands) run before it, as a framework's own setup does. Job names become pod and
+    service names, DNS-1035 labels of at most 63 characters, and the operator appends to them
+    ('-worker-NN' for a PyTorchJob: 48 leaves room), so `max_name_len` is the kind's."""
     node = plan.job.cluster.node
-    # PyTorchJob names become pod and service names: DNS-1035 labels, and the operator appends
-    # '-worker-NN', so keep room for it.
-    name = check_dns_name(job_name(plan, options, max_len=48).lower(), "k8s job name", 48)
+    name = check_dns_name(job_name(plan, options, max_len=max_name_len).lower(), "k8s job name", max_name_len)
     fw = None if options.probe else framework_run(plan)
     if not options.image and fw is None:
         raise TrainplanError(
@@ -167,6 +216,9 @@ def pod_job(plan, options: K8sOptions, launcher: Callable[[str], list[str]], tar
     resources = {"nvidia.com/gpu": node.gpus_per_node}
     net = network_pod(node)
     resources.update(net.resources)
+    # an NVLink domain across VMs (NVL72 racks of 4-GPU VMs): every pod claims the job's IMEX channel
+    imex = plan.job.cluster.nodes > 1 and node.nvlink_domain_gpus > node.gpus_per_node
+    channel = f"{name}-imex-channel"  # the ResourceClaimTemplate the ComputeDomain's controller makes
     if has_efa(node):
         efa = options.efa_devices or node.network.interfaces
         if not efa:
@@ -236,6 +288,18 @@ def pod_job(plan, options: K8sOptions, launcher: Callable[[str], list[str]], tar
         instance_type = node.ec2_name or (node.name if node.cloud else None)
         if instance_type:
             spec["nodeSelector"] = {"node.kubernetes.io/instance-type": instance_type}
+        if node.cpu_arch == "arm64":
+            # Grace hosts (GB200 / GB300): GKE taints every Arm node kubernetes.io/arch=arm64:NoSchedule
+            # unless its pool says otherwise (GKE API TaintConfig.ArchitectureTaintBehavior: unspecified
+            # = ARM), so a pod without the toleration never schedules on A4X; Google's gke-a4x example
+            # (cluster-toolkit examples/gke-a4x/nccl-jobset-example.yaml) carries it. Harmless where
+            # no such taint is set (EKS, AKS); the arch label is the kubelet's own, on every cloud.
+            spec["nodeSelector"] = {**spec.get("nodeSelector", {}), "kubernetes.io/arch": "arm64"}
+            spec["tolerations"] = [{"key": "kubernetes.io/arch", "operator": "Equal", "value": "arm64",
+                                    "effect": "NoSchedule"}]
+        if imex:
+            spec["resourceClaims"] = [{"name": compute_domain()["claim"], "resourceClaimTemplateName": channel}]
+            spec["containers"][0]["resources"]["claims"] = [{"name": compute_domain()["claim"]}]
         return spec
 
     namespace = check_dns_name(options.namespace, "k8s namespace", 63, "--namespace")
@@ -254,43 +318,116 @@ def pod_job(plan, options: K8sOptions, launcher: Callable[[str], list[str]], tar
         notes.append(f"checkpoints go to a new claim {claim} ({size} GiB, ReadWriteMany): its storage class "
                      "must offer ReadWriteMany (FSx for Lustre, EFS; Managed Lustre on GKE and AKS); "
                      "or pass --checkpoint-pvc")
+    if imex:
+        cd = compute_domain()
+        items.append({"apiVersion": cd["api_version"], "kind": cd["kind"],
+                      "metadata": {**meta, "name": f"{name}-compute-domain"},
+                      "spec": {"numNodes": plan.job.cluster.nodes, "channel": {"resourceClaimTemplate": {"name": channel}}}})
+        notes.append(cd["note"] + (" (no AKS guide for it was found: compute_domain.toml)" if node.cloud == "azure"
+                                   else ""))
     if not (ckpt == CHECKPOINT_MOUNT or ckpt.startswith(CHECKPOINT_MOUNT + "/")):
         notes.append(f"{ckpt} is outside the checkpoint volume ({CHECKPOINT_MOUNT}): it is lost when a pod restarts")
     return PodJob(name, meta, labels, items, pod, env, why, notes, net.annotations)
 
 
 def render(plan, options: K8sOptions) -> Rendered:
+    if options.api == JOBSET:
+        from trainplan.launch import jobset  # it builds on pod_job here
+
+        return jobset.render(plan, options)
     node, nodes = plan.job.cluster.node, plan.job.cluster.nodes
     job = pod_job(plan, options, lambda name: torchrun.c10d(nodes, node.gpus_per_node,
                                                             f"{name}-master-0:{DEFAULT_RDZV_PORT}", name))
 
     def replica(count: int) -> dict:
-        meta = {"labels": job.labels, **({"annotations": job.annotations} if job.annotations else {})}
-        return {"replicas": count, "restartPolicy": "OnFailure", "template": {"metadata": meta, "spec": job.pod()}}
+        return {"replicas": count, "restartPolicy": "OnFailure", "template": job.template()}
 
     specs = {"Master": replica(1)}
     if nodes > 1:
         specs["Worker"] = replica(nodes - 1)
-    items = [*job.items, {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": job.meta,
-                          "spec": {"nprocPerNode": str(node.gpus_per_node), "pytorchReplicaSpecs": specs}}]
-    manifest = {"apiVersion": "v1", "kind": "List", "items": items}
-    text = json.dumps(manifest, indent=2) + "\n"
+    # runPolicy spelled out: the operator's CRD lets it be left out (kubebuilder Optional), but its
+    # API (the kubeflow-training SDK's KubeflowOrgV1PyTorchJobSpec) requires it. cleanPodPolicy None,
+    # the operator's default for a PyTorchJob (training-operator pytorch_defaults.go
+    # SetDefaults_PyTorchJob): pods stay after the job for their logs.
+    spec = {"nprocPerNode": str(node.gpus_per_node), "pytorchReplicaSpecs": specs,
+            "runPolicy": {"cleanPodPolicy": "None"}}
+    items = [*job.items, {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": job_meta(job, options),
+                          "spec": spec}]
+    return manifest(job, items, MANIFEST)
+
+
+def job_meta(job: PodJob, options: K8sOptions) -> dict:
+    """The job object's metadata: the Kueue queue label with --queue (not on the ConfigMap or claim)."""
+    if not options.queue:
+        return job.meta
+    queue = check_dns_name(options.queue, "Kueue queue name", 63, "--queue")
+    return {**job.meta, "labels": {**job.meta["labels"], QUEUE_LABEL: queue}}
+
+
+def manifest(job: PodJob, items: list, file: str) -> Rendered:
+    """A `v1` List of the objects, as JSON (valid YAML), for `kubectl apply -f -`."""
+    request = {"apiVersion": "v1", "kind": "List", "items": items}
+    text = json.dumps(request, indent=2) + "\n"
     return Rendered(target=NAME, argv=("kubectl", "apply", "-f", "-"), env=job.env, env_sources=job.why,
-                    files={MANIFEST: text}, request=manifest, text=text, notes=tuple(job.notes))
+                    files={file: text}, request=request, text=text, notes=tuple(job.notes))
 
 
 def _k8s_literal(arg: str) -> str:
     return arg.replace("$", "$$")
 
 
-def submit(rendered: Rendered, workdir=".", manifest: str = MANIFEST) -> tuple[int, str]:
+def submit(rendered: Rendered, workdir=".", manifest: str = "") -> tuple[int, str]:
+    """kubectl apply of the manifest (`manifest`, or the one file rendered)."""
+    (text,) = [rendered.files[manifest]] if manifest else rendered.files.values()
     try:
-        code = subprocess.run(list(rendered.argv), input=rendered.files[manifest], text=True,
-                              check=False).returncode
+        code = subprocess.run(list(rendered.argv), input=text, text=True, check=False).returncode
     except FileNotFoundError:
         raise TrainplanError("kubectl is not on PATH: install it and point it at the cluster") from None
     return code, f"kubectl exited with {code}"
 
 
-TARGET = Target(NAME, "Kubeflow PyTorchJob manifest for Kubernetes (EKS, GKE, AKS)", K8sOptions, add_arguments, from_args,
-                render, submit)
+def _check(rendered: Rendered) -> Rendered:
+    """A JobSet and a ComputeDomain checked against their APIs' field names before a dry run prints
+    them or kubectl gets them."""
+    if rendered.request and (js := [i for i in rendered.request["items"] if i["kind"] == "JobSet"]):
+        from trainplan.launch import jobset
+
+        if found := jobset.problems(js[0]):
+            raise TrainplanError(f"the JobSet does not match its API (jobset.toml): {found[0]}")
+    return check_compute_domain(rendered)
+
+
+def check_compute_domain(rendered: Rendered) -> Rendered:
+    """A ComputeDomain checked against its API's field names (compute_domain.toml [crd])."""
+    cd = compute_domain()
+    for item in (rendered.request or {}).get("items", []):
+        if item["kind"] == cd["kind"] and (found := crd_problems(cd["crd"], "ComputeDomain", item, "computedomain",
+                                                                 "computedomain.go")):
+            raise TrainplanError(f"the ComputeDomain does not match its API (compute_domain.toml): {found[0]}")
+    return rendered
+
+
+def crd_problems(crd: dict, model: str, value, where: str, file: str) -> list[str]:
+    """What in `value` a custom resource's API would refuse, by the field names written as data
+    (hyperpod_eks.toml, jobset.toml [crd]: per model its `line` in `file`, `fields` each naming the
+    model a nested object must match, "" for a value, and `required`): a key the model does not
+    have, a required field missing, a nested object that is not one."""
+    out: list[str] = []
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            out += crd_problems(crd, model, v, f"{where}[{i}]", file)
+        return out
+    if not isinstance(value, dict):
+        return [f"{where}: an object ({model}) expected, got {type(value).__name__}"]
+    m = crd[model]
+    out += [f"{where}.{k}: required ({model}, {file}:{m['line']})" for k in m["required"] if k not in value]
+    for k, v in value.items():
+        if k not in m["fields"]:
+            out.append(f"{where}.{k}: not a field of {model} ({file}:{m['line']})")
+        elif m["fields"][k]:
+            out += crd_problems(crd, m["fields"][k], v, f"{where}.{k}", file)
+    return out
+
+
+TARGET = Target(NAME, "Kubeflow PyTorchJob (or, --k8s-api jobset, a JobSet) manifest for Kubernetes (EKS, GKE, AKS)",
+                K8sOptions, add_arguments, from_args, render, submit, check=_check)

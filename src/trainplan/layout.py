@@ -26,6 +26,7 @@ kernel, CUDA graphs and power cap. Left out, `execution` is the stack's preset.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields, replace
 from operator import attrgetter
 
@@ -325,8 +326,12 @@ def expert_tp(L: Layout) -> int:
 
 def expert_groups(L: Layout) -> ExpertGroups:
     """The one home of the rule 'how many ranks share one expert's weights' (module doc)."""
-    etp = expert_tp(L)
-    return ExpertGroups(tp=L.tp, etp=etp, ep=L.ep, edp_shard=max(1, L.dp_shard * L.cp * L.tp // (L.ep * etp)))
+    return _expert_groups(L.tp, expert_tp(L), L.ep, L.dp_shard, L.cp)
+
+
+@functools.lru_cache(maxsize=4096)  # a search resolves thousands of layouts over a few dozen degree sets
+def _expert_groups(tp: int, etp: int, ep: int, dp_shard: int, cp: int) -> ExpertGroups:
+    return ExpertGroups(tp=tp, etp=etp, ep=ep, edp_shard=max(1, dp_shard * cp * tp // (ep * etp)))
 
 
 # Fields the head of Layout.short() spells in its own notation.

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -432,7 +433,10 @@ def _load_conventions(raw: dict, where: str) -> tuple[Conventions, dict]:
 def conventions(layout) -> Conventions:
     """The memory conventions a layout runs with: its stack's, with the layout's own knobs
     (LAYOUT_OVERRIDES, None = the stack's) taking precedence. Every consumer reads them here."""
-    return _conventions(layout.stack, *(getattr(layout, k) for k in LAYOUT_OVERRIDES))
+    return _conventions(layout.stack, *_override_values(layout))
+
+
+_override_values = operator.attrgetter(*LAYOUT_OVERRIDES)  # the knobs' values, in LAYOUT_OVERRIDES' order
 
 
 @functools.lru_cache(maxsize=256)

@@ -119,3 +119,17 @@ def test_plan_works_for_jamba_1_5_mini_on_p6_b200_on_the_trainer_with_data_paral
     assert all(layout.get(k, 1) == 1 for k in ("tp", "pp", "cp", "ep"))
     assert d["plan"]["estimate"]["tokens_per_s"] > 0
     assert any(r.startswith("no other stack compared: none that trainplan knows builds") for r in d["reasons"])
+
+
+def test_a_trace_slice_of_three_layers_holds_every_layer_kind():
+    # trainplan trace builds K layers: Jamba's kinds come from periods and offsets, which the slice
+    # chooses so that its K layers hold the full model's kinds (Mamba and MoE, Mamba and dense, NoPE and dense)
+    from trainplan.models import hf_config
+    from trainplan.trace.config import layer_kinds, slice_config
+
+    full = layer_kinds(hf_config("jamba-1.5-mini"))
+    assert sorted(set(full)) == ["dense/mamba", "dense/nope", "moe/mamba"]
+    assert full[4] == "dense/nope" and full[5] == "moe/mamba"
+    three = slice_config(hf_config("jamba-1.5-mini"), 3)
+    assert sorted(layer_kinds(three)) == ["dense/mamba", "dense/nope", "moe/mamba"]
+    assert three["hidden_size"] == 4096 and three["num_hidden_layers"] == 3

@@ -40,15 +40,41 @@ def num_layers(cfg: dict) -> int:
 def layer_kinds(cfg: dict) -> list[str]:
     """The kind of every decoder layer: dense or MoE as the planner's spec says (models/layers.py,
     one rule for the parameter counts, the memory model, the trainer and the tracer), plus the
-    attention kind from the config's own `layer_types` when layers differ."""
+    attention kind from the config's own `layer_types` when layers differ, or else the spec's mixer
+    when the config gives the pattern by a rule (Jamba: Mamba-1 or NoPE attention by period)."""
     from trainplan.models import spec_from_config
     from trainplan.models.layers import layer_kinds as ffn
+    from trainplan.models.layers import layer_pattern
 
-    kinds = list(ffn(spec_from_config(cfg, name="trace", where="trace config")))
+    spec = spec_from_config(cfg, name="trace", where="trace config")
+    kinds = list(ffn(spec))
     types = cfg.get("layer_types")
+    mixers = [k.attention for k in layer_pattern(spec)]
     if isinstance(types, list) and len(set(types)) > 1:
         kinds = [f"{k}/{t}" for k, t in zip(kinds, types, strict=False)]
+    elif len(set(mixers)) > 1:  # a pattern the config gives by rule, not as a list (Jamba's periods)
+        kinds = [f"{k}/{a}" for k, a in zip(kinds, mixers, strict=True)]
     return kinds
+
+
+# Jamba's layers: attention where i % attn_layer_period == attn_layer_offset, MoE where
+# i % expert_layer_period == expert_layer_offset (JambaConfig.layers_block_type, layers_num_experts)
+_PERIODS = ("attn_layer", "expert_layer")
+
+
+def _periodic_slice(out: dict, k: int, full: list[str]) -> dict:
+    """The smallest periods and offsets whose k layers hold the kinds of the full model and no other
+    (else also others; or out as it is when k layers cannot hold them all)."""
+    import itertools
+
+    want = set(full)
+    pairs = [(p, o) for p in range(1, k + 1) for o in range(p)]
+    trials = [dict(out, attn_layer_period=ap, attn_layer_offset=ao, expert_layer_period=ep, expert_layer_offset=eo)
+              for (ap, ao), (ep, eo) in itertools.product(pairs, pairs)]
+    held = [set(layer_kinds(t)) for t in trials]
+    exact = [t for t, h in zip(trials, held) if h == want]
+    more = [t for t, h in zip(trials, held) if h > want]
+    return (exact or more or [out])[0]
 
 
 def slice_config(cfg: dict, k: int) -> dict:
@@ -75,6 +101,8 @@ def slice_config(cfg: dict, k: int) -> dict:
         out["layer_types"] = [distinct[i % len(distinct)] for i in range(k)]
     if "max_window_layers" in cfg and isinstance(cfg.get("max_window_layers"), int):
         out["max_window_layers"] = min(cfg["max_window_layers"], k)
+    if any(f"{p}_period" in cfg for p in _PERIODS):
+        out = _periodic_slice(out, k, full)
     return out
 
 

@@ -86,6 +86,7 @@ def render(model: str, d: dict) -> str:
     def gib(x):
         return f"{x / GiB:.3f} GiB"
 
+    a_kind = a["activation_bytes_per_layer_by_kind"]  # per layer kind: the per-layer formula (costs/activations.py)
     act, planner, calibrated = (t["activation_bytes_per_layer"], a["activation_bytes_per_layer_planner"],
                                 a["activation_bytes_per_layer_calibrated"])
     flops = [  # label, traced, analytic: the step, then its matmuls without and with recompute
@@ -100,6 +101,10 @@ def render(model: str, d: dict) -> str:
         "                       planner: the memory model plan and estimate use, for this layout",
         (f"                       (calibrated to HF eager code, not used by the planner: "
          f"{gib(calibrated)}, {pct(act, calibrated)})"),
+        *(f"    {k:<19}{v / GiB:>13.3f} GiB   model {gib(a_kind[k]['model'])} ({pct(v, a_kind[k]['model'])}), "
+          f"calibrated {gib(a_kind[k]['calibrated'])} ({pct(v, a_kind[k]['calibrated'])})"
+          for k, v in t["activation_bytes_per_layer_by_kind"].items()
+          if k in a_kind and len(t["activation_bytes_per_layer_by_kind"]) > 1),
         (f"  activations outside  {t['activation_bytes_outside_layers'] / GiB:>13.3f} GiB   "
          "(embedding, final norm, logits, loss)"),
         f"  peak                 {t['peak_bytes'] / GiB:>13.3f} GiB   in {t['peak_phase']} (extrapolated)",

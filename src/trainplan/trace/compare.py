@@ -60,6 +60,9 @@ def analytic(spec, r: TraceResult) -> dict:
 
     act = [x.total * tokens for x in per_layer]
     calibrated = [(x.total + correction(spec, moe[i], policies[i])) * tokens for i, x in enumerate(per_layer)]
+    by_kind: dict = {}  # as the trace keys its layers (TraceResult.full): the kinds of config.layer_kinds
+    for i, kind in enumerate(r.full_kinds):
+        by_kind.setdefault(f"{kind}|ac={policies[i]}", {"model": round(act[i]), "calibrated": round(calibrated[i])})
     groups: dict = {}
     for x in per_layer:
         for g, v in x.to_dict().items():
@@ -82,6 +85,7 @@ def analytic(spec, r: TraceResult) -> dict:
         # (fitted data for the tracer's own checks; the planner does not add it)
         "activation_bytes_per_layer_calibrated": round(sum(calibrated) / len(calibrated)),
         "activation_groups_per_layer": {k: round(v) for k, v in groups.items() if v},
+        "activation_bytes_per_layer_by_kind": by_kind,
         "flops_matmul": round(matmul),
         "recompute_flops_matmul": round(recompute),
         "flops_per_step": round(matmul + recompute + 3 * attn_fwd + re.attention * tokens),
@@ -92,6 +96,9 @@ def comparison(spec, r: TraceResult) -> dict:
     """{'analytic': ..., 'relative_difference': ...} for a trace; spec is the model's ModelSpec."""
     a = analytic(spec, r)
     t = r.full()
+    model_kinds = a["activation_bytes_per_layer_by_kind"]  # a kind the slice lacked was traced as another
+    kinds = {k: {w: rel(v, model_kinds[k][w]) for w in ("model", "calibrated")}
+             for k, v in t["activation_bytes_per_layer_by_kind"].items() if k in model_kinds}
     return {
         "analytic": a,
         "relative_difference": {
@@ -101,6 +108,7 @@ def comparison(spec, r: TraceResult) -> dict:
                                                       a["activation_bytes_per_layer_planner"]),
             "activation_bytes_per_layer_calibrated": rel(t["activation_bytes_per_layer"],
                                                          a["activation_bytes_per_layer_calibrated"]),
+            "activation_bytes_per_layer_by_kind": kinds,
             "flops_matmul": rel(t["model_flops_matmul"], a["flops_matmul"]),
             "recompute_flops_matmul": rel(t["recompute_flops_by_class"]["matmul"], a["recompute_flops_matmul"]),
             "flops_per_step": rel(t["flops_per_step"], a["flops_per_step"]),

@@ -59,7 +59,7 @@ def layer_kinds(cfg: dict) -> list[str]:
 
 # Jamba's layers: attention where i % attn_layer_period == attn_layer_offset, MoE where
 # i % expert_layer_period == expert_layer_offset (JambaConfig.layers_block_type, layers_num_experts)
-_PERIODS = ("attn_layer", "expert_layer")
+_PERIODIC = "jamba"
 
 
 def _periodic_slice(out: dict, k: int, full: list[str]) -> dict:
@@ -101,7 +101,7 @@ def slice_config(cfg: dict, k: int) -> dict:
         out["layer_types"] = [distinct[i % len(distinct)] for i in range(k)]
     if "max_window_layers" in cfg and isinstance(cfg.get("max_window_layers"), int):
         out["max_window_layers"] = min(cfg["max_window_layers"], k)
-    if any(f"{p}_period" in cfg for p in _PERIODS):
+    if cfg.get("model_type") == _PERIODIC:  # its periods, stated or JambaConfig's defaults
         out = _periodic_slice(out, k, full)
     return out
 

@@ -75,6 +75,11 @@ def correction(spec, moe_layer: bool, policy: str, data: dict | None = None) -> 
     data = data or (load() if FILE.exists() else {"families": {}})
     kind = "moe" if moe_layer else "dense"
     entry = data["families"].get(family(spec), {}).get(policy, {}).get(kind)
+    if entry is None and not moe_layer:
+        # a dense layer of an MoE model (Jamba's, Llama 4's every other layer): the moe fit traced MoE
+        # layers only; the dense layer is what family() names for a model without experts and its MLP
+        dense = "gqa_swiglu" if spec.gated_mlp else "dense_mha"
+        entry = data["families"].get(dense, {}).get(policy, {}).get(kind)
     if entry is None:
         return 0.0
     x = features(spec, moe_layer)

@@ -129,6 +129,11 @@ class ActivationContext:
     # bytes per element of that copy: the recipe's format, scales included (recipes.toml
     # weight_bytes: fp8 1, MXFP8 1 + 1/32, NVFP4 0.5 + 1/16)
     lowp_bytes: float = 1.0
+    # Mamba-1 scan implementation. "kernel": mamba_ssm's selective_scan and causal_conv1d (what a GPU
+    # run uses, transformers picks them when installed); "reference": transformers' PyTorch fallback
+    # (mamba_selective_scan, causal_conv1d_fn), which keeps the discretised tensors and every step's
+    # state: what `trainplan trace` runs on CPU (_mamba1_reference).
+    mamba_scan: str = "kernel"
     # Routed copies this GPU holds over the balanced tokens * top_k (costs/moe.routed_load with
     # balanced routing): below 1 when a capacity factor < 1 drops copies, c when padded to capacity.
     moe_load: float = 1.0
@@ -182,7 +187,7 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext, mixer: str =
     elif linear:
         qkv, attn_core_linear, out_dim = _deltanet(m, e, t)
     elif mixer == L.MAMBA:
-        qkv, attn_core_linear, out_dim = _mamba1(m, e, t, c.seq_len)
+        qkv, attn_core_linear, out_dim = _mamba1(m, e, t, c.seq_len, c)
     elif mamba:
         qkv, attn_core_linear, out_dim = _mamba2(m, e, t, c.seq_len)
     else:
@@ -289,7 +294,7 @@ def _mamba2(m: ModelSpec, e: int, t: int, seq_len: int) -> tuple[float, float, f
 MAMBA1_SCAN_CHUNK = 2048
 
 
-def _mamba1(m: ModelSpec, e: int, t: int, seq_len: int) -> tuple[float, float, float]:
+def _mamba1(m: ModelSpec, e: int, t: int, seq_len: int, c: ActivationContext) -> tuple[float, float, float]:
     """(qkv, attn_core, out_dim) bytes per token of a Mamba-1 mixer as HF JambaMambaMixer runs it with
     the mamba_ssm / causal_conv1d kernels (Gu & Dao 2023 sec. 3.3.2: the scan's states are recomputed
     in backward, not stored): the in_proj output (x and z, 2 d_inner; the conv keeps x, the scan z),
@@ -301,6 +306,8 @@ def _mamba1(m: ModelSpec, e: int, t: int, seq_len: int) -> tuple[float, float, f
     gated output feeds out_proj (out_dim wide). The d_inner channels split over tp; dt, B and C (one
     per token, x_proj's all-reduced output) would not."""
     a = m.mamba1
+    if c.mamba_scan == "reference":
+        return _mamba1_reference(m, e, t, seq_len)
     d, small = a.inner, a.dt_rank + 2 * a.state_size
     # x and z, u, delta; x_proj's output and (Jamba) its normed copy with the norms' fp32 1/rms
     qkv = e * (2 * d + d + d) / t + (2 * e * small + 3 * FP32 if a.dt_bc_norms else e * small)
@@ -308,6 +315,29 @@ def _mamba1(m: ModelSpec, e: int, t: int, seq_len: int) -> tuple[float, float, f
     conv_state = e * d * (a.conv_kernel - 1) / max(1, seq_len)
     core = (e * d + states + conv_state) / t
     return qkv, core, d / t
+
+
+def _mamba1_reference(m: ModelSpec, e: int, t: int, seq_len: int) -> tuple[float, float, float]:
+    """(qkv, attn_core, out_dim) bytes per token of a Mamba-1 mixer in transformers' PyTorch fallback
+    (5.24 modeling_jamba.py: causal_conv1d_fn, the eager JambaRMSNorm, mamba_selective_scan's sequential
+    loop), what the backward's autograd graph holds, for d channels of N states:
+      per (channel, state): exp(dt A) and dt B in fp32 (4 + 4), each step's fp32 state (4, the first
+        step's a zero bf16 one) and its bf16 copy for the read-out matmul (2);
+      per channel: the in_proj output x and z (2 e: the conv and the gate's SiLU keep views of it),
+        the conv output before its SiLU (e, over seq_len + K - 1 positions), u (e) and u in fp32 (4),
+        dt_proj's output plus bias (e, kept by softplus) and dt (e), the scan output plus D u in fp32
+        (4), SiLU(z) (e) and out_proj's input (e);
+      per x_proj output column (R + 2N): each eager RMSNorm's fp32 input copy and bf16 normalised copy
+        (4 + e) and one fp32 1/rms per norm; dt_proj's input (R e), B in fp32 (4 N), C (N e);
+      per sequence: A = -exp(A_log) and exp's output, fp32 d x N each, and D in fp32 (d).
+    Unsplit over tp (the trace has none)."""
+    a = m.mamba1
+    d, n, r, k, s = a.inner, a.state_size, a.dt_rank, a.conv_kernel, max(1, seq_len)
+    norms = ((FP32 + e) * (r + 2 * n) + 3 * FP32) if a.dt_bc_norms else 0
+    qkv = d * (2 * e + e * (s + k - 1) / s + e + FP32 + 2 * e) + norms + r * e + FP32 * n + n * e
+    states = d * n * (FP32 + FP32 + FP32 * (s - 1) / s + e * (s + 1) / s) + FP32 * d * (2 * n + 1) / s
+    core = states + d * (FP32 + e)
+    return qkv / t, core / t, d / t
 
 
 def _norm_input_bytes(m: ModelSpec, e: int, c: ActivationContext) -> float:

@@ -51,7 +51,9 @@ def analytic(spec, r: TraceResult) -> dict:
 
     s = r.settings
     tokens = s.micro_batch * s.seq_len
-    ctx = ActivationContext(seq_len=s.seq_len, elem_bytes=2)
+    # the traced code on CPU runs transformers' PyTorch Mamba-1 scan (mamba_ssm's kernels are CUDA's):
+    # the formulas of that path; the planner column keeps the kernel's, which a GPU run uses
+    ctx = ActivationContext(seq_len=s.seq_len, elem_bytes=2, mamba_scan="reference")
     policies = r.full_policies()
     moe = moe_flags(spec)
     mixers = saved_kinds(spec)  # the Mamba-2, DeltaNet and one-part blocks keep their own tensors

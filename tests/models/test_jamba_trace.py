@@ -47,6 +47,7 @@ def test_every_kind_is_traced_and_compared(traced):
     assert sorted(kinds) == ["dense/mamba|ac=none", "dense/nope|ac=none", "moe/mamba|ac=none"]
     assert sorted(traced["relative_difference"]["activation_bytes_per_layer_by_kind"]) == sorted(kinds)
     assert traced["traced"]["params"] == traced["analytic"]["params"]
+    assert any(n.startswith("Mamba-1 layers: the trace ran transformers' PyTorch scan") for n in traced["notes"])
 
 
 def test_attention_and_moe_parts_match_the_memory_model_within_3_percent(traced):

@@ -39,7 +39,7 @@ def trace_report(model: str, settings, progress=None) -> dict:
     """Trace + analytic comparison as one JSON-able dict (also used by verify)."""
     from trainplan.models import resolve
     from trainplan.trace import trace_config
-    from trainplan.trace.compare import comparison
+    from trainplan.trace.compare import comparison, notes
     from trainplan.trace.config import load_config
 
     cfg = load_config(model)
@@ -48,6 +48,7 @@ def trace_report(model: str, settings, progress=None) -> dict:
     out = result.to_dict()
     out["model"] = model
     out.update(comparison(spec, result))
+    out["notes"] = [*out["notes"], *notes(spec)]
     return out
 
 

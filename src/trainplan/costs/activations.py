@@ -187,7 +187,7 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext, mixer: str =
     elif linear:
         qkv, attn_core_linear, out_dim = _deltanet(m, e, t)
     elif mixer == L.MAMBA:
-        qkv, attn_core_linear, out_dim = _mamba1(m, e, t, c.seq_len, c)
+        qkv, attn_core_linear, out_dim = _mamba1(m, e, t, c)
     elif mamba:
         qkv, attn_core_linear, out_dim = _mamba2(m, e, t, c.seq_len)
     else:
@@ -294,7 +294,7 @@ def _mamba2(m: ModelSpec, e: int, t: int, seq_len: int) -> tuple[float, float, f
 MAMBA1_SCAN_CHUNK = 2048
 
 
-def _mamba1(m: ModelSpec, e: int, t: int, seq_len: int, c: ActivationContext) -> tuple[float, float, float]:
+def _mamba1(m: ModelSpec, e: int, t: int, c: ActivationContext) -> tuple[float, float, float]:
     """(qkv, attn_core, out_dim) bytes per token of a Mamba-1 mixer as HF JambaMambaMixer runs it with
     the mamba_ssm / causal_conv1d kernels (Gu & Dao 2023 sec. 3.3.2: the scan's states are recomputed
     in backward, not stored): the in_proj output (x and z, 2 d_inner; the conv keeps x, the scan z),
@@ -305,7 +305,7 @@ def _mamba1(m: ModelSpec, e: int, t: int, seq_len: int, c: ActivationContext) ->
     x as d x n_chunks x 2N), and the conv state (conv_kernel - 1 tokens per channel per sequence); the
     gated output feeds out_proj (out_dim wide). The d_inner channels split over tp; dt, B and C (one
     per token, x_proj's all-reduced output) would not."""
-    a = m.mamba1
+    a, seq_len = m.mamba1, c.seq_len
     if c.mamba_scan == "reference":
         return _mamba1_reference(m, e, t, seq_len)
     d, small = a.inner, a.dt_rank + 2 * a.state_size

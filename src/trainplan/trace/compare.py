@@ -94,6 +94,15 @@ def analytic(spec, r: TraceResult) -> dict:
     }
 
 
+def notes(spec) -> list[str]:
+    """What the reader of a comparison must know about how the two sides differ by design."""
+    if spec.mamba1 is None:
+        return []
+    return [("Mamba-1 layers: the trace ran transformers' PyTorch scan (no mamba_ssm on CPU), compared with "
+            "its own accounting; the planner counts mamba_ssm's kernel, which recomputes the per-state "
+            "tensors in backward (costs/activations._mamba1)")]
+
+
 def comparison(spec, r: TraceResult) -> dict:
     """{'analytic': ..., 'relative_difference': ...} for a trace; spec is the model's ModelSpec."""
     a = analytic(spec, r)

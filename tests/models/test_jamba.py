@@ -89,6 +89,8 @@ def test_mamba1_layer_keeps_its_projections_scan_inputs_and_chunk_states():
     ({"expert_layer_period": 2, "expert_layer_offset": 3}, "expert_layer_offset 3 must be smaller"),
     ({"mamba_dt_rank": "full"}, "field 'mamba_dt_rank' must be a positive integer"),
     ({"hidden_size": 250}, "hidden_size 250 is not a multiple of num_attention_heads 4"),
+    # refused before a per-layer pattern of a trillion entries is built
+    ({"num_hidden_layers": 10**12}, "num_layers 1,000,000,000,000 is beyond the limit of 4,096"),
 ])
 def test_a_fake_config_is_refused_in_one_line(bad, message):
     with pytest.raises(TrainplanError) as e:

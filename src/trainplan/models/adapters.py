@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainplan.errors import TrainplanError
-from trainplan.models.checks import check_spec
+from trainplan.models.checks import LIMITS, check_spec
 from trainplan.models.config_reader import ConfigReader
 from trainplan.models.layers import (
     CHUNKED,
@@ -542,6 +542,8 @@ def jamba(c: ConfigReader) -> dict:
     kv_null = "num_key_value_heads" in c.data and c.data["num_key_value_heads"] is None
     b["num_kv_heads"] = b["num_heads"] if kv_null else c.integer("num_key_value_heads", 8)
     n, h = b["num_layers"], b["hidden_size"]
+    if n > LIMITS["num_layers"]:  # check_spec's bound, before the per-layer patterns are built
+        raise TrainplanError(f"{c.where}: num_layers {n:,} is beyond the limit of {LIMITS['num_layers']:,}")
     attention = _every(c, "attn", 8, 4, n)
     experts = c.integer(("num_experts", "num_local_experts"), 16)
     routed = _every(c, "expert", 2, 1, n) if experts > 1 else (False,) * n  # 1 expert: JambaMLP

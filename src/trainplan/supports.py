@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from trainplan.converter_names import declared
 from trainplan.errors import TrainplanError
 from trainplan.layout import expert_tp
-from trainplan.models.layers import CHUNKED, LINEAR, MAMBA2, NO_MIXER, NOPE
+from trainplan.models.layers import CHUNKED, LINEAR, MAMBA, MAMBA2, NO_MIXER, NOPE
 from trainplan.precision import no_converter, registry
 from trainplan.stacks import COMPLETE_STACK, DEFAULT_STACK, MAMBA_STACK, SETTINGS, stack
 
@@ -25,13 +25,27 @@ TRAINER_STACK = DEFAULT_STACK
 # Values the trainer runs besides its preset's: the chunked loss (runtime/loss.py, with the
 # planner's chunk count) when the layout's chunked_loss asks for it.
 ALSO_RUNS = {"cross_entropy": ("chunked",)}
-# The stack named in refusals and in `plan`'s reasons (stacks.py).
+# The stack named in refusals and in `plan`'s reasons (stacks.py), for a model it builds (other_stack).
 OTHER_STACK = COMPLETE_STACK
 
 
-def other_stack(model) -> str:
-    """The stack named when trainplan's trainer (or an exporter) refuses `model`."""
+def other_stack(model) -> str | None:
+    """The stack named when trainplan's trainer (or an exporter) refuses `model`; None when no stack
+    trainplan knows builds it: Mamba-1 layers (Jamba), which Megatron-Core's hybrid model (what
+    Megatron-Bridge builds) does not have, its mixer being Mamba-2's (NVIDIA/Megatron-LM
+    megatron/core/ssm/mamba_mixer.py, mamba_ssm's ssd_combined kernels). Such a model runs only in
+    the trainer through its Hugging Face code (--hf: data parallelism and FSDP)."""
+    if model is not None and MAMBA in model.attention_layers:
+        return None
     return MAMBA_STACK if model is not None and MAMBA2 in model.attention_layers else OTHER_STACK
+
+
+def _or_stack(model) -> str:
+    """The end of a refusal: the stack that builds `model`, or that none does (other_stack)."""
+    name = other_stack(model)
+    if name is None:
+        return " (no stack trainplan knows builds Mamba-1 layers: Megatron-Core's hybrid model has Mamba-2 only)"
+    return f", or --stack {name}"
 
 
 # Layout fields the trainer fixes whatever a search or a flag would choose: runtime/parallel.apply_tp
@@ -72,7 +86,7 @@ def refusal(layout, device: str = "cuda", model=None) -> Refusal | None:
             "torch; run on GPUs, or choose a plan with cp = 1", None)
     r = L.recipe
     if not r.runnable:  # recipes.toml: no runtime converter
-        return Refusal(f"{no_converter(r)}, or --stack {OTHER_STACK}", OTHER_STACK)
+        return Refusal(f"{no_converter(r)}{_or_stack(model)}", other_stack(model))
     conv = declared(r.low_precision.converter) if r.low_precision is not None else None
     if L.tp > 1 and L.sequence_parallel and conv is not None and not conv.sequence_parallel_on_cpu \
             and device != "cuda":
@@ -108,6 +122,8 @@ def own_model_gaps(model) -> tuple[str, ...]:
         gaps.append("gated DeltaNet linear attention")
     if model.attention_output_gate:
         gaps.append("gated attention output")
+    if MAMBA in variants:
+        gaps.append("Mamba-1 (selective-scan) mixer layers")
     if MAMBA2 in variants:
         gaps.append("Mamba-2 mixer layers")
     if NO_MIXER in variants or model.mlp_layers:
@@ -121,8 +137,7 @@ def check_own_model(model) -> None:
     gaps = own_model_gaps(model)
     if gaps:
         raise TrainplanError(f"{model.name} uses {', '.join(gaps)}, which trainplan's own model does not build; "
-                             f"run it through its Hugging Face config (--hf, data parallel only), or --stack "
-                             f"{other_stack(model)}")
+                             f"run it through its Hugging Face config (--hf, data parallel only){_or_stack(model)}")
 
 
 def hf_refusal(layout, hf_config: dict | None) -> str | None:
@@ -162,8 +177,8 @@ def _hf_only(L, model) -> Refusal | None:
     what = ", ".join(gaps)
     return Refusal(f"{model.name}'s {what} run{'s' if len(gaps) == 1 else ''} in the trainer only through its "
                    f"Hugging Face model (--hf), which has no expert, context, tensor or pipeline parallelism "
-                   f"(plan has {', '.join(degrees)}); choose a plan with data parallelism only, or --stack "
-                   f"{other_stack(model)}", other_stack(model))
+                   f"(plan has {', '.join(degrees)}); choose a plan with data parallelism only{_or_stack(model)}",
+                   other_stack(model))
 
 
 def _expert_tp(L, model) -> Refusal | None:
@@ -179,9 +194,9 @@ def _expert_tp(L, model) -> Refusal | None:
         return None
     if etp == 1:
         return Refusal(f"etp=1 with tp={L.tp} routes each tp rank's own sequence shard: set sequence_parallel "
-                       f"true, or etp={L.tp}", OTHER_STACK)
+                       f"true, or etp={L.tp}", other_stack(model))
     return Refusal(f"the trainer runs experts split over all tp ranks (etp = tp = {L.tp}) or whole (etp=1), "
-                   f"not etp={etp}: plan with etp={L.tp} or 1, or --stack {OTHER_STACK}", OTHER_STACK)
+                   f"not etp={etp}: plan with etp={L.tp} or 1{_or_stack(model)}", other_stack(model))
 
 
 def _tensor_parallel(L, model) -> Refusal | None:
@@ -193,13 +208,13 @@ def _tensor_parallel(L, model) -> Refusal | None:
         return None
     if L.conventions.vocab_parallel_loss:  # the layout's own, else the stack's (false for trainplan)
         return Refusal(f"the trainer's tensor parallel computes the whole vocabulary's logits on every tp rank "
-                       f"(tp={L.tp}): set vocab_parallel_loss false, or --stack {OTHER_STACK}", OTHER_STACK)
+                       f"(tp={L.tp}): set vocab_parallel_loss false{_or_stack(model)}", other_stack(model))
     lowp = L.recipe.low_precision
     if lowp is not None and not _tp_runs(lowp):
         runs = [r.name for r in registry().values() if r.low_precision and _tp_runs(r.low_precision)]
         return Refusal(f"{L.precision} with tensor parallel: the tp styles of converter {lowp.converter!r} shard "
                        f"{', '.join(declared(lowp.converter).tensor_parallel)} recipes; use {', '.join(runs)}, "
-                       "or tp=1", OTHER_STACK)
+                       "or tp=1", other_stack(model))
     return None
 
 
@@ -215,7 +230,7 @@ def _pipeline(L, model) -> Refusal | None:
         return None
     what = "cp > 1" if L.cp > 1 else "the chunked loss"
     return Refusal(f"pp > 1 together with {what} is not implemented in the trainer; choose pp = 1 "
-                   f"or drop {what}, or --stack {OTHER_STACK}", OTHER_STACK)
+                   f"or drop {what}{_or_stack(model)}", other_stack(model))
 
 
 def _aux_loss_scaling(L, model) -> Refusal | None:
@@ -227,7 +242,7 @@ def _aux_loss_scaling(L, model) -> Refusal | None:
     if not L.recipe.loss_scaling:
         return None
     return Refusal(f"precision {L.precision!r} scales the loss dynamically, which the trainer's MoE auxiliary "
-                   f"loss does not follow; use bf16 (no loss scaling), or --stack {OTHER_STACK}", OTHER_STACK)
+                   f"loss does not follow; use bf16 (no loss scaling){_or_stack(model)}", other_stack(model))
 
 
 def _zero1(L, model) -> Refusal | None:
@@ -238,11 +253,11 @@ def _zero1(L, model) -> Refusal | None:
         return None
     if L.tp > 1 or L.pp > 1 or L.cp > 1 or L.ep > 1:
         return Refusal("sharding zero1 (DDP + ZeroRedundancyOptimizer) runs with tp = pp = cp = ep = 1 in the "
-                       f"trainer; use zero2 or fsdp, or --stack {OTHER_STACK}", OTHER_STACK)
+                       f"trainer; use zero2 or fsdp{_or_stack(model)}", other_stack(model))
     if L.execution.param_gather_overlap:
         return Refusal("sharding zero1 broadcasts the updated parameters after the optimizer step in the "
                        "trainer (not overlapped): --set param_gather_overlap=false, or use zero2 or fsdp",
-                       OTHER_STACK)
+                       other_stack(model))
     return None
 
 
@@ -259,13 +274,13 @@ def _settings(L, model) -> Refusal | None:
         if s[key] not in runs[key]:
             ok = " or ".join(_text(v) for v in runs[key])
             return Refusal(f"the trainer does not implement {key}={_text(s[key])} (it runs {key}={ok}); "
-                           f"--set {key}={_text(runs[key][0])}, or --stack {OTHER_STACK}", OTHER_STACK)
+                           f"--set {key}={_text(runs[key][0])}{_or_stack(model)}", other_stack(model))
     kind = L.loss_kind
     if kind not in runs["cross_entropy"]:
         # compiled_loss: the loss compiled with its upcast fused, which the trainer does not do
         return Refusal(f"the trainer does not implement the {kind} cross-entropy the plan was costed with "
-                       f"(compiled_loss={_text(L.compiled_loss)}); use plain or chunked_loss, "
-                       f"or --stack {OTHER_STACK}", OTHER_STACK)
+                       f"(compiled_loss={_text(L.compiled_loss)}); use plain or chunked_loss"
+                       f"{_or_stack(model)}", other_stack(model))
     if kind == "chunked" and not L.chunked_loss:
         # the memory model prices the chunked loss from chunked_loss (costs/memory.py)
         return Refusal("cross_entropy=chunked needs the layout's chunked_loss true, which the plan's memory "

@@ -116,6 +116,14 @@ BRANCHES = {
                                       hybrid_override_pattern="M-M*-", use_bias=True, mlp_bias=True,
                                       use_conv_bias=False, num_hidden_layers=5,
                                       time_step_limit=[0.0, float("inf")]),
+    # Mamba-1 and attention layers, MoE and dense MLPs at other offsets, the non-default biases, an explicit
+    # dt rank, tied embeddings; and the JambaConfig defaults of every Mamba size (dt rank "auto")
+    "jamba-offsets-biases-tied": dict(TINY, model_type="jamba", num_key_value_heads=2, num_hidden_layers=6,
+                                      attn_layer_period=3, attn_layer_offset=1, expert_layer_period=3,
+                                      expert_layer_offset=0, num_experts=4, num_experts_per_tok=2, mamba_d_state=8,
+                                      mamba_d_conv=3, mamba_expand=3, mamba_dt_rank=5, mamba_proj_bias=True,
+                                      mamba_conv_bias=False, tie_word_embeddings=True),
+    "jamba-minimal": dict(TINY, model_type="jamba", num_key_value_heads=2, num_hidden_layers=8),
     "gpt_oss-minimal": dict(TINY, model_type="gpt_oss", num_key_value_heads=2, head_dim=16,
                             num_local_experts=4),
     "gpt2-minimal": {"model_type": "gpt2", "vocab_size": 1000, "n_embd": 64, "n_layer": 3,

@@ -40,7 +40,7 @@ def trace_report(model: str, settings, progress=None) -> dict:
     """Trace + analytic comparison as one JSON-able dict (also used by verify)."""
     from trainplan.models import resolve
     from trainplan.trace import trace_config
-    from trainplan.trace.compare import comparison
+    from trainplan.trace.compare import comparison, notes
     from trainplan.trace.config import load_config
 
     cfg = load_config(model)
@@ -49,6 +49,7 @@ def trace_report(model: str, settings, progress=None) -> dict:
     out = result.to_dict()
     out["model"] = model
     out.update(comparison(spec, result))
+    out["notes"] = [*out["notes"], *notes(spec)]
     return out
 
 
@@ -89,6 +90,7 @@ def render(model: str, d: dict) -> str:
     def gib(x):
         return f"{x / GiB:.3f} GiB"
 
+    a_kind = a["activation_bytes_per_layer_by_kind"]  # per layer kind: the per-layer formula (costs/activations.py)
     act, planner, calibrated = (t["activation_bytes_per_layer"], a["activation_bytes_per_layer_planner"],
                                 a["activation_bytes_per_layer_calibrated"])
     flops = [  # label, traced, analytic: the step, then its matmuls without and with recompute
@@ -103,6 +105,10 @@ def render(model: str, d: dict) -> str:
         "                       planner: the memory model plan and estimate use, for this layout",
         (f"                       (calibrated to HF eager code, not used by the planner: "
          f"{gib(calibrated)}, {pct(act, calibrated)})"),
+        *(f"    {k:<19}{v / GiB:>13.3f} GiB   model {gib(a_kind[k]['model'])} ({pct(v, a_kind[k]['model'])}), "
+          f"calibrated {gib(a_kind[k]['calibrated'])} ({pct(v, a_kind[k]['calibrated'])})"
+          for k, v in t["activation_bytes_per_layer_by_kind"].items()
+          if k in a_kind and len(t["activation_bytes_per_layer_by_kind"]) > 1),
         (f"  activations outside  {t['activation_bytes_outside_layers'] / GiB:>13.3f} GiB   "
          "(embedding, final norm, logits, loss)"),
         f"  peak                 {t['peak_bytes'] / GiB:>13.3f} GiB   in {t['peak_phase']} (extrapolated)",

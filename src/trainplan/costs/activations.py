@@ -129,6 +129,11 @@ class ActivationContext:
     # bytes per element of that copy: the recipe's format, scales included (recipes.toml
     # weight_bytes: fp8 1, MXFP8 1 + 1/32, NVFP4 0.5 + 1/16)
     lowp_bytes: float = 1.0
+    # Mamba-1 scan implementation. "kernel": mamba_ssm's selective_scan and causal_conv1d (what a GPU
+    # run uses, transformers picks them when installed); "reference": transformers' PyTorch fallback
+    # (mamba_selective_scan, causal_conv1d_fn), which keeps the discretised tensors and every step's
+    # state: what `trainplan trace` runs on CPU (_mamba1_reference).
+    mamba_scan: str = "kernel"
     # Routed copies this GPU holds over the balanced tokens * top_k (costs/moe.routed_load with
     # balanced routing): below 1 when a capacity factor < 1 drops copies, c when padded to capacity.
     moe_load: float = 1.0
@@ -146,14 +151,14 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext, mixer: str =
     Tensor parallelism divides what lives inside the TP region (q/k/v, attention, MLP hidden);
     sequence parallelism also divides what lives outside it (norm inputs and outputs, dropout masks),
     Korthikanti section 4.2.2. Without SP those are replicated on every TP rank.
-    `mixer`: the layer's attention variant (models/layers.py); the linear-attention and Mamba-2 mixers
-    keep their own tensors (_deltanet, _mamba2), a block without a mixer none. `mlp` False: a block
+    `mixer`: the layer's attention variant (models/layers.py); the linear-attention and Mamba mixers
+    keep their own tensors (_deltanet, _mamba1, _mamba2), a block without a mixer none. `mlp` False: a block
     without an MLP (Nemotron-H's mixer blocks).
     """
     if mixer == L.NO_MIXER or not mlp:
         return _one_block(m, layer_none(m, moe_layer, c, L.FULL if mixer == L.NO_MIXER else mixer), mixer, mlp)
     linear = mixer == L.LINEAR
-    mamba = mixer == L.MAMBA2
+    mamba = mixer in (L.MAMBA, L.MAMBA2)
     e, t = c.elem_bytes, c.tp
     sp = t if (c.sequence_parallel and t > 1) else 1  # divisor for the sequence-parallel region
     h = m.hidden_size
@@ -181,6 +186,8 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext, mixer: str =
         mla = (q_lat + kv_lat) / sp
     elif linear:
         qkv, attn_core_linear, out_dim = _deltanet(m, e, t)
+    elif mixer == L.MAMBA:
+        qkv, attn_core_linear, out_dim = _mamba1(m, e, t, c)
     elif mamba:
         qkv, attn_core_linear, out_dim = _mamba2(m, e, t, c.seq_len)
     else:
@@ -244,10 +251,10 @@ def _deltanet(m: ModelSpec, e: int, t: int) -> tuple[float, float, float]:
 
 def saved_kinds(m: ModelSpec) -> tuple[tuple[str, bool], ...]:
     """Per layer of `m` (models/layers.py), what decides its saved tensors besides MoE: its mixer
-    (the DeltaNet and Mamba-2 mixers and the mixer-less block keep their own; every attention
+    (the DeltaNet and Mamba mixers and the mixer-less block keep their own; every attention
     variant keeps attention's, as FULL) and whether it has an MLP: the `mixer, mlp` arguments of
     layer_activations, for the memory model and the tracer's comparison alike."""
-    own = (L.LINEAR, L.MAMBA2, L.NO_MIXER)
+    own = (L.LINEAR, L.MAMBA, L.MAMBA2, L.NO_MIXER)
     return tuple((k.attention if k.attention in own else L.FULL, k.mlp != L.NO_MLP) for k in L.layer_pattern(m))
 
 
@@ -280,6 +287,57 @@ def _mamba2(m: ModelSpec, e: int, t: int, seq_len: int) -> tuple[float, float, f
     conv_state = e * a.conv_dim * (a.conv_kernel - 1) / max(1, seq_len)
     core = (2 * FP32 * a.num_heads + e * a.inner + FP32 * a.n_groups + ssm_state + conv_state) / t
     return qkv, core, a.inner / t
+
+
+# mamba_ssm's selective-scan kernel (csrc/selective_scan, selective_scan_fwd) runs the sequence in
+# chunks of this many tokens and keeps each chunk's last state for its backward, in fp32
+MAMBA1_SCAN_CHUNK = 2048
+
+
+def _mamba1(m: ModelSpec, e: int, t: int, c: ActivationContext) -> tuple[float, float, float]:
+    """(qkv, attn_core, out_dim) bytes per token of a Mamba-1 mixer as HF JambaMambaMixer runs it with
+    the mamba_ssm / causal_conv1d kernels (Gu & Dao 2023 sec. 3.3.2: the scan's states are recomputed
+    in backward, not stored): the in_proj output (x and z, 2 d_inner; the conv keeps x, the scan z),
+    the conv's activated output u (x_proj's input and the scan's), the x_proj output (dt, B, C: the
+    three RMSNorms' inputs, with their fp32 1/rms), the normed dt (dt_proj's input), B and C (the
+    scan's), dt_proj's output delta (the scan's); the scan's output before its gate and its fp32 state
+    at the end of each MAMBA1_SCAN_CHUNK tokens (d_inner x state_size, twice: selective_scan_fwd keeps
+    x as d x n_chunks x 2N), and the conv state (conv_kernel - 1 tokens per channel per sequence); the
+    gated output feeds out_proj (out_dim wide). The d_inner channels split over tp; dt, B and C (one
+    per token, x_proj's all-reduced output) would not."""
+    a, seq_len = m.mamba1, c.seq_len
+    if c.mamba_scan == "reference":
+        return _mamba1_reference(m, e, t, seq_len)
+    d, small = a.inner, a.dt_rank + 2 * a.state_size
+    # x and z, u, delta; x_proj's output and (Jamba) its normed copy with the norms' fp32 1/rms
+    qkv = e * (2 * d + d + d) / t + (2 * e * small + 3 * FP32 if a.dt_bc_norms else e * small)
+    states = FP32 * d * 2 * a.state_size / MAMBA1_SCAN_CHUNK
+    conv_state = e * d * (a.conv_kernel - 1) / max(1, seq_len)
+    core = (e * d + states + conv_state) / t
+    return qkv, core, d / t
+
+
+def _mamba1_reference(m: ModelSpec, e: int, t: int, seq_len: int) -> tuple[float, float, float]:
+    """(qkv, attn_core, out_dim) bytes per token of a Mamba-1 mixer in transformers' PyTorch fallback
+    (5.24 modeling_jamba.py: causal_conv1d_fn, the eager JambaRMSNorm, mamba_selective_scan's sequential
+    loop), what the backward's autograd graph holds, for d channels of N states:
+      per (channel, state): exp(dt A) and dt B in fp32 (4 + 4), each step's fp32 state (4, the first
+        step's a zero bf16 one) and its bf16 copy for the read-out matmul (2);
+      per channel: the in_proj output x and z (2 e: the conv and the gate's SiLU keep views of it),
+        the conv output before its SiLU (e, over seq_len + K - 1 positions), u (e) and u in fp32 (4),
+        dt_proj's output plus bias (e, kept by softplus) and dt (e), the scan output plus D u in fp32
+        (4), SiLU(z) (e) and out_proj's input (e);
+      per x_proj output column (R + 2N): each eager RMSNorm's fp32 input copy and bf16 normalised copy
+        (4 + e) and one fp32 1/rms per norm; dt_proj's input (R e), B in fp32 (4 N), C (N e);
+      per sequence: A = -exp(A_log) and exp's output, fp32 d x N each, and D in fp32 (d).
+    Unsplit over tp (the trace has none)."""
+    a = m.mamba1
+    d, n, r, k, s = a.inner, a.state_size, a.dt_rank, a.conv_kernel, max(1, seq_len)
+    norms = ((FP32 + e) * (r + 2 * n) + 3 * FP32) if a.dt_bc_norms else 0
+    qkv = d * (2 * e + e * (s + k - 1) / s + e + FP32 + 2 * e) + norms + r * e + FP32 * n + n * e
+    states = d * n * (FP32 + FP32 + FP32 * (s - 1) / s + e * (s + 1) / s) + FP32 * d * (2 * n + 1) / s
+    core = states + d * (FP32 + e)
+    return qkv / t, core / t, d / t
 
 
 def _norm_input_bytes(m: ModelSpec, e: int, c: ActivationContext) -> float:
@@ -321,8 +379,8 @@ def layer_selective(m: ModelSpec, moe_layer: bool, c: ActivationContext, mixer: 
     MLP down); recompute norms, rope, the other matmuls and all element-wise ops.
     """
     full = layer_none(m, moe_layer, c, mixer, mlp)
-    if mixer in (L.LINEAR, L.MAMBA2) or mixer == L.NO_MIXER or not mlp:
-        # no per-op policy is modelled for the DeltaNet and Mamba-2 mixers nor for Nemotron-H's
+    if mixer in (L.LINEAR, L.MAMBA, L.MAMBA2) or mixer == L.NO_MIXER or not mlp:
+        # no per-op policy is modelled for the DeltaNet and Mamba mixers nor for Nemotron-H's
         # one-part blocks: they keep what 'none' keeps
         return full
     if not (c.flash_attention and c.per_op_selective):
@@ -374,7 +432,7 @@ def layer_full(m: ModelSpec, c: ActivationContext) -> LayerActivations:
 def layer_activations(m: ModelSpec, moe_layer: bool, c: ActivationContext, policy: str,
                       mixer: str = L.FULL, mlp: bool = True) -> LayerActivations:
     """Bytes/token kept by one layer under a per-layer policy: 'none', 'selective', 'full', 'offload';
-    `mixer`: the layer's attention variant (the DeltaNet and Mamba-2 mixers keep other tensors),
+    `mixer`: the layer's attention variant (the DeltaNet and Mamba mixers keep other tensors),
     `mlp` False: a block without an MLP."""
     if policy == "none":
         return layer_none(m, moe_layer, c, mixer, mlp)

@@ -152,6 +152,7 @@ KEYS_PER_QUERY: dict[str, Callable[[int, int | None, bool], float]] = {
     L.SLIDING: keys_per_query,
     L.CHUNKED: chunked_keys_per_query,
     L.LINEAR: lambda _s, keys, _causal=True: float(keys),  # LayerFlops.window holds _linear_keys
+    L.MAMBA: lambda _s, keys, _causal=True: float(keys),  # LayerFlops.window holds _mamba1_keys
     L.MAMBA2: lambda _s, keys, _causal=True: float(keys),  # LayerFlops.window holds _mamba2_keys
     L.NO_MIXER: lambda _s, _w, _causal=True: 0.0,  # an MLP-only block attends to nothing
 }
@@ -208,11 +209,43 @@ def _mamba2_keys(m: ModelSpec) -> float:
     return mamba2_scan_per_token(m) / _mamba2_pair_flops(m)
 
 
+def mamba1_scan_per_token(m: ModelSpec) -> float:
+    """Forward FLOPs per token of a Mamba-1 mixer outside its four GEMMs (in_proj, x_proj, dt_proj,
+    out_proj), counted from Gu & Dao 2023 (arXiv:2312.00752) Algorithm 2 as HF JambaMambaMixer runs it
+    (transformers 5.24 modeling_jamba.py causal_conv1d_fn and mamba_selective_scan), d_inner channels
+    of N states, 2 FLOP per multiply-add, 1 per lone multiply or add (exp, softplus and SiLU, which are
+    not multiply-adds, are left out, as the MFU conventions leave out element-wise work):
+      1. the causal depthwise conv1d over x: K taps per channel, 2 K d;
+      2. discretisation per (channel, state): dt A (1) and (dt u) B (1), with dt u once per channel (1);
+      3. the recurrence h = exp(dt A) h + dt B u per (channel, state): 2;
+      4. the read-out y = C h per (channel, state): 2;
+      5. per channel the skip D u (2) and the gate y silu(z) (1).
+    d (2 K + 6 N + 4): linear in the sequence, a constant per token."""
+    a = m.mamba1
+    return a.inner * (2 * a.conv_kernel + 6 * a.state_size + 4)
+
+
+def _mamba1_pair_flops(m: ModelSpec) -> int:
+    """The Mamba-1 scan counted as (query, key) pairs of one multiply-add per channel (2 d FLOP)."""
+    return 2 * m.mamba1.inner
+
+
+def _mamba1_keys(m: ModelSpec) -> float:
+    """Keys per query that make pairs x _mamba1_pair_flops the conv and scan FLOPs (mamba1_scan_per_token).
+    No machine-profile microbenchmark exists for mamba_ssm's selective-scan kernel: compute.py prices
+    these pairs as flash attention at this key count, a datasheet-class fallback (as for Mamba-2)."""
+    return mamba1_scan_per_token(m) / _mamba1_pair_flops(m)
+
+
 def _attention_gemms(m: ModelSpec, attention: str = L.FULL) -> tuple[tuple[tuple[int, int, int, str], ...], int]:
     h = m.hidden_size
     if attention == L.MAMBA2:  # in_proj (z, x, B, C, dt) and out_proj
         a = m.mamba
         return ((h, a.inner + a.conv_dim + a.num_heads, 1, "attn"), (a.inner, h, 1, "attn")), _mamba2_pair_flops(m)
+    if attention == L.MAMBA:  # in_proj (x, z), x_proj (dt, B, C), dt_proj and out_proj
+        a = m.mamba1
+        return ((h, 2 * a.inner, 1, "attn"), (a.inner, a.dt_rank + 2 * a.state_size, 1, "attn"),
+                (a.dt_rank, a.inner, 1, "attn"), (a.inner, h, 1, "attn")), _mamba1_pair_flops(m)
     if attention == L.NO_MIXER:
         return (), 0
     if attention == L.LINEAR:
@@ -245,7 +278,7 @@ def _mlp_gemms(m: ModelSpec, ff: int, count: int, kind: str) -> tuple[tuple[int,
 def _layer_parts(m: ModelSpec, gemms, attention: str = L.FULL) -> tuple[tuple[int, ...], ...]:
     """Split the fused qkv and gate/up GEMMs into the matmuls the reference code runs."""
     split = {}
-    if m.mla is None and attention not in (L.LINEAR, L.MAMBA2, L.NO_MIXER):
+    if m.mla is None and attention not in (L.LINEAR, L.MAMBA, L.MAMBA2, L.NO_MIXER):
         split[0] = (m.q_dim * (2 if m.attention_output_gate else 1), m.kv_dim, m.kv_dim)
     for i, (k, n, _, kind) in enumerate(gemms):
         if kind == "mlp" and m.gated_mlp and k == m.hidden_size and n % 2 == 0 and i + 1 < len(gemms) \
@@ -267,6 +300,12 @@ def _kind_gemms(m: ModelSpec, kind: L.LayerKind, attn) -> tuple[tuple[int, int, 
     return g + _mlp_gemms(m, e.expert_ffn_size, e.experts_per_token, "expert")
 
 
+# The recurrent mixers' key count per query (LayerFlops.window): their cost per token, as pairs.
+_MIXER_KEYS: dict[str, Callable[[ModelSpec], float]] = {
+    L.LINEAR: _linear_keys, L.MAMBA: _mamba1_keys, L.MAMBA2: _mamba2_keys,
+}
+
+
 def _flops_of(m: ModelSpec, counts: dict, num_layers: int) -> ModelFlops:
     """One LayerFlops per distinct layer kind of `counts` (kind -> layers), dense kinds first and,
     within an MLP variant, windowed before unbounded attention (the order the sums have always run in)."""
@@ -274,8 +313,7 @@ def _flops_of(m: ModelSpec, counts: dict, num_layers: int) -> ModelFlops:
     for k in sorted(counts, key=lambda k: (k.is_moe, k.window is None)):
         attn, pair = _attention_gemms(m, k.attention)
         gemms = _kind_gemms(m, k, attn)
-        window = (_linear_keys(m) if k.attention == L.LINEAR else _mamba2_keys(m) if k.attention == L.MAMBA2
-                  else k.window)
+        window = _MIXER_KEYS[k.attention](m) if k.attention in _MIXER_KEYS else k.window
         kinds.append(LayerFlops(gemms, pair, window, counts[k], _layer_parts(m, gemms, k.attention), k.attention))
     return ModelFlops(tuple(kinds), 2 * m.hidden_size * m.vocab_size, num_layers)
 

@@ -42,7 +42,7 @@ import functools
 from dataclasses import dataclass
 
 from trainplan.memo import memoised
-from trainplan.models.layers import MAMBA2, NO_MIXER, layer_pattern, moe_flags
+from trainplan.models.layers import MAMBA, MAMBA2, NO_MIXER, layer_pattern, moe_flags
 from trainplan.models.params import count_params
 from trainplan.models.spec import ModelSpec
 from trainplan.models.stages import EVEN, Uneven, stage_layers
@@ -82,7 +82,7 @@ def stage_params(m: ModelSpec, tp: int, expert_split: int, pp: int, vp: int = 1,
     kv_frac = max(1 / tp, 1 / m.num_kv_heads)  # tp beyond the kv-head count replicates kv heads
     moe = moe_flags(m)
     per_layer = []
-    mixerless = tuple(k.attention in (MAMBA2, NO_MIXER) for k in layer_pattern(m))  # no k, v to replicate
+    mixerless = tuple(k.attention in (MAMBA, MAMBA2, NO_MIXER) for k in layer_pattern(m))  # no k, v to replicate
     for lp, is_moe, own in zip(pc.layers, moe, mixerless, strict=True):
         if m.mla is None and not own:
             kv = 2 * h * m.kv_dim + (2 * m.kv_dim if m.qkv_bias else 0)

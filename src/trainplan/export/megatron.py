@@ -57,6 +57,10 @@ def model_args(m) -> dict:
         raise _refuse("mamba", f"{m.name} has Mamba-2 layers, which Megatron-LM builds in its hybrid model "
                       "(pretrain_mamba.py, --hybrid-override-pattern), not the GPT model this exporter writes; "
                       f"plan with --stack {MAMBA_STACK} (NemotronHModelProvider builds it)")
+    if m.mamba1 is not None:
+        raise _refuse("mamba", f"{m.name} has Mamba-1 (selective-scan) layers; Megatron-LM's hybrid model "
+                      "(pretrain_mamba.py, megatron/core/ssm/mamba_mixer.py) builds Mamba-2 mixers only and this "
+                      "exporter writes its GPT model: no Megatron stack runs it, plan it on trainplan's trainer (--hf)")
     if m.norms_per_layer != 2:
         raise _refuse("norms_per_layer", f"{m.name} has {m.norms_per_layer} norms per layer; Megatron-LM's GPT layer "
                       "has 2 (no post-attention / post-MLP norm arguments at this release)")

@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainplan.errors import TrainplanError
-from trainplan.models.checks import check_spec
+from trainplan.models.checks import LIMITS, check_spec
 from trainplan.models.config_reader import ConfigReader
 from trainplan.models.layers import (
     CHUNKED,
     DENSE,
     FULL,
     LINEAR,
+    MAMBA,
     MAMBA2,
     NO_MIXER,
     NO_MLP,
@@ -26,7 +27,14 @@ from trainplan.models.layers import (
     ffn_kinds,
 )
 from trainplan.models.rope import check_rope
-from trainplan.models.spec import LinearAttentionSpec, Mamba2Spec, MLASpec, ModelSpec, MoESpec
+from trainplan.models.spec import (
+    LinearAttentionSpec,
+    Mamba1Spec,
+    Mamba2Spec,
+    MLASpec,
+    ModelSpec,
+    MoESpec,
+)
 
 # hidden_act of a gated MLP (act(x W_gate) * x W_up) -> ModelSpec.mlp
 _GATED_ACT = {
@@ -504,6 +512,62 @@ def nemotron_h(c: ConfigReader) -> dict:
     }
 
 
+def _every(c: ConfigReader, what: str, period_default: int, offset_default: int, n: int) -> tuple[bool, ...]:
+    """Per layer, whether i % {what}_layer_period == {what}_layer_offset (JambaConfig's rule, whose
+    validate_architecture refuses an offset not below its period)."""
+    period = c.integer(f"{what}_layer_period", period_default)
+    offset = c.integer(f"{what}_layer_offset", offset_default, minimum=0)
+    if offset >= period:
+        raise TrainplanError(f"{c.where}: {what}_layer_offset {offset} must be smaller than {what}_layer_period "
+                             f"{period}; fix the config.json")
+    return tuple(i % period == offset for i in range(n))
+
+
+def jamba(c: ConfigReader) -> dict:
+    """Jamba (arXiv:2403.19887; Jamba-1.5 arXiv:2408.12570; transformers 5.24 configuration_jamba.py /
+    modeling_jamba.py, JambaConfig defaults = Jamba-v0.1): attention on the layers where
+    i % attn_layer_period == attn_layer_offset, a Mamba-1 mixer (JambaMambaMixer, with RMSNorms on dt,
+    B and C) on the others; the MLP is MoE (num_experts, top num_experts_per_tok, softmax router
+    without bias) where i % expert_layer_period == expert_layer_offset and a dense SwiGLU MLP of
+    intermediate_size elsewhere, each layer behind two RMSNorms. JambaAttention applies no positional
+    encoding (no RoPE anywhere in the model): its layers are NoPE and the model's position_embedding
+    is none. use_mamba_kernels picks an implementation, not weights: not read."""
+    b = {
+        "model_type": c.model_type, "num_layers": c.integer("num_hidden_layers", 32),
+        "hidden_size": c.integer("hidden_size", 4096), "num_heads": c.integer("num_attention_heads", 32),
+        "vocab_size": c.integer("vocab_size", 65536),
+        "max_position_embeddings": c.integer("max_position_embeddings", 262144),
+    }
+    # null: one kv head per query head (JambaConfig.__post_init__)
+    kv_null = "num_key_value_heads" in c.data and c.data["num_key_value_heads"] is None
+    b["num_kv_heads"] = b["num_heads"] if kv_null else c.integer("num_key_value_heads", 8)
+    n, h = b["num_layers"], b["hidden_size"]
+    if n > LIMITS["num_layers"]:  # check_spec's bound, before the per-layer patterns are built
+        raise TrainplanError(f"{c.where}: num_layers {n:,} is beyond the limit of {LIMITS['num_layers']:,}")
+    attention = _every(c, "attn", 8, 4, n)
+    experts = c.integer(("num_experts", "num_local_experts"), 16)
+    routed = _every(c, "expert", 2, 1, n) if experts > 1 else (False,) * n  # 1 expert: JambaMLP
+    rank = c.data.get("mamba_dt_rank", "auto")
+    dt_rank = -(-h // 16) if rank == "auto" else c.integer("mamba_dt_rank")  # math.ceil(hidden / 16)
+    mamba = Mamba1Spec(
+        inner=c.integer("mamba_expand", 2) * h, state_size=c.integer("mamba_d_state", 16), dt_rank=dt_rank,
+        conv_kernel=c.integer("mamba_d_conv", 4), conv_bias=c.flag("mamba_conv_bias", True),
+        proj_bias=c.flag("mamba_proj_bias", False),
+    ) if not all(attention) else None
+    ffn = c.integer("intermediate_size", 14336)
+    moe = MoESpec(
+        num_experts=experts, experts_per_token=c.integer("num_experts_per_tok", 2), expert_ffn_size=ffn,
+        dense_layers=tuple(i for i in range(n) if not routed[i]),
+        aux_loss_coef=c.number("router_aux_loss_coef", 0.001),
+    ) if any(routed) else None
+    return dict(
+        b, head_dim=_head_dim(c, b, None), ffn_size=ffn if not all(routed) else 0,
+        mlp=c.choice("hidden_act", _GATED_ACT, "silu"), tied_embeddings=c.flag("tie_word_embeddings", False),
+        position_embedding="none", moe=moe, mamba1=mamba,
+        attention_layers=tuple(NOPE if a else MAMBA for a in attention),
+    )
+
+
 ADAPTERS: dict[str, Callable[[ConfigReader], dict]] = {
     "llama": llama,
     "mistral": mistral,
@@ -523,6 +587,7 @@ ADAPTERS: dict[str, Callable[[ConfigReader], dict]] = {
     "llama4_text": llama4_text,
     "qwen3_next": qwen3_next,
     "nemotron_h": nemotron_h,
+    "jamba": jamba,
     "gpt_oss": gpt_oss,
     "gpt2": gpt2,
 }

@@ -21,6 +21,7 @@ from trainplan.models.spec import (
     NORMS,
     POSITION_EMBEDDINGS,
     LinearAttentionSpec,
+    Mamba1Spec,
     Mamba2Spec,
     MLASpec,
     ModelSpec,
@@ -52,7 +53,7 @@ def check_spec(m: ModelSpec, where: str) -> ModelSpec:
     d = asdict(m)
     check_types(ModelSpec, d, where)
     for k, cls in (("moe", MoESpec), ("mla", MLASpec), ("linear_attention", LinearAttentionSpec),
-                   ("mamba", Mamba2Spec)):
+                   ("mamba", Mamba2Spec), ("mamba1", Mamba1Spec)):
         if d[k] is not None:
             check_types(cls, d[k], f"{where}.{k}")
 
@@ -81,7 +82,7 @@ def check_spec(m: ModelSpec, where: str) -> ModelSpec:
     if m.sliding_window_layers and m.sliding_window is None:
         raise bad("sliding_window_layers > 0 needs a sliding_window")
     if m.attention_layers or m.attention_chunk_size is not None or m.linear_attention is not None \
-            or m.mamba is not None or m.mlp_layers:
+            or m.mamba is not None or m.mamba1 is not None or m.mlp_layers:
         _check_attention_layers(m, size, bad)
     if m.moe is not None:
         _check_moe(m, size, bad)
@@ -103,6 +104,7 @@ def _check_attention_layers(m: ModelSpec, size, bad) -> None:
         CHUNKED,
         DENSE,
         LINEAR,
+        MAMBA,
         MAMBA2,
         MLA,
         NO_MLP,
@@ -134,6 +136,12 @@ def _check_attention_layers(m: ModelSpec, size, bad) -> None:
                 raise bad(f"mamba.{k} must be between 1 and 65536, got {getattr(a, k)}")
         if a.num_heads % a.n_groups:
             raise bad(f"{a.num_heads} Mamba-2 heads do not split into {a.n_groups} groups (n_groups)")
+    if (MAMBA in m.attention_layers) != (m.mamba1 is not None):
+        raise bad("attention_layers lists 'mamba' exactly when the model has Mamba-1 sizes (mamba1)")
+    if m.mamba1 is not None:
+        for k in ("inner", "state_size", "dt_rank", "conv_kernel"):
+            if not 1 <= getattr(m.mamba1, k) <= 1 << 20:
+                raise bad(f"mamba1.{k} must be between 1 and 1048576, got {getattr(m.mamba1, k)}")
     if m.mlp_layers:
         if len(m.mlp_layers) != m.num_layers:
             raise bad(f"mlp_layers lists {len(m.mlp_layers)} layers, the model has {m.num_layers}")

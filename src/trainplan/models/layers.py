@@ -49,9 +49,10 @@ NO_MLP = "none"
 FULL = "full"  # causal attention over the whole sequence, RoPE
 SLIDING = "sliding"  # causal, the last `window` keys (Mistral, Gemma local layers, gpt-oss banded)
 CHUNKED = "chunked"  # causal inside fixed chunks of `window` tokens (Llama 4 local layers)
-NOPE = "nope"  # global causal attention without rotary positions (Llama 4's every 4th layer)
+NOPE = "nope"  # global causal attention without rotary positions (Llama 4's every 4th layer, Jamba's)
 MLA = "mla"  # DeepSeek multi-head latent attention, full causal
 LINEAR = "linear"  # gated DeltaNet linear attention: a recurrent state, no key/value cache (Qwen3-Next)
+MAMBA = "mamba"  # Mamba-1 selective-scan (S6) mixer in place of attention (Jamba's Mamba layers)
 MAMBA2 = "mamba2"  # Mamba-2 selective state-space mixer in place of attention (Nemotron-H "M" blocks)
 NO_MIXER = "none"  # no token mixer: the block is an MLP only (Nemotron-H "-" blocks)
 
@@ -74,6 +75,8 @@ ATTENTION: dict[str, AttentionVariant] = {
     MLA: AttentionVariant(False, True, "DeepSeek-V2 sec. 2.1 multi-head latent attention"),
     LINEAR: AttentionVariant(False, False, "Yang et al. 2024 gated delta networks (arXiv:2412.06464); HF "
                                            "linear_attention (transformers 5.24 modeling_qwen3_next.py)"),
+    MAMBA: AttentionVariant(False, False, "Gu & Dao 2023 (arXiv:2312.00752) Mamba selective scan (S6); HF "
+                                          "JambaMambaMixer (transformers 5.24 modeling_jamba.py)"),
     MAMBA2: AttentionVariant(False, False, "Dao & Gu 2024 (arXiv:2405.21060) Mamba-2 SSD mixer; HF "
                                            "NemotronHMamba2Mixer (transformers 5.24 modeling_nemotron_h.py)"),
     NO_MIXER: AttentionVariant(False, False, "a block without a token mixer (Nemotron-H MLP-only blocks)"),
@@ -170,7 +173,7 @@ def model_features(m: ModelSpec) -> tuple[str, ...]:
     """The architecture features a plan's band asks were ever measured (band.py): the FFN kind and
     each departure from plain (grouped-query or multi-head) attention that the cost model prices:
     MLA, sliding windows, and the other attention variants of the layer pattern (chunked, NoPE,
-    linear, Mamba-2; a block without a mixer is an MLP, no departure), plus MTP modules."""
+    linear, Mamba-1, Mamba-2; a block without a mixer is an MLP, no departure), plus MTP modules."""
     out = [MOE if m.moe is not None else DENSE]
     out += ["mla"] * (m.mla is not None) + ["sliding-window"] * (m.sliding_window_layers > 0)
     out += sorted({k.attention for k in layer_pattern(m)} - {FULL, MLA, SLIDING, NO_MIXER})

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainplan.models.layers import LINEAR, MAMBA2, NO_MIXER, LayerKind, layer_pattern, mtp_kinds
+from trainplan.models.layers import (
+    LINEAR,
+    MAMBA,
+    MAMBA2,
+    NO_MIXER,
+    LayerKind,
+    layer_pattern,
+    mtp_kinds,
+)
 from trainplan.models.spec import ModelSpec
 
 
@@ -109,12 +117,28 @@ def _mamba2(m: ModelSpec) -> int:
     return h * proj + conv + 3 * a.num_heads + a.inner + a.inner * h + bias
 
 
+def _mamba1(m: ModelSpec) -> int:
+    """Mamba-1 mixer (HF JambaMambaMixer): in_proj (h -> x and z, 2 d_inner), a depthwise conv1d over x
+    (conv_kernel taps, a bias with mamba_conv_bias), x_proj (d_inner -> dt_rank + 2 state_size, no
+    bias), dt_proj (dt_rank -> d_inner, with its bias), A_log (d_inner x state_size) and D (d_inner),
+    out_proj (d_inner -> h); in_proj and out_proj carry biases with mamba_proj_bias; Jamba's RMSNorms
+    of dt, B and C weigh dt_rank + 2 state_size."""
+    a, h = m.mamba1, m.hidden_size
+    d, n, r = a.inner, a.state_size, a.dt_rank
+    proj = h * 2 * d + d * h + ((2 * d + h) if a.proj_bias else 0)
+    conv = d * a.conv_kernel + (d if a.conv_bias else 0)
+    ssm = d * (r + 2 * n) + r * d + d + d * n + d
+    return proj + conv + ssm + ((r + 2 * n) if a.dt_bc_norms else 0)
+
+
 def _attention(m: ModelSpec, kind: LayerKind | None = None) -> int:
     h = m.hidden_size
     if kind is not None and kind.attention == LINEAR:
         return _linear_attention(m)
     if kind is not None and kind.attention == MAMBA2:
         return _mamba2(m)
+    if kind is not None and kind.attention == MAMBA:
+        return _mamba1(m)
     if kind is not None and kind.attention == NO_MIXER:
         return 0
     if m.mla is not None:

@@ -14,8 +14,9 @@ from trainplan.models import layers
 MLP_KINDS = ("swiglu", "geglu", "gelu", "relu2")  # gated (3 matrices) first, then plain (2)
 NORMS = ("rmsnorm", "layernorm")
 # "rope": rotary, computed per position (extrapolates past max_position_embeddings, with quality
-# loss); "learned": a table of max_position_embeddings rows (a hard limit).
-POSITION_EMBEDDINGS = ("rope", "learned")
+# loss); "learned": a table of max_position_embeddings rows (a hard limit); "none": no positional
+# encoding at all, the recurrent mixers carry order (Jamba: no RoPE in its attention layers).
+POSITION_EMBEDDINGS = ("rope", "learned", "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +103,23 @@ class Mamba2Spec:
 
 
 @dataclass(frozen=True, slots=True)
+class Mamba1Spec:
+    """Mamba-1 selective-scan (S6) mixer of the "mamba" layers (Gu & Dao 2023, arXiv:2312.00752
+    sec. 3, Algorithm 2; HF JambaMambaMixer, transformers 5.24 modeling_jamba.py): in_proj gives x and
+    the gate z (inner channels each), a causal depthwise convolution of conv_kernel taps over x,
+    x_proj gives dt (dt_rank wide) and B, C (state_size each, shared by all channels), dt_proj widens
+    dt back to inner channels, each channel with a state of state_size."""
+
+    inner: int  # d_inner = mamba_expand x hidden_size
+    state_size: int  # mamba_d_state (N)
+    dt_rank: int  # mamba_dt_rank (R)
+    conv_kernel: int  # mamba_d_conv
+    conv_bias: bool = True  # mamba_conv_bias
+    proj_bias: bool = False  # mamba_proj_bias: in_proj and out_proj (dt_proj always has one)
+    dt_bc_norms: bool = True  # Jamba's RMSNorms on dt, B and C after x_proj (not in Mamba itself)
+
+
+@dataclass(frozen=True, slots=True)
 class ModelSpec:
     """A decoder-only transformer, as a training planner needs it."""
 
@@ -117,7 +135,7 @@ class ModelSpec:
     mlp: str = "swiglu"  # "swiglu" | "geglu" (gated, 3 matrices) | "gelu" | "relu2" (2 matrices)
     norm: str = "rmsnorm"  # "rmsnorm" (weight only) | "layernorm" (weight + bias)
     tied_embeddings: bool = False
-    position_embedding: str = "rope"  # "rope" | "learned"
+    position_embedding: str = "rope"  # POSITION_EMBEDDINGS: "rope" | "learned" | "none"
     max_position_embeddings: int = 0  # context length of the config (= learned position table size)
     qkv_bias: bool = False  # bias on q, k, v projections (Qwen2)
     o_bias: bool = False  # bias on the attention output projection
@@ -139,6 +157,7 @@ class ModelSpec:
     linear_attention: LinearAttentionSpec | None = None  # the "linear" layers' mixer (Qwen3-Next)
     attention_output_gate: bool = False  # q_proj also yields a sigmoid gate on the attention output (Qwen3-Next)
     mamba: Mamba2Spec | None = None  # the "mamba2" layers' mixer (Nemotron-H)
+    mamba1: Mamba1Spec | None = None  # the "mamba" layers' mixer (Jamba)
     # Per-layer MLP variant (models/layers.py DENSE | NO_MLP) when the config says it per block
     # (Nemotron-H: a block is a mixer or an MLP); empty: derived from `moe` (layers.ffn_kinds).
     mlp_layers: tuple[str, ...] = ()
@@ -172,7 +191,7 @@ class ModelSpec:
 # Fields written to plan.json only when they differ from their default, so that the plan.json of a
 # model the per-layer pattern adds nothing to stays as it was.
 _OMITTED_AT_DEFAULT = {"attention_layers": (), "attention_chunk_size": None, "linear_attention": None,
-                       "attention_output_gate": False, "mamba": None, "mlp_layers": ()}
+                       "attention_output_gate": False, "mamba": None, "mamba1": None, "mlp_layers": ()}
 
 
 def spec_to_dict(m: ModelSpec) -> dict:
@@ -217,6 +236,8 @@ def spec_from_dict(d: dict, where: str = "model") -> ModelSpec:
                                                            f"{where}.linear_attention"))
     if kw.get("mamba") is not None:
         kw["mamba"] = Mamba2Spec(**build(Mamba2Spec, kw["mamba"], f"{where}.mamba"))
+    if kw.get("mamba1") is not None:
+        kw["mamba1"] = Mamba1Spec(**build(Mamba1Spec, kw["mamba1"], f"{where}.mamba1"))
     from trainplan.models.checks import check_spec
 
     return check_spec(ModelSpec(**kw), where)

@@ -147,6 +147,10 @@ def compare_stacks(result, ev, settings: Mapping[str, object] = MappingProxyType
 
     q = result.query
     instead = other_stack(q.model)  # Megatron-Bridge for a model with Mamba-2 layers, else Megatron
+    if instead is None:  # Mamba-1 layers: no stack with model parallelism builds them
+        note = (f"no other stack compared: none that trainplan knows builds {q.model.name}'s Mamba-1 layers "
+                "(Megatron-Core's hybrid model has Mamba-2 mixers only)")
+        return replace(result, reasons=(*result.reasons, note))
     if q.stack == instead:
         return result
     try:

@@ -51,7 +51,9 @@ def analytic(spec, r: TraceResult) -> dict:
 
     s = r.settings
     tokens = s.micro_batch * s.seq_len
-    ctx = ActivationContext(seq_len=s.seq_len, elem_bytes=2)
+    # the traced code on CPU runs transformers' PyTorch Mamba-1 scan (mamba_ssm's kernels are CUDA's):
+    # the formulas of that path; the planner column keeps the kernel's, which a GPU run uses
+    ctx = ActivationContext(seq_len=s.seq_len, elem_bytes=2, mamba_scan="reference")
     policies = r.full_policies()
     moe = moe_flags(spec)
     mixers = saved_kinds(spec)  # the Mamba-2, DeltaNet and one-part blocks keep their own tensors
@@ -61,6 +63,9 @@ def analytic(spec, r: TraceResult) -> dict:
     act = [x.total * tokens for x in per_layer]
     calibrated = [(x.total + correction(spec, moe[i], policies[i], block=mixers[i], seq_len=s.seq_len)) * tokens
                   for i, x in enumerate(per_layer)]
+    by_kind: dict = {}  # as the trace keys its layers (TraceResult.full): the kinds of config.layer_kinds
+    for i, kind in enumerate(r.full_kinds):
+        by_kind.setdefault(f"{kind}|ac={policies[i]}", {"model": round(act[i]), "calibrated": round(calibrated[i])})
     groups: dict = {}
     for x in per_layer:
         for g, v in x.to_dict().items():
@@ -83,16 +88,29 @@ def analytic(spec, r: TraceResult) -> dict:
         # (fitted data for the tracer's own checks; the planner does not add it)
         "activation_bytes_per_layer_calibrated": round(sum(calibrated) / len(calibrated)),
         "activation_groups_per_layer": {k: round(v) for k, v in groups.items() if v},
+        "activation_bytes_per_layer_by_kind": by_kind,
         "flops_matmul": round(matmul),
         "recompute_flops_matmul": round(recompute),
         "flops_per_step": round(matmul + recompute + 3 * attn_fwd + re.attention * tokens),
     }
 
 
+def notes(spec) -> list[str]:
+    """What the reader of a comparison must know about how the two sides differ by design."""
+    if spec.mamba1 is None:
+        return []
+    return [("Mamba-1 layers: the trace ran transformers' PyTorch scan (no mamba_ssm on CPU), compared with "
+            "its own accounting; the planner counts mamba_ssm's kernel, which recomputes the per-state "
+            "tensors in backward (costs/activations._mamba1)")]
+
+
 def comparison(spec, r: TraceResult) -> dict:
     """{'analytic': ..., 'relative_difference': ...} for a trace; spec is the model's ModelSpec."""
     a = analytic(spec, r)
     t = r.full()
+    model_kinds = a["activation_bytes_per_layer_by_kind"]  # a kind the slice lacked was traced as another
+    kinds = {k: {w: rel(v, model_kinds[k][w]) for w in ("model", "calibrated")}
+             for k, v in t["activation_bytes_per_layer_by_kind"].items() if k in model_kinds}
     return {
         "analytic": a,
         "relative_difference": {
@@ -102,6 +120,7 @@ def comparison(spec, r: TraceResult) -> dict:
                                                       a["activation_bytes_per_layer_planner"]),
             "activation_bytes_per_layer_calibrated": rel(t["activation_bytes_per_layer"],
                                                          a["activation_bytes_per_layer_calibrated"]),
+            "activation_bytes_per_layer_by_kind": kinds,
             "flops_matmul": rel(t["model_flops_matmul"], a["flops_matmul"]),
             "recompute_flops_matmul": rel(t["recompute_flops_by_class"]["matmul"], a["recompute_flops_matmul"]),
             "flops_per_step": rel(t["flops_per_step"], a["flops_per_step"]),

@@ -40,8 +40,9 @@ def num_layers(cfg: dict) -> int:
 def layer_kinds(cfg: dict) -> list[str]:
     """The kind of every decoder layer: dense, MoE or none (a Mamba-2 or attention block without an
     MLP) as the planner's spec says (models/layers.py, one rule for the parameter counts, the memory
-    model, the trainer and the tracer), plus the block or attention kind from the config's own
-    `layer_types` when layers differ."""
+    model, the trainer and the tracer), plus the attention kind from the config's own `layer_types`
+    when layers differ, or else the spec's mixer when the config gives the pattern by a rule (Jamba:
+    Mamba-1 or NoPE attention by period); a Nemotron-H block is named by the spec's kind alone."""
     from trainplan.models import spec_from_config
     from trainplan.models.layers import layer_kinds as ffn
     from trainplan.models.layers import layer_pattern
@@ -51,8 +52,11 @@ def layer_kinds(cfg: dict) -> list[str]:
         return [f"{k.mlp}/{k.attention}" for k in layer_pattern(spec)]
     kinds = list(ffn(spec))
     types = cfg.get("layer_types")
+    mixers = [k.attention for k in layer_pattern(spec)]
     if isinstance(types, list) and len(set(types)) > 1:
         kinds = [f"{k}/{t}" for k, t in zip(kinds, types, strict=False)]
+    elif len(set(mixers)) > 1:  # a pattern the config gives by rule, not as a list (Jamba's periods)
+        kinds = [f"{k}/{a}" for k, a in zip(kinds, mixers, strict=True)]
     return kinds
 
 
@@ -60,6 +64,26 @@ def default_layers(cfg: dict) -> int:
     """Layers a trace builds unless told: 2, or one of each layer kind where the model has more
     (slice_config then holds every kind, and nothing is extrapolated from another kind)."""
     return max(2, len(set(layer_kinds(cfg))))
+
+
+# Jamba's layers: attention where i % attn_layer_period == attn_layer_offset, MoE where
+# i % expert_layer_period == expert_layer_offset (JambaConfig.layers_block_type, layers_num_experts)
+_PERIODIC = "jamba"
+
+
+def _periodic_slice(out: dict, k: int, full: list[str]) -> dict:
+    """The smallest periods and offsets whose k layers hold the kinds of the full model and no other
+    (else also others; or out as it is when k layers cannot hold them all)."""
+    import itertools
+
+    want = set(full)
+    pairs = [(p, o) for p in range(1, k + 1) for o in range(p)]
+    trials = [dict(out, attn_layer_period=ap, attn_layer_offset=ao, expert_layer_period=ep, expert_layer_offset=eo)
+              for (ap, ao), (ep, eo) in itertools.product(pairs, pairs)]
+    held = [set(layer_kinds(t)) for t in trials]
+    exact = [t for t, h in zip(trials, held) if h == want]
+    more = [t for t, h in zip(trials, held) if h > want]
+    return (exact or more or [out])[0]
 
 
 def slice_config(cfg: dict, k: int) -> dict:
@@ -89,6 +113,8 @@ def slice_config(cfg: dict, k: int) -> dict:
             out[key] = "".join(sliced) if isinstance(types, str) else sliced
     if "max_window_layers" in cfg and isinstance(cfg.get("max_window_layers"), int):
         out["max_window_layers"] = min(cfg["max_window_layers"], k)
+    if cfg.get("model_type") == _PERIODIC:  # its periods, stated or JambaConfig's defaults
+        out = _periodic_slice(out, k, full)
     return out
 
 

@@ -107,7 +107,13 @@ def correction(spec, moe_layer: bool, policy: str, data: dict | None = None,
     `block`: the layer's (mixer, has an MLP), costs.activations.saved_kinds; `seq_len`: the traced
     sequence (the Mamba-2 scan's per-sequence state)."""
     data = data or (load() if FILE.exists() else {"families": {}})
-    entry = data["families"].get(family(spec), {}).get(policy, {}).get(kind(moe_layer, block))
+    k = kind(moe_layer, block)
+    entry = data["families"].get(family(spec), {}).get(policy, {}).get(k)
+    if entry is None and k == "dense":
+        # a dense layer of an MoE model (Jamba's, Llama 4's every other layer): the moe fit traced MoE
+        # layers only; the dense layer is what family() names for a model without experts and its MLP
+        dense = "gqa_swiglu" if spec.gated_mlp else "dense_mha"
+        entry = data["families"].get(dense, {}).get(policy, {}).get(k)
     if entry is None:
         return 0.0
     x = features(spec, moe_layer, seq_len)

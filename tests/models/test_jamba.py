@@ -123,6 +123,21 @@ def test_plan_works_for_jamba_1_5_mini_on_p6_b200_on_the_trainer_with_data_paral
     assert any(r.startswith("no other stack compared: none that trainplan knows builds") for r in d["reasons"])
 
 
+def test_plan_goes_past_the_fewest_nodes_that_fit_when_only_layouts_no_stack_runs_fit_there(cli):
+    """Jamba-1.5-Large fits 6 p6-b200 nodes only with ep=16, which no stack runs for Mamba-1 (the
+    trainer's --hf path is data parallel only): plan goes on to the fewest nodes where FSDP alone
+    fits instead of answering with the refusal, and says why in its first reason."""
+    code, out, err = cli("plan", "--model", "jamba-1.5-large", "--instance", "ml.p6-b200.48xlarge", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    layout = d["plan"]["layout"]
+    assert all(layout.get(k, 1) == 1 for k in ("tp", "pp", "cp", "ep")) and layout["sharding"] == "fsdp"
+    nodes = d["plan"]["cluster"]["nodes"]
+    first = d["reasons"][0]
+    assert first.startswith(f"{nodes} nodes, not the fewest that fit (6): up to ") and "ep=16" in first
+    assert "--hf" in first
+
+
 def test_a_trace_slice_of_three_layers_holds_every_layer_kind():
     # trainplan trace builds K layers: Jamba's kinds come from periods and offsets, which the slice
     # chooses so that its K layers hold the full model's kinds (Mamba and MoE, Mamba and dense, NoPE and dense)

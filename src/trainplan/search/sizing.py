@@ -284,23 +284,55 @@ def probe(first: list[Candidate], last: int, search_at: Callable[[int], list[Can
     """Throughput without a node range: the plans of `first` (the fewest nodes that fit) and of the
     larger counts of probe_counts, searched with `search_at` while each earns its nodes
     (worth_more), kept up to the fewest that are not starved (efficient_count); and the reason.
-    Judged on the plans the stack runs (capability.py): those are the ones `plan` recommends, and
-    when there are none on `first` the answer is the refusal, so no more counts are searched."""
+    Judged on the plans the stack runs (capability.py): those are the ones `plan` recommends. When
+    `first` has none and its best plan's refusal names a stack that runs it, the answer is that
+    refusal (plan goes on to that stack), so no more counts are searched; when no stack runs it (a
+    model only the trainer's --hf path builds, which has data parallelism alone), the counts go on to
+    the fewest nodes where a plan the stack runs fits."""
     n0 = first[0].nodes
     found_at = {n0: first}
     by_count = {n0: [c for c in first if runnable(c)]}
-    for n in probe_counts(n0, last) if by_count[n0] else ():
+    if not by_count[n0] and not _refusal_names_a_stack(first):
+        del by_count[n0]
+    for n in probe_counts(n0, last) if by_count.get(n0) or not by_count else ():
         found_at[n] = search_at(n)
         ok = [c for c in found_at[n] if runnable(c)]
         if not ok:
+            continue
+        if not by_count:  # the fewest nodes where the stack runs a plan: the probe starts here
+            by_count[n] = ok
             continue
         more = worth_more(max(per_gpu(v) for v in by_count.values()), ok)
         by_count[n] = ok
         if not more:
             break
-    chosen = efficient_count(by_count) if by_count[n0] else n0
+    if not by_count:  # nothing the stack runs on any count: the refusal on the fewest that fit
+        return first, None
+    chosen = efficient_count(by_count) if any(by_count.values()) else n0
     kept = [c for n, found in found_at.items() if n <= chosen for c in found]
-    return kept, count_note(by_count, chosen, last)
+    note = count_note(by_count, chosen, last)
+    if min(by_count) > n0:
+        note = (f"{min(by_count)} nodes, not the fewest that fit ({n0}): up to {max(n for n in found_at if n < min(by_count))}"
+                f" nodes only layouts its stack cannot run fit ({why_not_best(first)})" + (f"; {note}" if note else ""))
+    return kept, note
+
+
+def _refusal_names_a_stack(found: list[Candidate]) -> bool:
+    """Whether the fastest refused plan's refusal names a stack that runs it (capability.why_not)."""
+    from trainplan.search.capability import why_not
+
+    best = max(found, key=lambda c: c.tokens_per_s)
+    got = why_not(best)
+    return got is not None and got[1] is not None
+
+
+def why_not_best(found: list[Candidate]) -> str:
+    """The fastest plan of `found`, in short, and the first clause of why its stack cannot run it."""
+    from trainplan.search.capability import why_not
+
+    best = max(found, key=lambda c: c.tokens_per_s)
+    got = why_not(best)
+    return f"{best.layout.short()}: {got[0].split(';')[0]}" if got else best.layout.short()
 
 
 def count_note(by_count: dict[int, list[Candidate]], chosen: int, last: int) -> str | None:

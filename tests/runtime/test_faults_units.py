@@ -93,6 +93,26 @@ def test_a_gpu_plan_needs_a_gpu_unless_asked_for_cpu():
     assert preflight.choose_device(None, gpu_plan=False, cuda_available=False) == "cpu"  # the demo
 
 
+def test_a_mamba_model_on_gpus_needs_the_scan_kernels_it_was_costed_with():
+    """Nemotron-H (Mamba-2) and Jamba (Mamba-1) plans cost mamba_ssm's fused scans: on CUDA without
+    them the trainer refuses before it starts (transformers' reference scan would hold ~7x the
+    activations); on CPU, and for models without Mamba layers, nothing is asked."""
+    from trainplan.models import resolve
+
+    none = lambda name: None  # nothing installed
+    for name in ("nemotron-h-8b", "jamba-1.5-mini"):
+        with pytest.raises(TrainplanError) as e:
+            preflight.check_scan_kernels(resolve(name), "cuda", find=none)
+        text = str(e.value)
+        assert "mamba_ssm and causal_conv1d are not installed" in text and "pip install mamba-ssm" in text
+        assert "\n" not in text
+        preflight.check_scan_kernels(resolve(name), "cpu", find=none)
+    with pytest.raises(TrainplanError, match="causal_conv1d is not installed"):
+        preflight.check_scan_kernels(resolve("nemotron-h-8b"), "cuda", find=lambda n: None if n == "causal_conv1d" else n)
+    preflight.check_scan_kernels(resolve("nemotron-h-8b"), "cuda", find=lambda n: n)  # both there
+    preflight.check_scan_kernels(resolve("llama-3.1-8b"), "cuda", find=none)  # no Mamba layers
+
+
 def _size(total: float) -> preflight.CheckpointSize:
     return preflight.CheckpointSize(states=total, counters=0, framing=0, metadata=0, extras=0, margin=0)
 

@@ -7,6 +7,7 @@ train` runs them before it starts torchrun, and every rank runs them again (othe
 from __future__ import annotations
 
 import errno
+import importlib.util
 import os
 import re
 import shutil
@@ -32,6 +33,31 @@ def choose_device(requested: str | None, gpu_plan: bool, cuda_available: bool) -
                 "GPU machine, or pass --device cpu to run it on CPU with gloo (a functional check, not a measurement)")
         return "cuda"
     return "cuda" if cuda_available else "cpu"
+
+
+# The fused kernels a plan costs a Mamba layer with (costs/activations.py: mamba_ssm's selective scan
+# and chunked SSD scan, causal_conv1d's convolution, which keep a few tensors per token and recompute
+# the rest). Without them transformers runs its PyTorch reference scan, which keeps the per-step and
+# per-chunk fp32 intermediates: a Nemotron-H 8B Mamba-2 block at 2,048 tokens holds 2,124 MB where the
+# kernels hold 288 MB (trace/calibrate.py, the hybrid_ssm traces), and Jamba's Mamba-1 layers likewise.
+SCAN_KERNELS = ("mamba_ssm", "causal_conv1d")
+
+
+def check_scan_kernels(model, device: str, find=importlib.util.find_spec) -> None:
+    """Refuse, in one line, a Mamba model on GPUs without the scan kernels its plan was costed with:
+    it would run transformers' reference scan and hold several times the planned activations (on CPU,
+    a functional check, the reference scan is what there is)."""
+    from trainplan.models.layers import MAMBA, MAMBA2, layer_pattern
+
+    if device != "cuda" or not {k.attention for k in layer_pattern(model)} & {MAMBA, MAMBA2}:
+        return
+    missing = [m for m in SCAN_KERNELS if find(m) is None]
+    if missing:
+        raise TrainplanError(
+            f"{model.name}'s Mamba layers were costed with mamba_ssm's and causal_conv1d's fused scan kernels, and "
+            f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed: transformers would run its "
+            "PyTorch reference scan, which holds about 7x the planned activations per Mamba layer; pip install "
+            "mamba-ssm causal-conv1d (built for this torch and CUDA), or run with --device cpu as a functional check")
 
 
 # What torch.distributed.checkpoint's FileSystemWriter writes around the tensors (torch 2.13,

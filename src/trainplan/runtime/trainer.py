@@ -158,6 +158,7 @@ def train(plan, opts: RunOptions) -> dict:
     kind = preflight.choose_device(opts.device, opts.gpu_plan, torch.cuda.is_available())
     # Refused before any process group or allocation: the trainer runs exactly what was costed.
     check_runnable(plan.layout, kind, plan.job.model)
+    preflight.check_scan_kernels(plan.job.model, kind)
     if not opts.hf:
         check_own_model(plan.job.model)
     device = distributed.init(kind)

@@ -162,7 +162,9 @@ def train_from_dict(td: dict, where: str) -> TrainSettings:
         if k in TRAIN_RANGES and not _in_range(v, *TRAIN_RANGES[k]):
             lo, hi, open_lo = TRAIN_RANGES[k]
             raise TrainplanError(f"{where}: {k} must be {'>' if open_lo else '>='} {lo:g} and <= {hi:g}, got {v!r}")
-    steps, warmup = td.get("steps", TrainSettings.steps), td.get("warmup_steps", TrainSettings.warmup_steps)
+    # the defaults from the fields: on a slotted dataclass TrainSettings.steps is the slot, not 1000
+    defaults = {f.name: f.default for f in fields(TrainSettings)}
+    steps, warmup = td.get("steps", defaults["steps"]), td.get("warmup_steps", defaults["warmup_steps"])
     if steps and warmup > steps:  # steps 0: derived from the token budget, checked where it is
         raise TrainplanError(f"{where}: warmup_steps {warmup} is longer than the run's {steps} steps; "
                              f"use warmup_steps <= steps")

@@ -237,6 +237,23 @@ def test_plan_warmup_longer_than_its_steps_is_refused(cli, tmp_path, no_start):
     assert "warmup_steps 100 is longer than the run's 50 steps" in err
 
 
+def test_a_train_section_without_steps_or_warmup_takes_the_defaults(cli, tmp_path, no_start):
+    """A hand-written train section may leave steps and warmup_steps out (the dataclass defaults,
+    1000 and 100): the check reads the fields' defaults, not the slotted class's attributes, which
+    once made such a plan.json a TypeError traceback (tests/fuzz/test_fuzz_plan_json found it)."""
+    plan = _plan_file(cli, tmp_path)
+    path = tmp_path / "plan.json"
+    d = json.loads(path.read_text())
+    for k in ("steps", "warmup_steps"):
+        d["train"].pop(k)
+    path.write_text(json.dumps(d))
+    code, _, err = cli("train", "--plan", plan, "--dry-run")
+    assert code == 0 and "Traceback" not in err, err
+    d["train"]["steps"] = 50  # the default warmup of 100 is then longer than the run
+    path.write_text(json.dumps(d))
+    assert "warmup_steps 100 is longer than the run's 50 steps" in _one_line(*cli("train", "--plan", plan, "--dry-run"))
+
+
 def test_a_plan_of_zero_steps_needs_steps(cli, tmp_path, no_start):
     plan = _plan_file(cli, tmp_path, steps=0)
     err = _one_line(*cli("train", "--plan", plan, "--fit-world", "--nproc", "1", "--device", "cpu"))

@@ -16,7 +16,7 @@ ISSUE_2_MODELS = [
 ]
 # Layers that differ from one another (issue 24); released sizes whose config.json could be sourced.
 ISSUE_24_MODELS = ["llama-4-maverick", "glm-4.5", "glm-4.5-air", "kimi-k2", "qwen3-next-80b-a3b",
-                   "nemotron-h-8b", "nemotron-h-56b"]
+                   "nemotron-h-8b", "nemotron-h-56b", "nemotron-3-nano-30b-a3b", "nemotron-3-super-120b-a12b"]
 
 
 def test_catalog_holds_the_issue_2_and_24_models():

@@ -1,5 +1,6 @@
 """Nemotron 3 (issue 24): the MoE blocks (E) of the nemotron_h pattern, their latent projections
-(LatentMoE, Super) and the MTP modules, each priced where it is.
+(LatentMoE, Super) and the MTP modules, each priced where it is; and plans on p6-b200 for the Nano and
+for Llama 4 Scout, the other MoE entry of this change.
 
 Expected sizes are hand-derived from transformers 5.24 modeling_nemotron_h.py: NemotronHMoE holds a
 bias-free fp32 router Linear(hidden, experts), n_routed_experts squared-ReLU experts of up and down
@@ -10,6 +11,7 @@ The published totals are checked against transformers on meta tensors in test_pa
 
 import pytest
 
+from trainplan.costs.activations import ActivationContext, layer_activations
 from trainplan.costs.flops import model_flops, stage_flops
 from trainplan.costs.moe import dispatch_exchanges
 from trainplan.costs.states import stage_params
@@ -75,6 +77,18 @@ def test_tokens_are_dispatched_at_the_latent_width():
         m = _spec(**over)
         (a2a,) = dispatch_exchanges(m, "alltoall", 1.0, tokens, ep, moe_layers=2, passes=3, hidden_overlap=0.0)
         assert a2a.op == "all_to_all" and a2a.nbytes == tokens * TOPK * width * 2  # bf16 copies, top-k per token
+
+
+def test_an_e_block_saves_routed_copies_at_the_latent_width_and_no_mixer_tensors():
+    c = ActivationContext(seq_len=4096)
+    plain, latent = (layer_activations(_spec(**over), True, c, "none", NO_MIXER, True)
+                     for over in ({}, {"moe_latent_size": LATENT}))
+    assert plain.qkv == plain.attn_core == plain.attn_input == 0 and plain.moe_routing > 0
+    # each of the top-k copies, in and out, is LATENT wide instead of H; the up projection keeps its
+    # LATENT-wide input (bf16) besides
+    assert latent.moe_dispatch - plain.moe_dispatch == pytest.approx(TOPK * 2 * 2 * (LATENT - H) + 2 * LATENT)
+    mamba = layer_activations(_spec(), False, c, "none", MAMBA2, False)
+    assert mamba.moe_dispatch == mamba.moe_routing == 0  # the Mamba-2 blocks route nothing
 
 
 def test_super_counts_its_mtp_module_of_an_attention_and_a_moe_block():

@@ -38,9 +38,12 @@ def test_e_blocks_are_moe_without_a_mixer_from_letters_or_names():
     mamba, moe, attention = (MAMBA2, NO_MLP), (NO_MIXER, MOE), (FULL, NO_MLP)
     assert kinds == [mamba, moe, mamba, attention, moe, mamba]
     assert (m.num_moe_layers, m.num_dense_layers) == (2, 0)  # a mixer block has no dense MLP
-    names = dict(SMALL, layers_block_type=["mamba", "moe", "mamba", "attention", "moe", "mamba"])
-    del names["hybrid_override_pattern"]
-    assert layer_pattern(spec_from_config(names, name="small", where="small.json")) == layer_pattern(m)
+    for key, names in (("layers_block_type", ["mamba", "moe", "mamba", "attention", "moe", "mamba"]),
+                       ("layer_types", ["linear_attention", "moe", "linear_attention", "full_attention", "moe",
+                                        "linear_attention"])):  # NemotronHConfig's attribute_map alias
+        listed = dict(SMALL, **{key: names})
+        del listed["hybrid_override_pattern"]
+        assert layer_pattern(spec_from_config(listed, name="small", where="small.json")) == layer_pattern(m)
     # a pattern without E blocks has no MoE at all, whatever n_routed_experts says
     assert _spec(hybrid_override_pattern="M*M-").moe is None
 

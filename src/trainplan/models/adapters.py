@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainplan.errors import TrainplanError
-from trainplan.models.checks import check_spec
+from trainplan.models.checks import LIMITS, check_spec
 from trainplan.models.config_reader import ConfigReader
 from trainplan.models.layers import (
     CHUNKED,
@@ -42,11 +42,17 @@ _PLAIN_ACT = {
 
 
 def _base(c: ConfigReader, *, kv_default: int | None, max_pos_default: int) -> dict:
-    """Sizes every decoder config has (LlamaConfig names); kv_default None means = heads."""
+    """Sizes every decoder config has (LlamaConfig names); kv_default None means = heads. The layer
+    count is bounded here, before an adapter walks the layers (Llama 4's MoE and RoPE patterns once
+    looped over num_hidden_layers 10**12 before check_spec could refuse it)."""
     heads = c.integer("num_attention_heads")
+    layers = c.integer("num_hidden_layers")
+    if layers > LIMITS["num_layers"]:
+        raise TrainplanError(f"{c.where}: num_layers {layers:,} is beyond the limit of {LIMITS['num_layers']:,} "
+                             "(num_hidden_layers); fix the config.json")
     return {
         "model_type": c.model_type,
-        "num_layers": c.integer("num_hidden_layers"),
+        "num_layers": layers,
         "hidden_size": c.integer("hidden_size"),
         "num_heads": heads,
         "num_kv_heads": c.integer("num_key_value_heads", kv_default or heads),

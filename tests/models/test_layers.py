@@ -73,6 +73,17 @@ def test_llama4_maverick_interleaves_moe_and_dense_and_chunked_and_nope():
     assert sum(lp.experts > 0 for lp in count_params(m).layers) == 24
 
 
+def test_llama4_scout_has_moe_with_a_shared_expert_on_every_layer():
+    # Llama 4 Scout: interleave_moe_layer_step 1, so no dense layer; the chunked / NoPE split of Maverick
+    m = catalog()["llama-4-scout"]
+    kinds = L.layer_pattern(m)
+    assert {k.mlp for k in kinds} == {MOE} and m.num_dense_layers == 0 and m.ffn_size == 0
+    assert [k.attention for k in kinds].count(L.NOPE) == 12 and kinds[3].attention == L.NOPE
+    c = count_params(m)
+    shared = 3 * m.hidden_size * 8192  # one SwiGLU shared expert of intermediate_size beside the 16 routed
+    assert all(lp.mlp == shared + m.hidden_size * 16 for lp in c.layers)  # + the router
+
+
 def test_uniform_models_have_one_kind_per_mlp_variant():
     assert len(L.kind_counts(catalog()["llama-3.1-8b"])) == 1
     assert {k.attention for k in L.kind_counts(catalog()["deepseek-v3"])} == {L.MLA}

@@ -124,6 +124,20 @@ BRANCHES = {
                                       mamba_d_conv=3, mamba_expand=3, mamba_dt_rank=5, mamba_proj_bias=True,
                                       mamba_conv_bias=False, tie_word_embeddings=True),
     "jamba-minimal": dict(TINY, model_type="jamba", num_key_value_heads=2, num_hidden_layers=8),
+    # Nemotron 3 MoE blocks (E): latent projections with mlp_bias, the blocks named as layers_block_type
+    # writes them, MTP modules (which transformers skips: not in the count)
+    "nemotron_h-moe-latent-biases": dict(TINY, model_type="nemotron_h", num_key_value_heads=2, head_dim=16,
+                                         mamba_num_heads=8, mamba_head_dim=12, ssm_state_size=16, n_groups=2,
+                                         layers_block_type=["mamba", "moe", "attention", "moe", "mlp"],
+                                         n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=24,
+                                         moe_shared_expert_intermediate_size=40, moe_latent_size=20, mlp_bias=True,
+                                         num_nextn_predict_layers=1, num_hidden_layers=5),
+    # a shared expert of width 0 is built at intermediate_size (NemotronHMLP), no latent, grouped routing
+    "nemotron_h-moe-shared-fallback": dict(TINY, model_type="nemotron_h", num_key_value_heads=2, head_dim=16,
+                                           hybrid_override_pattern="*E*E", n_routed_experts=8,
+                                           num_experts_per_tok=2, moe_intermediate_size=24, n_group=2,
+                                           topk_group=1, moe_shared_expert_intermediate_size=0,
+                                           num_hidden_layers=4),
     "gpt_oss-minimal": dict(TINY, model_type="gpt_oss", num_key_value_heads=2, head_dim=16,
                             num_local_experts=4),
     "gpt2-minimal": {"model_type": "gpt2", "vocab_size": 1000, "n_embd": 64, "n_layer": 3,

@@ -44,9 +44,10 @@ def _architecture(m: ModelSpec) -> list[str]:
     if m.moe is not None:
         e = m.moe
         shared = f" + {e.num_shared_experts} shared" if e.num_shared_experts else ""
+        latent = f" in a latent of {e.latent_size}" if e.latent_size else ""
         lines.append(
             f"  moe        {e.num_experts} experts{shared}, top-{e.experts_per_token}, "
-            f"expert ffn {e.expert_ffn_size}; {m.num_moe_layers} MoE, {m.num_dense_layers} dense"
+            f"expert ffn {e.expert_ffn_size}{latent}; {m.num_moe_layers} MoE, {m.num_dense_layers} dense"
         )
     if m.attention_layers:
         lines.append(f"  layers     {_pattern(m)}")
@@ -59,14 +60,15 @@ def _architecture(m: ModelSpec) -> list[str]:
 
 
 def _pattern(m: ModelSpec) -> str:
-    """How many layers of each attention variant (models/layers.py), with their bound."""
+    """How many layers of each attention variant (models/layers.py), with their bound; a block
+    without a mixer by its MLP (Nemotron-H's mlp-only, Nemotron 3's moe-only)."""
     from trainplan.models.layers import NO_MIXER, kind_counts
 
     by_attention: dict[tuple[str, int | None], int] = {}
     for k, n in kind_counts(m).items():
-        by_attention[(k.attention, k.window)] = by_attention.get((k.attention, k.window), 0) + n
-    return ", ".join(f"{n} {'mlp-only' if a == NO_MIXER else a}" + (f" ({w} tokens)" if w else "")
-                     for (a, w), n in by_attention.items())
+        name = f"{'moe' if k.is_moe else 'mlp'}-only" if k.attention == NO_MIXER else k.attention
+        by_attention[(name, k.window)] = by_attention.get((name, k.window), 0) + n
+    return ", ".join(f"{n} {a}" + (f" ({w} tokens)" if w else "") for (a, w), n in by_attention.items())
 
 
 def describe(m: ModelSpec, c: ParamCounts) -> str:

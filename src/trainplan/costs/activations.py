@@ -218,8 +218,11 @@ def layer_none(m: ModelSpec, moe_layer: bool, c: ActivationContext, mixer: str =
         routing = (2 * FP32 * E + (INDEX + FP32) * k) / sp
         # each token is copied top_k times: gathered expert inputs, expert intermediates, outputs
         # (etp < tp: a rank runs etp/tp of them, each through the whole expert width / etp), times
-        # what a capacity factor keeps or pads to (moe_load)
-        dispatch = c.moe_load * k * (2 * e * h * c.routed_share + _mlp_hidden(m, moe.expert_ffn_size / t, e, c))
+        # what a capacity factor keeps or pads to (moe_load); copies travel at the experts' width, and a
+        # latent MoE keeps its up projection's input (the combined latent output) besides
+        dispatch = c.moe_load * k * (2 * e * m.expert_dim * c.routed_share
+                                     + _mlp_hidden(m, moe.expert_ffn_size / t, e, c))
+        dispatch += e * moe.latent_size
         hidden = _mlp_hidden(m, moe.shared_expert_ffn_size / t, e, c) if moe.num_shared_experts else 0.0
     else:
         hidden = _mlp_hidden(m, m.ffn_size / t, e, c)
@@ -402,7 +405,8 @@ def layer_selective(m: ModelSpec, moe_layer: bool, c: ActivationContext, mixer: 
         f_shared = moe.shared_expert_ffn_size / t if moe.num_shared_experts else 0.0
         mlp_hidden = e * f_shared  # shared-expert gate output kept
         # grouped expert GEMMs: gathered inputs and gate outputs kept, act/product/up recomputed
-        dispatch = c.moe_load * moe.experts_per_token * (e * h * c.routed_share + e * moe.expert_ffn_size / t)
+        dispatch = c.moe_load * moe.experts_per_token * (e * m.expert_dim * c.routed_share
+                                                         + e * moe.expert_ffn_size / t) + e * moe.latent_size
         routing = full.moe_routing
     else:
         mlp_hidden = e * m.ffn_size / t  # w1 (gate) output; w3 recomputed

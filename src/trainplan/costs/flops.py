@@ -19,7 +19,9 @@ Derivation, per token of a sequence of length s, one layer, forward pass:
      mask (~s/2), and with a causal sliding window w < s: (w*s - w^2/2)/s on average.
   4. MLP: 2 FLOP per weight: 2*h*ff*3 for gated (SwiGLU/GeGLU), 2*h*ff*2 otherwise.
   5. MoE layer: the router (2*h*E), the top-k routed experts a token goes through
-     (k * expert MLP) and the shared experts (always on).
+     (k * expert MLP) and the shared experts (always on). A latent MoE (Nemotron 3, moe_latent_size
+     l) adds the projections h -> l before the experts and l -> h after them (2*h*l each), and its
+     experts work between l features, not h.
   6. LM head: 2*h*V per token (the loss itself is element-wise: non-GEMM work).
   7. Backward = 2 x forward (grad w.r.t. inputs and grad w.r.t. weights, each a matmul of the same
      size; the attention core's backward also does 2 x its forward: dQ, dK, dV with a recomputed
@@ -269,8 +271,9 @@ def _attention_gemms(m: ModelSpec, attention: str = L.FULL) -> tuple[tuple[tuple
     return gemms, 2 * m.num_heads * 2 * m.head_dim
 
 
-def _mlp_gemms(m: ModelSpec, ff: int, count: int, kind: str) -> tuple[tuple[int, int, int, str], ...]:
-    h = m.hidden_size
+def _mlp_gemms(m: ModelSpec, ff: int, count: int, kind: str, width: int | None = None,
+               ) -> tuple[tuple[int, int, int, str], ...]:
+    h = width or m.hidden_size  # a latent expert's: the latent size
     up = 2 * ff if m.gated_mlp else ff  # gate and up fused into one GEMM
     return ((h, up, count, kind), (ff, h, count, kind))
 
@@ -297,7 +300,11 @@ def _kind_gemms(m: ModelSpec, kind: L.LayerKind, attn) -> tuple[tuple[int, int, 
     g = attn + ((m.hidden_size, e.num_experts, 1, "mlp"),)
     if e.num_shared_experts:
         g += _mlp_gemms(m, e.shared_expert_ffn_size, 1, "mlp")
-    return g + _mlp_gemms(m, e.expert_ffn_size, e.experts_per_token, "expert")
+    routed = _mlp_gemms(m, e.expert_ffn_size, e.experts_per_token, "expert", m.expert_dim)
+    if not e.latent_size:
+        return g + routed
+    h, lat = m.hidden_size, e.latent_size  # fc1_latent_proj, the experts, fc2_latent_proj
+    return g + ((h, lat, 1, "mlp"),) + routed + ((lat, h, 1, "mlp"),)
 
 
 # The recurrent mixers' key count per query (LayerFlops.window): their cost per token, as pairs.

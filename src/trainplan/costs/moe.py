@@ -103,7 +103,7 @@ def layout_load(L: Layout, balanced: bool = False) -> float:
 
 def router_bytes_per_token(m: ModelSpec) -> float:
     """HBM bytes per token of one MoE layer's router and (un)permutation, forward."""
-    e, k, h = m.moe.num_experts, m.moe.experts_per_token, m.hidden_size
+    e, k, h = m.moe.num_experts, m.moe.experts_per_token, m.expert_dim  # copies are permuted at the expert width
     return ROUTER_PASSES * e * FP32_BYTES + 4 * k * h * BF16_BYTES
 
 
@@ -117,8 +117,9 @@ def dispatch_exchanges(m: ModelSpec, dispatcher: str, load: float, tokens: float
     recomputed forwards, per micro-batch, times micro-batches; `ep_nodes`, `per_node`: the NVLink
     domains the ep group spans and its ranks on each (costs/comm.Span domains, per_domain);
     `etp_gather`: the expert tensor-parallel group the routed copies are gathered over (contiguous
-    ranks; 1: none)."""
-    h = m.hidden_size
+    ranks; 1: none). Tokens travel at the experts' width (m.expert_dim): a latent MoE dispatches
+    after its down projection (Nemotron 3 LatentMoE)."""
+    h = m.expert_dim
     if dispatcher == "allgather":
         gathered = tokens * ep * etp_gather * h * BF16_BYTES
         calls = moe_layers * passes

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from trainplan.memo import memoised
 from trainplan.models.layers import MAMBA, MAMBA2, NO_MIXER, layer_pattern, moe_flags
-from trainplan.models.params import count_params
+from trainplan.models.params import count_params, moe_linear_params
 from trainplan.models.spec import ModelSpec
 from trainplan.models.stages import EVEN, Uneven, stage_layers
 from trainplan.precision import Recipe
@@ -90,8 +90,8 @@ def stage_params(m: ModelSpec, tp: int, expert_split: int, pp: int, vp: int = 1,
         else:
             attn = lp.attention / tp
         if is_moe:
-            router = lp.mlp - _shared(m)
-            mlp_linear = _shared(m) / tp
+            router = lp.mlp - moe_linear_params(m)
+            mlp_linear = moe_linear_params(m) / tp
             mlp = mlp_linear + router
         else:
             mlp = mlp_linear = lp.mlp / tp
@@ -125,18 +125,6 @@ def stage_params(m: ModelSpec, tp: int, expert_split: int, pp: int, vp: int = 1,
 @functools.lru_cache(maxsize=1024)
 def _counts(m: ModelSpec):
     return count_params(m)
-
-
-def _shared(m: ModelSpec) -> int:
-    moe = m.moe
-    if not moe.num_shared_experts:
-        return _shared_gate(m)
-    mats = 3 if m.gated_mlp else 2
-    return mats * m.hidden_size * moe.shared_expert_ffn_size + _shared_gate(m)
-
-
-def _shared_gate(m: ModelSpec) -> int:
-    return m.hidden_size if m.moe.shared_expert_gate else 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from trainplan.models.layers import (
     LINEAR,
     MAMBA,
     MAMBA2,
+    MOE,
     NO_MIXER,
     NO_MLP,
     NOPE,
@@ -49,11 +50,17 @@ _PLAIN_ACT = {
 
 
 def _base(c: ConfigReader, *, kv_default: int | None, max_pos_default: int) -> dict:
-    """Sizes every decoder config has (LlamaConfig names); kv_default None means = heads."""
+    """Sizes every decoder config has (LlamaConfig names); kv_default None means = heads. The layer
+    count is bounded here, before an adapter walks the layers (Llama 4's MoE and RoPE patterns once
+    looped over num_hidden_layers 10**12 before check_spec could refuse it)."""
     heads = c.integer("num_attention_heads")
+    layers = c.integer("num_hidden_layers")
+    if layers > LIMITS["num_layers"]:
+        raise TrainplanError(f"{c.where}: num_layers {layers:,} is beyond the limit of {LIMITS['num_layers']:,} "
+                             "(num_hidden_layers); fix the config.json")
     return {
         "model_type": c.model_type,
-        "num_layers": c.integer("num_hidden_layers"),
+        "num_layers": layers,
         "hidden_size": c.integer("hidden_size"),
         "num_heads": heads,
         "num_kv_heads": c.integer("num_key_value_heads", kv_default or heads),
@@ -454,37 +461,55 @@ def qwen3_next(c: ConfigReader) -> dict:
 # NemotronHConfig._pattern_to_list maps them (older config.json files write "mamba" and "attention",
 # which transformers remaps) -> (mixer, MLP) of the one block
 _NEMOTRON_BLOCKS = {
-    "M": (MAMBA2, NO_MLP), "*": (FULL, NO_MLP), "-": (NO_MIXER, DENSE),
+    "M": (MAMBA2, NO_MLP), "*": (FULL, NO_MLP), "-": (NO_MIXER, DENSE), "E": (NO_MIXER, MOE),
     "mamba": (MAMBA2, NO_MLP), "linear_attention": (MAMBA2, NO_MLP),
-    "attention": (FULL, NO_MLP), "full_attention": (FULL, NO_MLP), "mlp": (NO_MIXER, DENSE),
+    "attention": (FULL, NO_MLP), "full_attention": (FULL, NO_MLP), "mlp": (NO_MIXER, DENSE), "moe": (NO_MIXER, MOE),
 }
 
 
 def hybrid_blocks(blocks, where: str) -> list[tuple[str, str]]:
-    """(mixer, MLP) of each Nemotron-H block, from its letters (M, *, -) or layers_block_type names;
+    """(mixer, MLP) of each Nemotron-H block, from its letters (M, *, -, E) or layers_block_type names;
     the one reading of a block pattern (the adapter's and a validation record's layer_pattern)."""
-    if any(b in ("E", "moe") for b in blocks):
-        raise TrainplanError(f"{where}: nemotron_h MoE blocks ('E', Nemotron 3) are not supported yet; "
-                             "plan a Nemotron-H model of Mamba-2, attention and MLP blocks")
     unknown = sorted(set(blocks) - set(_NEMOTRON_BLOCKS))
     if unknown:
-        raise TrainplanError(f"{where}: nemotron_h block {unknown[0]!r} is not one of M, *, - (mamba, attention, "
-                             "mlp); fix the pattern")
+        raise TrainplanError(f"{where}: nemotron_h block {unknown[0]!r} is not one of M, *, -, E (mamba, attention, "
+                             "mlp, moe); fix the pattern")
     return [_NEMOTRON_BLOCKS[b] for b in blocks]
 
 
+def _nemotron_moe(c: ConfigReader) -> MoESpec:
+    """The MoE of Nemotron 3's E blocks (HF NemotronHMoE): n_routed_experts squared-ReLU experts of
+    moe_intermediate_size without biases or gate, one shared expert MLP of
+    moe_shared_expert_intermediate_size (whatever n_shared_experts says; a width of 0 falls back to
+    intermediate_size, as NemotronHMLP does), a bias-free fp32 router with sigmoid scores over n_group
+    groups whose e_score_correction_bias is a buffer (DeepSeek-V3's aux-free balancing: not counted),
+    and with moe_latent_size the experts behind fc1/fc2_latent_proj (LatentMoE)."""
+    return MoESpec(
+        num_experts=c.integer(("n_routed_experts", "num_local_experts"), 8),
+        experts_per_token=c.integer("num_experts_per_tok", 2),
+        expert_ffn_size=c.integer("moe_intermediate_size", 7688),
+        num_shared_experts=1,
+        shared_expert_ffn_size=c.integer("moe_shared_expert_intermediate_size", 7688, minimum=0)
+        or c.integer("intermediate_size", 21504),
+        num_groups=c.integer("n_group", 1), topk_groups=c.integer("topk_group", 1),
+        router_score="sigmoid", load_balance="aux_free",
+        latent_size=c.optional_int("moe_latent_size", None) or 0,
+    )
+
+
 def nemotron_h(c: ConfigReader) -> dict:
-    """Nemotron-H (arXiv:2504.03624; transformers 5.24 configuration_nemotron_h.py / modeling_nemotron_h.py):
-    each layer is one block, a pre-RMSNorm and one mixer: Mamba-2 (M), attention (*: GQA without
-    biases, whatever attention_bias says) or a squared-ReLU MLP (-). The pattern is layers_block_type
-    or, in older files, hybrid_override_pattern; its length is the layer count. MoE blocks (E,
-    Nemotron 3) are refused: their latent projections are not modelled."""
+    """Nemotron-H and Nemotron 3 (arXiv:2504.03624, arXiv:2512.20848; transformers 5.24
+    configuration_nemotron_h.py / modeling_nemotron_h.py): each layer is one block, a pre-RMSNorm and
+    one mixer: Mamba-2 (M), attention (*: GQA without biases, whatever attention_bias says), a
+    squared-ReLU MLP (-) or a MoE (E: _nemotron_moe). The pattern is layers_block_type or, in older
+    files, hybrid_override_pattern; its length is the layer count. The MTP modules
+    (num_nextn_predict_layers, Nemotron 3 Super) are not built by transformers: see _nemotron_mtp."""
     listed = c.data.get("layers_block_type", c.data.get("layer_types"))
     pattern = c.data.get("hybrid_override_pattern")
     blocks = listed if listed is not None else list(pattern) if isinstance(pattern, str) else None
     if not blocks or not isinstance(blocks, list) or any(not isinstance(b, str) for b in blocks):
         raise TrainplanError(f"{c.where}: a nemotron_h config.json needs hybrid_override_pattern (a string of M, *, "
-                             "-) or layers_block_type (a list); fix the config.json")
+                             "-, E) or layers_block_type (a list); fix the config.json")
     kinds = hybrid_blocks(blocks, c.where)
     declared = c.data.get("num_hidden_layers")
     if declared is not None and declared != len(kinds):
@@ -498,17 +523,20 @@ def nemotron_h(c: ConfigReader) -> dict:
         chunk_size=c.integer(("chunk_size", "mamba_chunk_size"), 128),
         conv_bias=c.flag("use_conv_bias", True), proj_bias=c.flag("use_bias", False),
     ) if any(k[0] == MAMBA2 for k in kinds) else None
+    moe = _nemotron_moe(c) if any(k[1] == MOE for k in kinds) else None
     attention = tuple(k[0] for k in kinds)
+    mtp, mtp_blocks = _nemotron_mtp(c)
     return {
         "model_type": c.model_type, "num_layers": len(kinds), "hidden_size": c.integer("hidden_size", 4096),
         "num_heads": heads, "num_kv_heads": c.integer("num_key_value_heads", 8),
         "head_dim": c.integer("head_dim", 128), "vocab_size": c.integer("vocab_size", 131072),
         "max_position_embeddings": c.integer("max_position_embeddings", 4096),
-        "ffn_size": c.integer("intermediate_size", 21504),
+        "ffn_size": c.integer("intermediate_size", 21504),  # the '-' blocks' (Nemotron 3 has none)
         "mlp": c.choice("mlp_hidden_act", {"relu2": "relu2"}, "relu2"),
         "mlp_bias": c.flag("mlp_bias", False), "tied_embeddings": c.flag("tie_word_embeddings", False),
-        "norms_per_layer": 1, "attention_layers": attention, "mamba": mamba,
-        "mlp_layers": tuple(k[1] for k in kinds),
+        "norms_per_layer": 1, "attention_layers": attention, "mamba": mamba, "moe": moe,
+        "mlp_layers": tuple(k[1] for k in kinds), "mtp_layers": mtp,
+        "mtp_attention_layers": tuple(k[0] for k in mtp_blocks), "mtp_mlp_layers": tuple(k[1] for k in mtp_blocks),
     }
 
 
@@ -566,6 +594,25 @@ def jamba(c: ConfigReader) -> dict:
         position_embedding="none", moe=moe, mamba1=mamba,
         attention_layers=tuple(NOPE if a else MAMBA for a in attention),
     )
+
+
+def _nemotron_mtp(c: ConfigReader) -> tuple[int, list[tuple[str, str]]]:
+    """(modules, the blocks of one) of Nemotron 3's multi-token prediction: num_nextn_predict_layers
+    modules of mtp_layers_block_type blocks (or the older mtp_hybrid_override_pattern letters;
+    NemotronHConfig's default: attention then MoE). Transformers skips their weights (mtp.*)."""
+    modules = c.integer("num_nextn_predict_layers", 0, minimum=0)
+    if not modules:
+        return 0, []
+    default = ["full_attention", "moe"]
+    listed = c.data.get("mtp_layers_block_type")
+    pattern = c.data.get("mtp_hybrid_override_pattern")
+    blocks = default if listed is None else listed
+    if blocks == default and isinstance(pattern, str):  # transformers reads the letters only then
+        blocks = list(pattern)
+    if not blocks or not isinstance(blocks, list) or any(not isinstance(b, str) for b in blocks):
+        raise TrainplanError(f"{c.where}: mtp_layers_block_type must be a list of block names (or "
+                             "mtp_hybrid_override_pattern a string of M, *, -, E); fix the config.json")
+    return modules, hybrid_blocks(blocks, f"{c.where} MTP")
 
 
 ADAPTERS: dict[str, Callable[[ConfigReader], dict]] = {

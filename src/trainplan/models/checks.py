@@ -38,7 +38,7 @@ LIMITS = {
     "head_dim": 1 << 16, "ffn_size": 1 << 24, "vocab_size": 1 << 24, "max_position_embeddings": 1 << 30,
     "sliding_window": 1 << 30, "attention_chunk_size": 1 << 30, "norms_per_layer": 16, "mtp_layers": 64,
     "num_experts": 1 << 16, "expert_ffn_size": 1 << 24, "num_shared_experts": 1 << 10,
-    "shared_expert_ffn_size": 1 << 24, "kv_lora_rank": 1 << 20, "q_lora_rank": 1 << 20,
+    "shared_expert_ffn_size": 1 << 24, "latent_size": 1 << 20, "kv_lora_rank": 1 << 20, "q_lora_rank": 1 << 20,
     "qk_nope_head_dim": 1 << 16, "qk_rope_head_dim": 1 << 16, "v_head_dim": 1 << 16,
 }
 
@@ -82,7 +82,8 @@ def check_spec(m: ModelSpec, where: str) -> ModelSpec:
     if m.sliding_window_layers and m.sliding_window is None:
         raise bad("sliding_window_layers > 0 needs a sliding_window")
     if m.attention_layers or m.attention_chunk_size is not None or m.linear_attention is not None \
-            or m.mamba is not None or m.mamba1 is not None or m.mlp_layers:
+            or m.mamba is not None or m.mamba1 is not None or m.mlp_layers or m.mtp_mlp_layers \
+            or m.mtp_attention_layers:
         _check_attention_layers(m, size, bad)
     if m.moe is not None:
         _check_moe(m, size, bad)
@@ -107,6 +108,7 @@ def _check_attention_layers(m: ModelSpec, size, bad) -> None:
         MAMBA,
         MAMBA2,
         MLA,
+        MOE,
         NO_MLP,
         SLIDING,
     )
@@ -145,8 +147,19 @@ def _check_attention_layers(m: ModelSpec, size, bad) -> None:
     if m.mlp_layers:
         if len(m.mlp_layers) != m.num_layers:
             raise bad(f"mlp_layers lists {len(m.mlp_layers)} layers, the model has {m.num_layers}")
-        if set(m.mlp_layers) - {DENSE, NO_MLP} or m.moe is not None:
-            raise bad(f"mlp_layers entries must be {DENSE!r} or {NO_MLP!r}, on a model without MoE")
+        if set(m.mlp_layers) - {DENSE, MOE, NO_MLP}:
+            raise bad(f"mlp_layers entries must be {DENSE!r}, {MOE!r} or {NO_MLP!r}")
+        if (MOE in m.mlp_layers) != (m.moe is not None):
+            raise bad(f"mlp_layers lists {MOE!r} exactly when the model has MoE sizes (moe)")
+    if m.mtp_attention_layers or m.mtp_mlp_layers:
+        blocks = list(zip(m.mtp_attention_layers, m.mtp_mlp_layers))
+        if len(m.mtp_attention_layers) != len(m.mtp_mlp_layers) or not m.mtp_layers:
+            raise bad("mtp_attention_layers and mtp_mlp_layers list the same blocks, of mtp_layers > 0 modules")
+        main = set(zip(m.attention_layers, m.mlp_layers))
+        for a, f in blocks:  # an MTP block reuses the sizes of the model's blocks of its kind
+            if (a, f) not in main:
+                raise bad(f"MTP block ({a}, {f}) is not a kind of block the model has: "
+                          f"{', '.join(f'({x}, {y})' for x, y in sorted(main))}")
     if CHUNKED in m.attention_layers and m.attention_chunk_size is None:
         raise bad("chunked attention layers need attention_chunk_size")
     if SLIDING in m.attention_layers and (m.sliding_window is None
@@ -160,6 +173,7 @@ def _check_moe(m: ModelSpec, size, bad) -> None:
     size("expert_ffn_size", e.expert_ffn_size)
     size("num_shared_experts", e.num_shared_experts, 0)
     size("shared_expert_ffn_size", e.shared_expert_ffn_size, 0)
+    size("latent_size", e.latent_size, 0)
     if not 1 <= e.experts_per_token <= e.num_experts:
         raise bad(f"top-{e.experts_per_token} routing needs 1 <= experts per token <= the {e.num_experts} experts")
     # Past the last layer these are legal, as in transformers (a config sliced to fewer layers keeps

@@ -19,7 +19,8 @@ layers are then taken to be the first ones.
 
 Which MLP each layer has comes from `ModelSpec.mlp_layers` when the config says it per block
 (Nemotron-H: a block is a Mamba-2 mixer, attention or an MLP alone, so a mixer block has NO_MLP and
-an MLP block the NO_MIXER variant), else from the MoE rule (is_moe_layer).
+an MLP block the NO_MIXER variant; Nemotron 3's MoE blocks are NO_MIXER with MOE), else from the MoE
+rule (is_moe_layer).
 
 A new layer kind is one row of ATTENTION (what the variant is) plus one cost function
 (costs/flops.py KEYS_PER_QUERY: how many keys a query attends to); tests/models/test_layers.py adds
@@ -137,13 +138,19 @@ def layer_pattern(m: ModelSpec) -> tuple[LayerKind, ...]:
 
 @memoised()
 def mtp_kinds(m: ModelSpec) -> tuple[LayerKind, ...]:
-    """The multi-token-prediction modules' transformer blocks (DeepSeek-V3 sec. 2.2: each is one
-    block like the model's last layer, after a projection of [norm(h); norm(emb)]). Transformers
-    does not build them; they add parameters, FLOPs and memory to the last pipeline stage."""
+    """The multi-token-prediction modules' transformer blocks, module after module (DeepSeek-V3
+    sec. 2.2: each module is one block like the model's last layer, after a projection of
+    [norm(h); norm(emb)]; Nemotron 3 Super: the blocks its config lists, mtp_attention_layers and
+    mtp_mlp_layers). Transformers does not build them; they add parameters, FLOPs and memory to the
+    last pipeline stage."""
     if not m.mtp_layers:
         return ()
-    last = layer_pattern(m)[-1]
-    return (last,) * m.mtp_layers
+    if not m.mtp_mlp_layers:
+        return (layer_pattern(m)[-1],) * m.mtp_layers
+    windows = {CHUNKED: m.attention_chunk_size, SLIDING: m.sliding_window}
+    module = tuple(LayerKind(a, windows.get(a), f, m.ffn_size if f == DENSE else 0)
+                   for a, f in zip(m.mtp_attention_layers, m.mtp_mlp_layers, strict=True))
+    return module * m.mtp_layers
 
 
 @memoised()

@@ -87,11 +87,25 @@ def _norm(m: ModelSpec, dim: int) -> int:
     return dim * (2 if m.norm == "layernorm" else 1)
 
 
-def _mlp(m: ModelSpec, d_ff: int, bias: bool) -> int:
-    h = m.hidden_size
+def _mlp(m: ModelSpec, d_ff: int, bias: bool, width: int | None = None) -> int:
+    """One MLP of d_ff between `width` features (default hidden_size; a latent expert's: latent_size)."""
+    h = width or m.hidden_size
     mats = 3 if m.gated_mlp else 2
     b = (2 * d_ff + h if m.gated_mlp else d_ff + h) if bias else 0
     return mats * h * d_ff + b
+
+
+def moe_linear_params(m: ModelSpec) -> int:
+    """The MoE layer's weights outside the routed experts and the router: the shared-expert MLP
+    (biased with mlp_bias, as Nemotron-H's; the other adapters' MoE models have none), its sigmoid
+    gate (qwen2_moe), and LatentMoE's projections hidden -> latent -> hidden (HF NemotronHMoE
+    fc1_latent_proj / fc2_latent_proj, biased with mlp_bias)."""
+    moe, h = m.moe, m.hidden_size
+    shared = _mlp(m, moe.shared_expert_ffn_size, m.mlp_bias) if moe.num_shared_experts else 0
+    shared += h if moe.shared_expert_gate else 0
+    if moe.latent_size:
+        shared += 2 * h * moe.latent_size + ((moe.latent_size + h) if m.mlp_bias else 0)
+    return shared
 
 
 def _linear_attention(m: ModelSpec) -> int:
@@ -179,14 +193,12 @@ def _layer(m: ModelSpec, kind: LayerKind) -> LayerParams:
     moe = m.moe
     if not kind.is_moe:
         return LayerParams(attn, _mlp(m, kind.ffn_size, m.mlp_bias) if kind.ffn_size else 0, 0, 0, norms)
-    one_expert = _mlp(m, moe.expert_ffn_size, moe.expert_bias)
+    one_expert = _mlp(m, moe.expert_ffn_size, moe.expert_bias, m.expert_dim)
     router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
     router += moe.num_experts if moe.router_score_correction_bias else 0
-    shared = _mlp(m, moe.shared_expert_ffn_size, False) if moe.num_shared_experts else 0
-    shared += h if moe.shared_expert_gate else 0
     return LayerParams(
         attention=attn,
-        mlp=shared + router,
+        mlp=moe_linear_params(m) + router,
         experts=moe.num_experts * one_expert,
         active_experts=moe.experts_per_token * one_expert,
         norms=norms,
@@ -209,6 +221,7 @@ def count_mtp_params(m: ModelSpec) -> int:
     """Parameters of the multi-token-prediction modules, which transformers does not build (so
     count_params leaves them out). DeepSeek-V3 sec. 2.2: module k has RMSNorms of the hidden state
     and of the shared embedding's output, a projection M_k (2h -> h), one transformer block like the
-    last layer, and a final norm before the shared output head; embedding and head are shared."""
+    last layer (or the blocks the config lists: Nemotron 3 Super's attention and MoE blocks,
+    layers.mtp_kinds), and a final norm before the shared output head; embedding and head are shared."""
     h = m.hidden_size
-    return sum(3 * _norm(m, h) + 2 * h * h + _layer(m, k).total for k in mtp_kinds(m))
+    return m.mtp_layers * (3 * _norm(m, h) + 2 * h * h) + sum(_layer(m, k).total for k in mtp_kinds(m))

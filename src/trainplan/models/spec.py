@@ -42,6 +42,10 @@ class MoESpec:
     # "aux_free": DeepSeek-V3's per-expert selection bias, nudged after each step (topk_method noaux_tc)
     load_balance: str = "aux_loss"
     aux_loss_coef: float = 0.0
+    # Nemotron 3 LatentMoE (HF moe_latent_size): the routed experts work in this width, behind a down
+    # projection hidden -> latent before dispatch and an up projection latent -> hidden after the
+    # combine (fc1/fc2_latent_proj); tokens are dispatched at it. 0: experts work in hidden_size.
+    latent_size: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +162,15 @@ class ModelSpec:
     attention_output_gate: bool = False  # q_proj also yields a sigmoid gate on the attention output (Qwen3-Next)
     mamba: Mamba2Spec | None = None  # the "mamba2" layers' mixer (Nemotron-H)
     mamba1: Mamba1Spec | None = None  # the "mamba" layers' mixer (Jamba)
-    # Per-layer MLP variant (models/layers.py DENSE | NO_MLP) when the config says it per block
-    # (Nemotron-H: a block is a mixer or an MLP); empty: derived from `moe` (layers.ffn_kinds).
+    # Per-layer MLP variant (models/layers.py DENSE | MOE | NO_MLP) when the config says it per block
+    # (Nemotron-H: a block is a mixer, an MLP or, in Nemotron 3, a MoE); empty: derived from `moe`
+    # (layers.ffn_kinds).
     mlp_layers: tuple[str, ...] = ()
+    # The blocks of one MTP module when the config lists them (Nemotron 3 Super's
+    # mtp_layers_block_type, e.g. attention then MoE): each block's attention and MLP variant, as
+    # attention_layers / mlp_layers; empty: one block like the last layer (DeepSeek-V3).
+    mtp_attention_layers: tuple[str, ...] = ()
+    mtp_mlp_layers: tuple[str, ...] = ()
 
     # ---- derived sizes -------------------------------------------------------------------
     @property
@@ -181,7 +191,14 @@ class ModelSpec:
 
     @property
     def num_dense_layers(self) -> int:
-        return self.num_layers - self.num_moe_layers
+        """Layers with a dense MLP (Nemotron-H's mixer-only blocks have none)."""
+        return layers.layer_kinds(self).count(layers.DENSE)
+
+    @property
+    def expert_dim(self) -> int:
+        """The width routed experts read and write, and tokens are dispatched at: the MoE latent
+        size (Nemotron 3 LatentMoE) or hidden_size."""
+        return (self.moe.latent_size or self.hidden_size) if self.moe is not None else self.hidden_size
 
     @property
     def is_moe(self) -> bool:
@@ -191,7 +208,8 @@ class ModelSpec:
 # Fields written to plan.json only when they differ from their default, so that the plan.json of a
 # model the per-layer pattern adds nothing to stays as it was.
 _OMITTED_AT_DEFAULT = {"attention_layers": (), "attention_chunk_size": None, "linear_attention": None,
-                       "attention_output_gate": False, "mamba": None, "mamba1": None, "mlp_layers": ()}
+                       "attention_output_gate": False, "mamba": None, "mamba1": None, "mlp_layers": (),
+                       "mtp_attention_layers": (), "mtp_mlp_layers": ()}
 
 
 def spec_to_dict(m: ModelSpec) -> dict:
@@ -201,6 +219,8 @@ def spec_to_dict(m: ModelSpec) -> dict:
     for k, default in _OMITTED_AT_DEFAULT.items():
         if d[k] == default:
             del d[k]
+    if d["moe"] is not None and not d["moe"]["latent_size"]:
+        del d["moe"]["latent_size"]  # as above: an MoE without a latent writes what it always did
     return d
 
 
@@ -224,7 +244,8 @@ def spec_from_dict(d: dict, where: str = "model") -> ModelSpec:
     build(ModelSpec, d, where)
     kw = dict(d)
     kw["attention_layers"] = tuple(kw.get("attention_layers", ()))  # JSON gives a list
-    kw["mlp_layers"] = tuple(kw.get("mlp_layers", ()))
+    for k in ("mlp_layers", "mtp_attention_layers", "mtp_mlp_layers"):
+        kw[k] = tuple(kw.get(k, ()))
     if kw.get("moe") is not None:
         moe = dict(build(MoESpec, kw["moe"], f"{where}.moe"))
         moe["dense_layers"] = tuple(moe.get("dense_layers", ()))  # JSON gives a list

@@ -65,6 +65,19 @@ def test_nemotron_h_blocks_are_sliced_one_of_each_kind():
     assert slice_config(listed, 3)["layers_block_type"] == ["mamba", "mlp", "attention"]
 
 
+def test_patterns_given_by_an_interval_are_sliced_to_hold_both_kinds():
+    """Qwen3-Next (full attention every 4th layer) and Llama 4 (NoPE every 4th) give their patterns
+    by an interval: a 2-layer slice once held linear (chunked) layers only; the interval shrinks to the
+    slice. A Llama 4 config.json is traced as its text model (llama4_text)."""
+    from trainplan.trace.config import load_config
+
+    qwen = load_config("qwen3-next-80b-a3b")
+    assert layer_kinds(slice_config(qwen, 2)) == ["moe/linear", "moe/full"]
+    scout = load_config("llama-4-scout")
+    assert scout["model_type"] == "llama4_text" and scout["num_hidden_layers"] == 48
+    assert layer_kinds(slice_config(scout, 2)) == ["moe/chunked", "moe/nope"]
+
+
 def test_hybrid_calibration_kinds_leave_the_other_families_alone():
     """A hybrid model's one-part blocks are fitted as their own kinds; every other family's layers keep
     the dense / moe kinds and the corrections they had (no sequence-length feature outside Mamba-2)."""

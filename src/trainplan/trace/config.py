@@ -21,7 +21,23 @@ def load_config(model: str) -> dict:
     """A config dict from a catalog name, a config.json path or a folder holding one."""
     from trainplan.models import hf_config
 
-    return hf_config(model)
+    return language_model(hf_config(model))
+
+
+def language_model(cfg: dict) -> dict:
+    """The decoder a trace builds: a Llama 4 config.json's text part (Llama4ForConditionalGeneration
+    holds it under text_config; AutoModelForCausalLM builds it as llama4_text), else the config."""
+    text = cfg.get("text_config")
+    if cfg.get("model_type") == "llama4" and isinstance(text, dict):
+        return {**text, "model_type": "llama4_text"}
+    return cfg
+
+
+# Patterns a config gives by an interval, unless a per-layer list (the second key) is there:
+# Qwen3-Next's full attention on every full_attention_interval-th layer, Llama 4's NoPE layers
+# (transformers' Qwen3NextConfig and Llama4TextConfig derive their layer lists from these)
+_INTERVALS = {"qwen3_next": ("full_attention_interval", "layer_types"),
+              "llama4_text": ("no_rope_layer_interval", "no_rope_layers")}
 
 
 def depth_key(cfg: dict) -> str:
@@ -113,6 +129,9 @@ def slice_config(cfg: dict, k: int) -> dict:
             out[key] = "".join(sliced) if isinstance(types, str) else sliced
     if "max_window_layers" in cfg and isinstance(cfg.get("max_window_layers"), int):
         out["max_window_layers"] = min(cfg["max_window_layers"], k)
+    interval = _INTERVALS.get(cfg.get("model_type"))
+    if interval and not isinstance(cfg.get(interval[1]), list) and len({x.split("/")[-1] for x in full}) > 1:
+        out[interval[0]] = k  # the slice's last layer is the other kind, the ones before it the first
     if cfg.get("model_type") == _PERIODIC:  # its periods, stated or JambaConfig's defaults
         out = _periodic_slice(out, k, full)
     return out

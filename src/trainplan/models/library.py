@@ -7,6 +7,7 @@ The same adapters read a catalog entry and a user's config.json, so both go thro
 
 from __future__ import annotations
 
+import copy
 import functools
 from pathlib import Path
 
@@ -74,7 +75,9 @@ def _catalog_name(name_or_path: str) -> str | None:
 def hf_config(name_or_path: str) -> dict:
     """The raw HF config.json dict of a catalog name or a path (without catalog-only `_` keys)."""
     if (name := _catalog_name(name_or_path)) is not None:
-        return {k: v for k, v in _catalog_configs()[name].items() if not k.startswith("_")}
+        # a deep copy: nested values (text_config, rope_scaling, lists) are the cache's otherwise, and a
+        # caller that edits its config would change the catalog for every later caller in the process
+        return copy.deepcopy({k: v for k, v in _catalog_configs()[name].items() if not k.startswith("_")})
     path = _config_path(name_or_path)
     if path is None:
         raise _unknown_model(name_or_path)

@@ -4,6 +4,8 @@ Each adapter reads exactly the fields the transformers model class of that type 
 same defaults when a field is absent (transformers 5.x configuration_*.py / modeling_*.py), so
 that count_params(spec) equals the parameter count of the HF model built from the same config.
 Architecture is never guessed from ratios: the activation, biases, tying and head_dim are read.
+The hybrid state-space decoders (Nemotron-H / Nemotron 3, Jamba) have their adapters in
+hybrid_adapters.py; the ADAPTERS table here names every model_type.
 """
 
 from __future__ import annotations
@@ -12,17 +14,13 @@ from collections.abc import Callable
 
 from trainplan.errors import TrainplanError
 from trainplan.models.checks import LIMITS, check_spec
-from trainplan.models.config_reader import ConfigReader
+from trainplan.models.config_reader import GATED_ACT, PLAIN_ACT, ConfigReader
+from trainplan.models.hybrid_adapters import jamba, nemotron_h
 from trainplan.models.layers import (
     CHUNKED,
     DENSE,
     FULL,
     LINEAR,
-    MAMBA,
-    MAMBA2,
-    MOE,
-    NO_MIXER,
-    NO_MLP,
     NOPE,
     SLIDING,
     ffn_kinds,
@@ -30,23 +28,10 @@ from trainplan.models.layers import (
 from trainplan.models.rope import check_rope
 from trainplan.models.spec import (
     LinearAttentionSpec,
-    Mamba1Spec,
-    Mamba2Spec,
     MLASpec,
     ModelSpec,
     MoESpec,
 )
-
-# hidden_act of a gated MLP (act(x W_gate) * x W_up) -> ModelSpec.mlp
-_GATED_ACT = {
-    "silu": "swiglu", "swish": "swiglu",
-    "gelu": "geglu", "gelu_new": "geglu", "gelu_fast": "geglu", "gelu_pytorch_tanh": "geglu",
-}
-# GPT-2 activation_function of its plain two-matrix MLP -> ModelSpec.mlp
-_PLAIN_ACT = {
-    "gelu": "gelu", "gelu_new": "gelu", "gelu_fast": "gelu", "gelu_pytorch_tanh": "gelu",
-    "quick_gelu": "gelu",
-}
 
 
 def _base(c: ConfigReader, *, kv_default: int | None, max_pos_default: int) -> dict:
@@ -67,23 +52,6 @@ def _base(c: ConfigReader, *, kv_default: int | None, max_pos_default: int) -> d
         "vocab_size": c.integer("vocab_size"),
         "max_position_embeddings": c.integer("max_position_embeddings", max_pos_default),
     }
-
-
-def _head_dim(c: ConfigReader, base: dict, default: int | None) -> int:
-    """head_dim from the config; default None = hidden_size // num_attention_heads (HF rule), which
-    then must divide exactly: 33 heads on hidden 4096 would give heads of 124 that cover 4092 of
-    the 4096 features, a typo rather than a model (transformers' own configs without a head_dim,
-    BERT's and GPT-2's, refuse it the same way)."""
-    # Mistral and Mixtral treat head_dim: null like an absent head_dim.
-    if c.data.get("head_dim") is not None:
-        return c.integer("head_dim")
-    if default is not None:
-        return default
-    hidden, heads = base["hidden_size"], base["num_heads"]
-    if hidden % heads:
-        raise TrainplanError(f"{c.where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}, "
-                             "and no head_dim is given; fix the config.json (or give head_dim)")
-    return hidden // heads
 
 
 def _sliding(c: ConfigReader, base: dict, window: int | None, pattern: Callable[[int], bool]):
@@ -117,8 +85,8 @@ def llama(c: ConfigReader) -> dict:
     b = _base(c, kv_default=None, max_pos_default=2048)
     bias = c.flag("attention_bias", False)
     return dict(
-        b, head_dim=_head_dim(c, b, None), ffn_size=c.integer("intermediate_size"),
-        mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        b, head_dim=c.head_dim(b, None), ffn_size=c.integer("intermediate_size"),
+        mlp=c.choice("hidden_act", GATED_ACT, "silu"),
         tied_embeddings=c.flag("tie_word_embeddings", False),
         qkv_bias=bias, o_bias=bias, mlp_bias=c.flag("mlp_bias", False),
     )
@@ -128,8 +96,8 @@ def mistral(c: ConfigReader, window_default: int | None = 4096) -> dict:
     b = _base(c, kv_default=8, max_pos_default=131072)
     window = c.optional_int("sliding_window", window_default)
     return dict(
-        b, head_dim=_head_dim(c, b, None), ffn_size=c.integer("intermediate_size"),
-        mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        b, head_dim=c.head_dim(b, None), ffn_size=c.integer("intermediate_size"),
+        mlp=c.choice("hidden_act", GATED_ACT, "silu"),
         tied_embeddings=c.flag("tie_word_embeddings", False),
         **_sliding(c, b, window, _every_layer),
     )
@@ -146,8 +114,8 @@ def _qwen_window(c: ConfigReader, b: dict) -> dict:
 def qwen2(c: ConfigReader) -> dict:
     b = _base(c, kv_default=32, max_pos_default=32768)
     return dict(
-        b, head_dim=_head_dim(c, b, None), ffn_size=c.integer("intermediate_size"),
-        mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        b, head_dim=c.head_dim(b, None), ffn_size=c.integer("intermediate_size"),
+        mlp=c.choice("hidden_act", GATED_ACT, "silu"),
         tied_embeddings=c.flag("tie_word_embeddings", False),
         qkv_bias=True,  # Qwen2Attention: q, k, v always carry a bias; o_proj never does
         **_qwen_window(c, b),
@@ -158,8 +126,8 @@ def qwen3(c: ConfigReader) -> dict:
     b = _base(c, kv_default=32, max_pos_default=32768)
     bias = c.flag("attention_bias", False)
     return dict(
-        b, head_dim=_head_dim(c, b, 128), ffn_size=c.integer("intermediate_size"),
-        mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        b, head_dim=c.head_dim(b, 128), ffn_size=c.integer("intermediate_size"),
+        mlp=c.choice("hidden_act", GATED_ACT, "silu"),
         tied_embeddings=c.flag("tie_word_embeddings", False),
         qkv_bias=bias, o_bias=bias, qk_norm=True, **_qwen_window(c, b),
     )
@@ -169,9 +137,9 @@ def gemma2(c: ConfigReader) -> dict:
     b = _base(c, kv_default=4, max_pos_default=8192)
     bias = c.flag("attention_bias", False)
     return dict(
-        b, head_dim=_head_dim(c, b, 256), ffn_size=c.integer("intermediate_size"),
+        b, head_dim=c.head_dim(b, 256), ffn_size=c.integer("intermediate_size"),
         # Gemma's MLP reads hidden_activation; hidden_act is a legacy duplicate.
-        mlp=c.choice("hidden_activation", _GATED_ACT, "gelu_pytorch_tanh"),
+        mlp=c.choice("hidden_activation", GATED_ACT, "gelu_pytorch_tanh"),
         tied_embeddings=c.flag("tie_word_embeddings", True),
         qkv_bias=bias, o_bias=bias, norms_per_layer=4,  # pre/post attention, pre/post MLP
         **_sliding(c, b, c.optional_int("sliding_window", 4096), _alternate),
@@ -183,8 +151,8 @@ def gemma3_text(c: ConfigReader) -> dict:
     bias = c.flag("attention_bias", False)
     period = c.integer(("sliding_window_pattern", "_sliding_window_pattern"), 6)
     return dict(
-        b, head_dim=_head_dim(c, b, 256), ffn_size=c.integer("intermediate_size"),
-        mlp=c.choice("hidden_activation", _GATED_ACT, "gelu_pytorch_tanh"),
+        b, head_dim=c.head_dim(b, 256), ffn_size=c.integer("intermediate_size"),
+        mlp=c.choice("hidden_activation", GATED_ACT, "gelu_pytorch_tanh"),
         tied_embeddings=c.flag("tie_word_embeddings", True),
         qkv_bias=bias, o_bias=bias, qk_norm=True, norms_per_layer=4,
         # five local layers, then one global (Gemma 3 report, section 2.2)
@@ -204,7 +172,7 @@ def gpt2(c: ConfigReader) -> dict:
         "num_heads": heads, "num_kv_heads": heads, "head_dim": hidden // heads,
         "ffn_size": 4 * hidden if n_inner is None else n_inner,
         "vocab_size": c.integer("vocab_size"),
-        "mlp": c.choice("activation_function", _PLAIN_ACT, "gelu_new"), "norm": "layernorm",
+        "mlp": c.choice("activation_function", PLAIN_ACT, "gelu_new"), "norm": "layernorm",
         "tied_embeddings": c.flag("tie_word_embeddings", True),
         "position_embedding": "learned", "max_position_embeddings": c.integer("n_positions", 1024),
         "qkv_bias": True, "o_bias": True, "mlp_bias": True,  # Conv1D layers all carry a bias
@@ -245,7 +213,7 @@ def qwen3_moe(c: ConfigReader) -> dict:
     b = _base(c, kv_default=4, max_pos_default=32768)
     bias = c.flag("attention_bias", False)
     d = dict(
-        b, head_dim=_head_dim(c, b, None), mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        b, head_dim=c.head_dim(b, None), mlp=c.choice("hidden_act", GATED_ACT, "silu"),
         tied_embeddings=c.flag("tie_word_embeddings", False),
         qkv_bias=bias, o_bias=bias, qk_norm=True, **_qwen_window(c, b),
     )
@@ -256,7 +224,7 @@ def qwen2_moe(c: ConfigReader) -> dict:
     b = _base(c, kv_default=16, max_pos_default=32768)
     shared = c.integer("shared_expert_intermediate_size", minimum=0)
     d = dict(
-        b, head_dim=_head_dim(c, b, None), mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        b, head_dim=c.head_dim(b, None), mlp=c.choice("hidden_act", GATED_ACT, "silu"),
         tied_embeddings=c.flag("tie_word_embeddings", False),
         qkv_bias=c.flag("qkv_bias", True), **_qwen_window(c, b),
     )
@@ -298,7 +266,7 @@ def deepseek_v3(c: ConfigReader) -> dict:
     return dict(
         b, head_dim=mla.qk_nope_head_dim + mla.qk_rope_head_dim,  # q/k head; v uses v_head_dim
         ffn_size=c.integer("intermediate_size") if moe.first_dense_layers else 0,
-        mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        mlp=c.choice("hidden_act", GATED_ACT, "silu"),
         tied_embeddings=c.flag("tie_word_embeddings", False),
         qkv_bias=bias, o_bias=bias, moe=moe, mla=mla,
         mtp_layers=c.integer(("num_nextn_predict_layers", "num_mtp_layers"), 1, minimum=0),
@@ -311,8 +279,8 @@ def gpt_oss(c: ConfigReader) -> dict:
     b = _base(c, kv_default=8, max_pos_default=131072)
     bias = c.flag("attention_bias", True)
     d = dict(
-        b, head_dim=_head_dim(c, b, 64), ffn_size=0,
-        mlp=c.choice("hidden_act", _GATED_ACT, "silu"),  # clamped SwiGLU, still gate * up
+        b, head_dim=c.head_dim(b, 64), ffn_size=0,
+        mlp=c.choice("hidden_act", GATED_ACT, "silu"),  # clamped SwiGLU, still gate * up
         tied_embeddings=c.flag("tie_word_embeddings", False),
         qkv_bias=bias, o_bias=bias, attention_sinks=True,
         **_sliding(c, b, c.optional_int("sliding_window", 128), _alternate),
@@ -354,8 +322,8 @@ def llama4_text(c: ConfigReader) -> dict:
     )
     dense = ffn_kinds(moe, n).count(DENSE)
     return dict(
-        b, head_dim=_head_dim(c, b, 128), ffn_size=c.integer("intermediate_size_mlp", 16384) if dense else 0,
-        mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        b, head_dim=c.head_dim(b, 128), ffn_size=c.integer("intermediate_size_mlp", 16384) if dense else 0,
+        mlp=c.choice("hidden_act", GATED_ACT, "silu"),
         tied_embeddings=c.flag("tie_word_embeddings", False),
         qkv_bias=bias, o_bias=bias, moe=moe, **_llama4_attention(c, n),
     )
@@ -414,9 +382,9 @@ def glm4_moe(c: ConfigReader) -> dict:
         load_balance="aux_free",  # e_score_correction_bias: DeepSeek-V3's bias-based balancing
     )
     return dict(
-        b, head_dim=_head_dim(c, b, None),
+        b, head_dim=c.head_dim(b, None),
         ffn_size=c.integer("intermediate_size", 10944) if moe.first_dense_layers else 0,
-        mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        mlp=c.choice("hidden_act", GATED_ACT, "silu"),
         tied_embeddings=c.flag("tie_word_embeddings", False),
         qkv_bias=c.flag("attention_bias", False), qk_norm=c.flag("use_qk_norm", False), moe=moe,
         mtp_layers=c.integer(("num_nextn_predict_layers", "num_mtp_layers"), 1, minimum=0),
@@ -448,171 +416,13 @@ def qwen3_next(c: ConfigReader) -> dict:
     ) if LINEAR in layers else None
     shared = c.integer("shared_expert_intermediate_size", 512, minimum=0)
     d = dict(
-        b, head_dim=_head_dim(c, b, 256), mlp=c.choice("hidden_act", _GATED_ACT, "silu"),
+        b, head_dim=c.head_dim(b, 256), mlp=c.choice("hidden_act", GATED_ACT, "silu"),
         tied_embeddings=c.flag("tie_word_embeddings", False),
         qkv_bias=bias, o_bias=bias, qk_norm=True, attention_output_gate=True,
         attention_layers=layers if linear is not None else (), linear_attention=linear,
     )
     # HF builds the shared expert and its gate whatever its width (Qwen3NextSparseMoeBlock)
     return _qwen_moe(c, d, num_shared_experts=1, shared_expert_ffn_size=shared, shared_expert_gate=True)
-
-
-# Nemotron-H block letters (hybrid_override_pattern) and layers_block_type names, as
-# NemotronHConfig._pattern_to_list maps them (older config.json files write "mamba" and "attention",
-# which transformers remaps) -> (mixer, MLP) of the one block
-_NEMOTRON_BLOCKS = {
-    "M": (MAMBA2, NO_MLP), "*": (FULL, NO_MLP), "-": (NO_MIXER, DENSE), "E": (NO_MIXER, MOE),
-    "mamba": (MAMBA2, NO_MLP), "linear_attention": (MAMBA2, NO_MLP),
-    "attention": (FULL, NO_MLP), "full_attention": (FULL, NO_MLP), "mlp": (NO_MIXER, DENSE), "moe": (NO_MIXER, MOE),
-}
-
-
-def hybrid_blocks(blocks, where: str) -> list[tuple[str, str]]:
-    """(mixer, MLP) of each Nemotron-H block, from its letters (M, *, -, E) or layers_block_type names;
-    the one reading of a block pattern (the adapter's and a validation record's layer_pattern)."""
-    unknown = sorted(set(blocks) - set(_NEMOTRON_BLOCKS))
-    if unknown:
-        raise TrainplanError(f"{where}: nemotron_h block {unknown[0]!r} is not one of M, *, -, E (mamba, attention, "
-                             "mlp, moe); fix the pattern")
-    return [_NEMOTRON_BLOCKS[b] for b in blocks]
-
-
-def _nemotron_moe(c: ConfigReader) -> MoESpec:
-    """The MoE of Nemotron 3's E blocks (HF NemotronHMoE): n_routed_experts squared-ReLU experts of
-    moe_intermediate_size without biases or gate, one shared expert MLP of
-    moe_shared_expert_intermediate_size (whatever n_shared_experts says; a width of 0 falls back to
-    intermediate_size, as NemotronHMLP does), a bias-free fp32 router with sigmoid scores over n_group
-    groups whose e_score_correction_bias is a buffer (DeepSeek-V3's aux-free balancing: not counted),
-    and with moe_latent_size the experts behind fc1/fc2_latent_proj (LatentMoE)."""
-    return MoESpec(
-        num_experts=c.integer(("n_routed_experts", "num_local_experts"), 8),
-        experts_per_token=c.integer("num_experts_per_tok", 2),
-        expert_ffn_size=c.integer("moe_intermediate_size", 7688),
-        num_shared_experts=1,
-        shared_expert_ffn_size=c.integer("moe_shared_expert_intermediate_size", 7688, minimum=0)
-        or c.integer("intermediate_size", 21504),
-        num_groups=c.integer("n_group", 1), topk_groups=c.integer("topk_group", 1),
-        router_score="sigmoid", load_balance="aux_free",
-        latent_size=c.optional_int("moe_latent_size", None) or 0,
-    )
-
-
-def nemotron_h(c: ConfigReader) -> dict:
-    """Nemotron-H and Nemotron 3 (arXiv:2504.03624, arXiv:2512.20848; transformers 5.24
-    configuration_nemotron_h.py / modeling_nemotron_h.py): each layer is one block, a pre-RMSNorm and
-    one mixer: Mamba-2 (M), attention (*: GQA without biases, whatever attention_bias says), a
-    squared-ReLU MLP (-) or a MoE (E: _nemotron_moe). The pattern is layers_block_type or, in older
-    files, hybrid_override_pattern; its length is the layer count. The MTP modules
-    (num_nextn_predict_layers, Nemotron 3 Super) are not built by transformers: see _nemotron_mtp."""
-    listed = c.data.get("layers_block_type", c.data.get("layer_types"))
-    pattern = c.data.get("hybrid_override_pattern")
-    blocks = listed if listed is not None else list(pattern) if isinstance(pattern, str) else None
-    if not blocks or not isinstance(blocks, list) or any(not isinstance(b, str) for b in blocks):
-        raise TrainplanError(f"{c.where}: a nemotron_h config.json needs hybrid_override_pattern (a string of M, *, "
-                             "-, E) or layers_block_type (a list); fix the config.json")
-    kinds = hybrid_blocks(blocks, c.where)
-    declared = c.data.get("num_hidden_layers")
-    if declared is not None and declared != len(kinds):
-        raise TrainplanError(f"{c.where}: num_hidden_layers {declared!r} differs from the {len(kinds)} blocks of its "
-                             "pattern; fix the config.json")
-    heads = c.integer("num_attention_heads", 32)
-    mamba = Mamba2Spec(
-        num_heads=c.integer(("mamba_num_heads",), 128), head_dim=c.integer("mamba_head_dim", 64),
-        state_size=c.integer("ssm_state_size", 128), n_groups=c.integer(("n_groups", "mamba_n_groups"), 8),
-        conv_kernel=c.integer(("conv_kernel", "mamba_d_conv"), 4),
-        chunk_size=c.integer(("chunk_size", "mamba_chunk_size"), 128),
-        conv_bias=c.flag("use_conv_bias", True), proj_bias=c.flag("use_bias", False),
-    ) if any(k[0] == MAMBA2 for k in kinds) else None
-    moe = _nemotron_moe(c) if any(k[1] == MOE for k in kinds) else None
-    attention = tuple(k[0] for k in kinds)
-    mtp, mtp_blocks = _nemotron_mtp(c)
-    return {
-        "model_type": c.model_type, "num_layers": len(kinds), "hidden_size": c.integer("hidden_size", 4096),
-        "num_heads": heads, "num_kv_heads": c.integer("num_key_value_heads", 8),
-        "head_dim": c.integer("head_dim", 128), "vocab_size": c.integer("vocab_size", 131072),
-        "max_position_embeddings": c.integer("max_position_embeddings", 4096),
-        "ffn_size": c.integer("intermediate_size", 21504),  # the '-' blocks' (Nemotron 3 has none)
-        "mlp": c.choice("mlp_hidden_act", {"relu2": "relu2"}, "relu2"),
-        "mlp_bias": c.flag("mlp_bias", False), "tied_embeddings": c.flag("tie_word_embeddings", False),
-        "norms_per_layer": 1, "attention_layers": attention, "mamba": mamba, "moe": moe,
-        "mlp_layers": tuple(k[1] for k in kinds), "mtp_layers": mtp,
-        "mtp_attention_layers": tuple(k[0] for k in mtp_blocks), "mtp_mlp_layers": tuple(k[1] for k in mtp_blocks),
-    }
-
-
-def _every(c: ConfigReader, what: str, period_default: int, offset_default: int, n: int) -> tuple[bool, ...]:
-    """Per layer, whether i % {what}_layer_period == {what}_layer_offset (JambaConfig's rule, whose
-    validate_architecture refuses an offset not below its period)."""
-    period = c.integer(f"{what}_layer_period", period_default)
-    offset = c.integer(f"{what}_layer_offset", offset_default, minimum=0)
-    if offset >= period:
-        raise TrainplanError(f"{c.where}: {what}_layer_offset {offset} must be smaller than {what}_layer_period "
-                             f"{period}; fix the config.json")
-    return tuple(i % period == offset for i in range(n))
-
-
-def jamba(c: ConfigReader) -> dict:
-    """Jamba (arXiv:2403.19887; Jamba-1.5 arXiv:2408.12570; transformers 5.24 configuration_jamba.py /
-    modeling_jamba.py, JambaConfig defaults = Jamba-v0.1): attention on the layers where
-    i % attn_layer_period == attn_layer_offset, a Mamba-1 mixer (JambaMambaMixer, with RMSNorms on dt,
-    B and C) on the others; the MLP is MoE (num_experts, top num_experts_per_tok, softmax router
-    without bias) where i % expert_layer_period == expert_layer_offset and a dense SwiGLU MLP of
-    intermediate_size elsewhere, each layer behind two RMSNorms. JambaAttention applies no positional
-    encoding (no RoPE anywhere in the model): its layers are NoPE and the model's position_embedding
-    is none. use_mamba_kernels picks an implementation, not weights: not read."""
-    b = {
-        "model_type": c.model_type, "num_layers": c.integer("num_hidden_layers", 32),
-        "hidden_size": c.integer("hidden_size", 4096), "num_heads": c.integer("num_attention_heads", 32),
-        "vocab_size": c.integer("vocab_size", 65536),
-        "max_position_embeddings": c.integer("max_position_embeddings", 262144),
-    }
-    # null: one kv head per query head (JambaConfig.__post_init__)
-    kv_null = "num_key_value_heads" in c.data and c.data["num_key_value_heads"] is None
-    b["num_kv_heads"] = b["num_heads"] if kv_null else c.integer("num_key_value_heads", 8)
-    n, h = b["num_layers"], b["hidden_size"]
-    if n > LIMITS["num_layers"]:  # check_spec's bound, before the per-layer patterns are built
-        raise TrainplanError(f"{c.where}: num_layers {n:,} is beyond the limit of {LIMITS['num_layers']:,}")
-    attention = _every(c, "attn", 8, 4, n)
-    experts = c.integer(("num_experts", "num_local_experts"), 16)
-    routed = _every(c, "expert", 2, 1, n) if experts > 1 else (False,) * n  # 1 expert: JambaMLP
-    rank = c.data.get("mamba_dt_rank", "auto")
-    dt_rank = -(-h // 16) if rank == "auto" else c.integer("mamba_dt_rank")  # math.ceil(hidden / 16)
-    mamba = Mamba1Spec(
-        inner=c.integer("mamba_expand", 2) * h, state_size=c.integer("mamba_d_state", 16), dt_rank=dt_rank,
-        conv_kernel=c.integer("mamba_d_conv", 4), conv_bias=c.flag("mamba_conv_bias", True),
-        proj_bias=c.flag("mamba_proj_bias", False),
-    ) if not all(attention) else None
-    ffn = c.integer("intermediate_size", 14336)
-    moe = MoESpec(
-        num_experts=experts, experts_per_token=c.integer("num_experts_per_tok", 2), expert_ffn_size=ffn,
-        dense_layers=tuple(i for i in range(n) if not routed[i]),
-        aux_loss_coef=c.number("router_aux_loss_coef", 0.001),
-    ) if any(routed) else None
-    return dict(
-        b, head_dim=_head_dim(c, b, None), ffn_size=ffn if not all(routed) else 0,
-        mlp=c.choice("hidden_act", _GATED_ACT, "silu"), tied_embeddings=c.flag("tie_word_embeddings", False),
-        position_embedding="none", moe=moe, mamba1=mamba,
-        attention_layers=tuple(NOPE if a else MAMBA for a in attention),
-    )
-
-
-def _nemotron_mtp(c: ConfigReader) -> tuple[int, list[tuple[str, str]]]:
-    """(modules, the blocks of one) of Nemotron 3's multi-token prediction: num_nextn_predict_layers
-    modules of mtp_layers_block_type blocks (or the older mtp_hybrid_override_pattern letters;
-    NemotronHConfig's default: attention then MoE). Transformers skips their weights (mtp.*)."""
-    modules = c.integer("num_nextn_predict_layers", 0, minimum=0)
-    if not modules:
-        return 0, []
-    default = ["full_attention", "moe"]
-    listed = c.data.get("mtp_layers_block_type")
-    pattern = c.data.get("mtp_hybrid_override_pattern")
-    blocks = default if listed is None else listed
-    if blocks == default and isinstance(pattern, str):  # transformers reads the letters only then
-        blocks = list(pattern)
-    if not blocks or not isinstance(blocks, list) or any(not isinstance(b, str) for b in blocks):
-        raise TrainplanError(f"{c.where}: mtp_layers_block_type must be a list of block names (or "
-                             "mtp_hybrid_override_pattern a string of M, *, -, E); fix the config.json")
-    return modules, hybrid_blocks(blocks, f"{c.where} MTP")
 
 
 ADAPTERS: dict[str, Callable[[ConfigReader], dict]] = {

@@ -15,6 +15,17 @@ from trainplan.errors import TrainplanError
 _MISSING = object()
 Keys = str | tuple[str, ...]  # one field name, or several spellings tried in order
 
+# hidden_act of a gated MLP (act(x W_gate) * x W_up) -> ModelSpec.mlp
+GATED_ACT = {
+    "silu": "swiglu", "swish": "swiglu",
+    "gelu": "geglu", "gelu_new": "geglu", "gelu_fast": "geglu", "gelu_pytorch_tanh": "geglu",
+}
+# GPT-2 activation_function of its plain two-matrix MLP -> ModelSpec.mlp
+PLAIN_ACT = {
+    "gelu": "gelu", "gelu_new": "gelu", "gelu_fast": "gelu", "gelu_pytorch_tanh": "gelu",
+    "quick_gelu": "gelu",
+}
+
 
 class ConfigReader:
     """Read fields of one config.json dict; every error names `where` (the file) and the field."""
@@ -112,3 +123,19 @@ class ConfigReader:
                 f"supported: {', '.join(sorted(table))}"
             )
         return table[v]
+
+    def head_dim(self, base: dict, default: int | None) -> int:
+        """head_dim from the config; default None = hidden_size // num_attention_heads (HF rule), which
+        then must divide exactly: 33 heads on hidden 4096 would give heads of 124 that cover 4092 of
+        the 4096 features, a typo rather than a model (transformers' own configs without a head_dim,
+        BERT's and GPT-2's, refuse it the same way). `base` holds the hidden_size and num_heads read."""
+        # Mistral and Mixtral treat head_dim: null like an absent head_dim.
+        if self.data.get("head_dim") is not None:
+            return self.integer("head_dim")
+        if default is not None:
+            return default
+        hidden, heads = base["hidden_size"], base["num_heads"]
+        if hidden % heads:
+            raise TrainplanError(f"{self.where}: hidden_size {hidden} is not a multiple of num_attention_heads "
+                                 f"{heads}, and no head_dim is given; fix the config.json (or give head_dim)")
+        return hidden // heads

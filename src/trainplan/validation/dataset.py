@@ -51,8 +51,8 @@ from trainplan.errors import TrainplanError
 from trainplan.hardware import Cluster, NodeType, find_gpu, nodes
 from trainplan.job import Job, Workload
 from trainplan.layout import Layout, check_layout
-from trainplan.models.adapters import hybrid_blocks
 from trainplan.models.checks import check_spec
+from trainplan.models.hybrid_adapters import hybrid_blocks
 from trainplan.models.layers import MAMBA2
 from trainplan.models.library import catalog
 from trainplan.models.spec import Mamba2Spec, MLASpec, ModelSpec, MoESpec

@@ -126,7 +126,10 @@ def test_jobset_runs_one_indexed_job_with_the_pytorchjobs_pod():
     # the same pod template as the PyTorchJob's, but for the restart policy a Job allows
     pytorchjob = render("k8s", make_plan("a4x-highgpu-4g", nodes=3), K8sOptions(image=IMAGE)).request["items"][-1]
     master = pytorchjob["spec"]["pytorchReplicaSpecs"]["Master"]["template"]
-    assert pod["metadata"] == master["metadata"]
+    # but for Kueue's topology annotation (3 A4X VMs fit in one NVLink sub-block: jobset.toml [topology])
+    ann = dict(pod["metadata"]["annotations"])
+    assert ann.pop("kueue.x-k8s.io/podset-required-topology") == "cloud.google.com/gce-topology-subblock"
+    assert {**pod["metadata"], "annotations": ann} == master["metadata"]
     # torchrun meets on pod 0 of job 0, at the stable name JobSet gives it (jobset_types.go:380-381),
     # where the PyTorchJob's meet on its master's service
     cmd = pod["spec"]["containers"][0]["command"]
@@ -204,3 +207,31 @@ def test_no_imex_channel_within_one_vm_or_an_8_gpu_domain(instance, nodes):
     assert not any(i["kind"] == "ComputeDomain" for i in r.request["items"])
     pod = r.request["items"][-1]["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     assert "resourceClaims" not in pod and "claims" not in pod["containers"][0]["resources"]
+
+
+# --- Kueue topology-aware scheduling on GKE (jobset.toml [topology]) -------------------------------
+
+def _pod_annotations(js):
+    return js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"].get("annotations", {})
+
+
+@pytest.mark.parametrize("instance, nodes, want", [
+    # cluster-toolkit gke-a4x nccl-jobset-example: a job inside one 18-VM NVLink sub-block is required there
+    ("a4x-highgpu-4g", 18, ("kueue.x-k8s.io/podset-required-topology", "cloud.google.com/gce-topology-subblock")),
+    ("a4x-maxgpu-4g-metal", 2, ("kueue.x-k8s.io/podset-required-topology", "cloud.google.com/gce-topology-subblock")),
+    # more than one sub-block: a required level would never admit it; preferred packs it
+    ("a4x-highgpu-4g", 19, ("kueue.x-k8s.io/podset-preferred-topology", "cloud.google.com/gce-topology-subblock")),
+    # gke-a4 example: the NVLink domain is the VM
+    ("a4-highgpu-8g", 2, ("kueue.x-k8s.io/podset-preferred-topology", "kubernetes.io/hostname")),
+])
+def test_gke_jobset_asks_kueue_for_the_nvlink_domains_topology_level(instance, nodes, want):
+    _, js = _jobset(instance, nodes=nodes, queue="q")
+    tas = {k: v for k, v in _pod_annotations(js).items() if k.startswith("kueue.x-k8s.io/")}
+    assert tas == dict([want])
+
+
+@pytest.mark.parametrize("instance, kw", [("a4x-highgpu-4g", {}), ("Standard_ND128isr_GB200_v6", {"queue": "q"}),
+                                          ("ml.p6e-gb200.36xlarge", {"queue": "q", "efa_devices": 17})])
+def test_no_topology_annotation_without_kueue_or_gke_levels(instance, kw):
+    _, js = _jobset(instance, nodes=2, **kw)
+    assert not any(k.startswith("kueue.x-k8s.io/") for k in _pod_annotations(js))

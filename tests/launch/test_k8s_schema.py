@@ -74,6 +74,9 @@ def manifests():
                      "ml.p6-b200.48xlarge"):
         yield f"jobset-{instance}", render("k8s", make_plan(instance, nodes=2),
                                            K8sOptions(image=IMAGE, api=JOBSET, queue="a4"))
+    # more nodes than one A4X NVLink sub-block: Kueue's preferred topology annotation instead of required
+    yield "jobset-a4x-20-nodes", render("k8s", make_plan("a4x-highgpu-4g", nodes=20),
+                                        K8sOptions(image=IMAGE, api=JOBSET, queue="a4x"))
     yield "jobset-megatron", render("k8s", megatron_plan(), K8sOptions(api=JOBSET))
     yield "hyperpod-megatron-moe", render("hyperpod-eks", megatron_moe_plan(), HyperPodEksOptions())
     yield "hyperpod-megatron", render("hyperpod-eks", megatron_plan(), HyperPodEksOptions(checkpoint_pvc="fsx-claim"))

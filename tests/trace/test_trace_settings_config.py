@@ -104,3 +104,16 @@ def test_planner_and_trace_import_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "trainplan trace needs torch and transformers" in out
     assert "pip install 'trainplan[torch]'" in out
+
+
+def test_llama4_maverick_default_slice_holds_every_kind():
+    """#24: Maverick's NoPE layers (no_rope_layer_interval 4) are all MoE (interleave_moe_layer_step 2,
+    meta-llama/Llama-4-Maverick-17B-128E config.json): one layer per kind (3) slices its NoPE layer
+    onto a dense one, so the default slice is the 4 layers that hold dense/chunked, moe/chunked, moe/nope."""
+    from trainplan.trace.config import load_config
+
+    cfg = load_config("llama-4-maverick")
+    assert set(layer_kinds(cfg)) == {"dense/chunked", "moe/chunked", "moe/nope"}
+    assert "moe/nope" not in layer_kinds(slice_config(cfg, 3))
+    k = default_layers(cfg)
+    assert k == 4 and set(layer_kinds(slice_config(cfg, k))) == set(layer_kinds(cfg))

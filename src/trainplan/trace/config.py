@@ -77,9 +77,17 @@ def layer_kinds(cfg: dict) -> list[str]:
 
 
 def default_layers(cfg: dict) -> int:
-    """Layers a trace builds unless told: 2, or one of each layer kind where the model has more
-    (slice_config then holds every kind, and nothing is extrapolated from another kind)."""
-    return max(2, len(set(layer_kinds(cfg))))
+    """Layers a trace builds unless told: the fewest (at least 2, at least one per kind) whose
+    slice_config holds every kind of the full model, so that nothing is extrapolated from another
+    kind. One per kind is not always enough: Llama 4 Maverick's NoPE layers (every 4th) are all MoE
+    (every 2nd), and a 3-layer slice puts its NoPE layer on a dense one (dense/nope, a kind the model
+    lacks, and no moe/nope); 4 layers hold dense/chunked, moe/chunked and moe/nope."""
+    want = set(layer_kinds(cfg))
+    first = max(2, len(want))
+    for k in range(first, num_layers(cfg)):
+        if set(layer_kinds(slice_config(cfg, k))) >= want:
+            return k
+    return max(first, num_layers(cfg))  # the whole model holds them all
 
 
 # Jamba's layers: attention where i % attn_layer_period == attn_layer_offset, MoE where

@@ -350,10 +350,19 @@ def _llama4_attention(c: ConfigReader, n: int) -> dict:
     return {"attention_layers": layers, "attention_chunk_size": chunk if CHUNKED in layers else None}
 
 
+def language_model(config: dict) -> dict:
+    """The decoder's own config dict: a Llama 4 config.json's text part (Llama4ForConditionalGeneration
+    holds it under text_config; AutoModelForCausalLM builds it as llama4_text), else the config."""
+    text = config.get("text_config")
+    if config.get("model_type") == "llama4" and isinstance(text, dict):
+        return {**text, "model_type": "llama4_text"}
+    return config
+
+
 def llama4(c: ConfigReader) -> dict:
-    """A Llama 4 config.json (Llama4ForConditionalGeneration): its text part, under text_config."""
-    text = c.data.get("text_config")
-    if not isinstance(text, dict):
+    """A Llama 4 config.json (Llama4ForConditionalGeneration): its text part (language_model)."""
+    text = language_model(c.data)
+    if text is c.data:
         raise TrainplanError(f"{c.where}: a llama4 config.json needs its text_config object (the language "
                              "model's sizes); give the model's own config.json")
     d = llama4_text(ConfigReader(text, f"{c.where} text_config", "llama4_text"))

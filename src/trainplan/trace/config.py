@@ -20,17 +20,9 @@ _DEPTH_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 def load_config(model: str) -> dict:
     """A config dict from a catalog name, a config.json path or a folder holding one."""
     from trainplan.models import hf_config
+    from trainplan.models.adapters import language_model
 
     return language_model(hf_config(model))
-
-
-def language_model(cfg: dict) -> dict:
-    """The decoder a trace builds: a Llama 4 config.json's text part (Llama4ForConditionalGeneration
-    holds it under text_config; AutoModelForCausalLM builds it as llama4_text), else the config."""
-    text = cfg.get("text_config")
-    if cfg.get("model_type") == "llama4" and isinstance(text, dict):
-        return {**text, "model_type": "llama4_text"}
-    return cfg
 
 
 # Patterns a config gives by an interval, unless a per-layer list (the second key) is there:
@@ -84,10 +76,9 @@ def default_layers(cfg: dict) -> int:
     lacks, and no moe/nope); 4 layers hold dense/chunked, moe/chunked and moe/nope."""
     want = set(layer_kinds(cfg))
     first = max(2, len(want))
-    for k in range(first, num_layers(cfg)):
-        if set(layer_kinds(slice_config(cfg, k))) >= want:
-            return k
-    return max(first, num_layers(cfg))  # the whole model holds them all
+    n = num_layers(cfg)
+    return next((k for k in range(first, n) if set(layer_kinds(slice_config(cfg, k))) >= want),
+                max(first, n))  # else the whole model, which holds them all
 
 
 # Jamba's layers: attention where i % attn_layer_period == attn_layer_offset, MoE where
